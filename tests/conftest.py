@@ -1,0 +1,41 @@
+"""Session-wide set-up shared by every test area.
+
+Airflow reads its configuration when it is first imported, so the throwaway
+AIRFLOW_HOME (SQLite, no examples, this repo's dags/ and plugins/) is put in the
+environment here, at conftest import time, before any test module can import
+Airflow. Each test session gets its own home and database.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+_airflow_home = Path(tempfile.mkdtemp(prefix="mirrorflow-airflow-"))
+os.environ["AIRFLOW_HOME"] = str(_airflow_home)
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
+os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(REPO / "plugins")
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_airflow_home / 'airflow.db'}"
+# DAG files parse the topology named here; tests that need their own clusters
+# build DAGs from their own topology objects instead of changing this.
+os.environ.setdefault("MIRROR_TOPOLOGY", str(REPO / "topologies" / "demo.yaml"))
+# Spark's Python workers must run this interpreter (the venv's), or they cannot
+# import confluent-kafka and mirrorflow.
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+# plugins/ is on sys.path inside Airflow; make the same true for tests.
+for path in (REPO / "plugins", REPO / "include"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+pytest_plugins = [
+    "tests.fixtures.kafka",
+    "tests.fixtures.airflow",
+    "tests.fixtures.spark",
+]

@@ -1,0 +1,44 @@
+"""Structured audit lines.
+
+Every copy, offset commit, schema write and failover writes one JSON object on a
+single line to the ``mirrorflow.audit`` logger. Task logs are the audit record
+operators keep, so the lines must be machine-parseable (one ``json.loads`` per
+line, after the log prefix) and must never carry secrets.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+from typing import Any
+
+AUDIT_LOGGER = "mirrorflow.audit"
+_log = logging.getLogger(AUDIT_LOGGER)
+
+# Keys whose values are never written, whatever the caller passes.
+_SECRET_HINTS = ("password", "secret", "sasl.", "ssl.key", "token", "credential")
+
+
+def _redact(value: Any, key: str = "") -> Any:
+    if any(hint in key.lower() for hint in _SECRET_HINTS):
+        return "***"
+    if isinstance(value, dict):
+        return {k: _redact(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redact(v) for v in value]
+    return value
+
+
+def audit_line(event: str, **fields: Any) -> str:
+    """Render one audit record as a compact, key-sorted JSON line."""
+    record = {"audit": "mirrorflow", "event": event, "at": datetime.now(timezone.utc).isoformat()}
+    record.update(_redact(fields))
+    return json.dumps(record, sort_keys=True, default=str, separators=(",", ":"))
+
+
+def audit(event: str, **fields: Any) -> dict[str, Any]:
+    """Log one audit line and return the record (handy for task return values)."""
+    line = audit_line(event, **fields)
+    _log.info(line)
+    return json.loads(line)

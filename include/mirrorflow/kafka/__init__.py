@@ -1,0 +1,1 @@
+"""A small client layer over confluent-kafka: config rendering and admin queries."""

@@ -1,0 +1,70 @@
+"""Admin queries the planner and the checks need, with errors that name the cluster.
+
+confluent-kafka reports trouble as ``KafkaException`` wrapping a ``KafkaError``;
+here every such failure becomes a :class:`~mirrorflow.errors.KafkaOperationError`
+carrying the cluster name, the operation and the Kafka error code, so a task log
+says *which* cluster failed at *what*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirrorflow.errors import ClusterUnreachable, KafkaOperationError
+from mirrorflow.kafka.config import ClusterClient
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    name: str
+    cluster_id: str
+    brokers: int
+    controller_id: int | None
+
+
+def _admin(client: ClusterClient) -> AdminClient:
+    return AdminClient(client.admin())
+
+
+def probe(client: ClusterClient, timeout: float = 10.0) -> ClusterInfo:
+    """Check that a cluster answers, and say which cluster it is."""
+    try:
+        desc = _admin(client).describe_cluster(request_timeout=timeout).result(timeout=timeout + 5)
+    except KafkaException as exc:
+        raise ClusterUnreachable(client.name, client.bootstrap, str(exc.args[0])) from exc
+    except Exception as exc:  # a future timing out raises concurrent.futures.TimeoutError
+        raise ClusterUnreachable(client.name, client.bootstrap, f"{type(exc).__name__}: {exc}") from exc
+    controller = desc.controller.id if desc.controller is not None else None
+    return ClusterInfo(client.name, desc.cluster_id, len(desc.nodes), controller)
+
+
+def list_topics(client: ClusterClient, timeout: float = 10.0) -> dict[str, int]:
+    """Every topic on the cluster with its partition count (internal ones included)."""
+    try:
+        metadata = _admin(client).list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise ClusterUnreachable(client.name, client.bootstrap, str(exc.args[0])) from exc
+    topics: dict[str, int] = {}
+    for name, topic in metadata.topics.items():
+        if topic.error is not None:
+            raise KafkaOperationError(client.name, f"describe topic {name}", topic.error)
+        topics[name] = len(topic.partitions)
+    return topics
+
+
+def watermarks(client: ClusterClient, topic: str, partitions: int, timeout: float = 10.0) -> list[tuple[int, int]]:
+    """(low, high) offsets of each partition, in partition order."""
+    consumer = Consumer(client.consumer(group_id="_mirrorflow-watermarks"))
+    try:
+        result = []
+        for p in range(partitions):
+            try:
+                result.append(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False))
+            except KafkaException as exc:
+                raise KafkaOperationError(client.name, f"watermarks {topic}[{p}]", exc.args[0]) from exc
+        return result
+    finally:
+        consumer.close()

@@ -1,0 +1,97 @@
+"""Typed cluster connection settings that render librdkafka config dicts.
+
+A topology cluster is either a bootstrap address (plus optional non-secret
+librdkafka settings from the file) or an Airflow connection id. The core never
+talks to Airflow: whoever resolves a ``conn_id`` (the Airflow plugin) passes the
+connection's settings in. Secrets therefore only ever live in memory, and the
+``repr`` of a :class:`ClusterClient` hides them so they cannot leak into logs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from mirrorflow.errors import MirrorflowError
+
+_SECRET_KEYS = ("sasl.password", "sasl.oauthbearer.client.secret", "ssl.key.password", "ssl.key.pem",
+                "ssl.keystore.password", "ssl.certificate.pem")
+
+# Safe defaults for every client mirrorflow creates; callers may override.
+_COMMON = {"socket.keepalive.enable": True, "client.dns.lookup": "use_all_dns_ips"}
+
+
+def is_secret(key: str) -> bool:
+    return key in _SECRET_KEYS or "password" in key or "secret" in key
+
+
+@dataclass(frozen=True)
+class ClusterClient:
+    """Everything needed to open a client to one cluster of the topology."""
+
+    name: str
+    settings: Mapping[str, Any] = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.settings.get("bootstrap.servers"):
+            raise MirrorflowError(f"clusters.{self.name}: no bootstrap.servers resolved for this cluster")
+
+    def __repr__(self) -> str:
+        shown = {k: ("***" if is_secret(k) else v) for k, v in self.settings.items()}
+        return f"ClusterClient(name={self.name!r}, settings={shown!r})"
+
+    @property
+    def bootstrap(self) -> str:
+        return str(self.settings["bootstrap.servers"])
+
+    @classmethod
+    def from_cluster_config(cls, name: str, cluster: Any, connection: Mapping[str, Any] | None = None) -> "ClusterClient":
+        """Build from a topology ``ClusterConfig``.
+
+        ``connection`` holds librdkafka settings resolved from the cluster's
+        ``conn_id`` (it must contain ``bootstrap.servers``); the file's own
+        ``config`` is applied on top, so per-cluster tuning stays in the file and
+        credentials stay in the connection.
+        """
+        settings: dict[str, Any] = {}
+        if getattr(cluster, "conn_id", None):
+            if connection is None:
+                raise MirrorflowError(
+                    f"clusters.{name}.conn_id: connection {cluster.conn_id!r} must be resolved by the caller "
+                    "(the Airflow plugin does this); the core cannot read Airflow connections"
+                )
+            settings.update(connection)
+        else:
+            settings["bootstrap.servers"] = cluster.bootstrap
+        settings.update(dict(getattr(cluster, "config", None) or {}))
+        return cls(name=name, settings=settings)
+
+    def _base(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
+        conf = dict(_COMMON)
+        conf.update(self.settings)
+        conf.update(overrides)
+        return conf
+
+    def admin(self, **overrides: Any) -> dict[str, Any]:
+        return self._base({"client.id": f"mirrorflow-admin-{self.name}", **overrides})
+
+    def consumer(self, group_id: str, **overrides: Any) -> dict[str, Any]:
+        """A consumer that never commits on its own and sees committed data only."""
+        return self._base({
+            "group.id": group_id,
+            "client.id": f"mirrorflow-consumer-{self.name}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            **overrides,
+        })
+
+    def producer(self, **overrides: Any) -> dict[str, Any]:
+        """An idempotent producer with acks=all: no loss, no duplicate on retry."""
+        return self._base({
+            "client.id": f"mirrorflow-producer-{self.name}",
+            "enable.idempotence": True,
+            "acks": "all",
+            **overrides,
+        })

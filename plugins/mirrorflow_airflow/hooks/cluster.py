@@ -1,0 +1,48 @@
+"""Resolve a topology cluster to client settings, reading Airflow connections when named.
+
+A cluster given by ``conn_id`` uses an Airflow connection of the Kafka provider's
+type: its extra JSON is the librdkafka config (``bootstrap.servers`` plus any
+SASL/SSL settings). Secrets therefore stay in Airflow's connection store or in
+``AIRFLOW_CONN_*`` environment variables, never in the topology file.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import BaseHook
+
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.topology import Topology
+
+
+class MirrorClusterHook(BaseHook):
+    """One cluster of the topology, ready to hand to the core's Kafka layer."""
+
+    conn_name_attr = "kafka_config_id"
+    hook_name = "mirrorflow cluster"
+
+    def __init__(self, topology: Topology, cluster: str) -> None:
+        super().__init__()
+        if cluster not in topology.clusters:
+            raise MirrorflowError(f"cluster {cluster!r} is not in the topology (known: {sorted(topology.clusters)})")
+        self.topology = topology
+        self.cluster = cluster
+
+    def client(self) -> ClusterClient:
+        cfg = self.topology.clusters[self.cluster]
+        connection = None
+        if cfg.conn_id:
+            conn = self.get_connection(cfg.conn_id)
+            connection = dict(conn.extra_dejson)
+            if "bootstrap.servers" not in connection and conn.host:
+                port = f":{conn.port}" if conn.port else ""
+                connection["bootstrap.servers"] = f"{conn.host}{port}"
+            if "bootstrap.servers" not in connection:
+                raise MirrorflowError(
+                    f"clusters.{self.cluster}.conn_id: connection {cfg.conn_id!r} has no bootstrap.servers "
+                    "in its extra and no host"
+                )
+        return ClusterClient.from_cluster_config(self.cluster, cfg, connection)
+
+    def get_conn(self) -> ClusterClient:  # BaseHook's interface
+        return self.client()

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Prepare a fresh machine for mirrorflow: check prerequisites, build .venv from the
+# pinned requirements, fetch Apache Kafka's jars from Maven Central.
+# Idempotent: a second run only checks, unless a requirements file changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+die() { printf 'mirrorflow setup: %s\n' "$*" >&2; exit 1; }
+say() { printf '==> %s\n' "$*"; }
+
+# --- prerequisites ---------------------------------------------------------
+PY=""
+for candidate in "${MIRRORFLOW_PYTHON:-}" python3.11 python3; do
+  [ -n "$candidate" ] || continue
+  if command -v "$candidate" >/dev/null 2>&1 &&
+     "$candidate" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' 2>/dev/null; then
+    PY=$(command -v "$candidate"); break
+  fi
+done
+[ -n "$PY" ] || die "Python 3.11 is required (python3.11 or python3 must be 3.11; set MIRRORFLOW_PYTHON to point at one). On Debian: apt-get install python3.11 python3.11-venv"
+
+command -v java >/dev/null 2>&1 || die "Java 17 or newer is required to run Apache Kafka and Spark (not found on PATH). On Debian: apt-get install openjdk-17-jre-headless"
+java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9][0-9]*\).*/\1/p' | head -n1)
+[ -n "$java_major" ] && [ "$java_major" -ge 17 ] || die "Java 17 or newer is required; found: $(java -version 2>&1 | head -n1)"
+
+command -v mvn >/dev/null 2>&1 || die "Maven is required to fetch Apache Kafka from Maven Central (not found on PATH). On Debian: apt-get install maven"
+
+# --- virtualenv ------------------------------------------------------------
+stamp_src=$(cat requirements.txt requirements-dev.txt constraints.txt pyproject.toml | sha256sum | cut -c1-16)
+stamp=.venv/.mirrorflow-stamp
+if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_src" ]; then
+  say "Python environment .venv is up to date"
+else
+  say "Creating .venv with $PY and installing pinned requirements (first time: a few minutes)"
+  [ -x .venv/bin/python ] || "$PY" -m venv .venv
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -r requirements.txt -r requirements-dev.txt -c constraints.txt
+  # The Spark provider's pyspark-client ships the same `pyspark` files as pyspark
+  # (and lags behind it); reinstall the pinned full pyspark last so its files win.
+  pyspark_pin=$(grep -E '^pyspark==' requirements.txt)
+  .venv/bin/python -m pip install --quiet --no-deps --force-reinstall "$pyspark_pin"
+  .venv/bin/python -m pip install --quiet --no-deps -e .
+  .venv/bin/python -c 'import airflow, pyspark, confluent_kafka, mirrorflow; print("   airflow", airflow.__version__, "| pyspark", pyspark.__version__, "| confluent-kafka", confluent_kafka.version()[0])'
+  echo "$stamp_src" > "$stamp"
+fi
+
+# --- Apache Kafka ----------------------------------------------------------
+.venv/bin/python -m mirrorflow.local.kafka fetch

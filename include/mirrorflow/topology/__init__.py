@@ -1,0 +1,39 @@
+"""The topology: which clusters exist, how they form the distribution tree, which topics to mirror.
+
+Contract (DESIGN.md section 4, reference in docs/topology.md)::
+
+    from mirrorflow.topology import Topology, load_topology, load_topology_from_env
+
+    topology = load_topology_from_env()          # $MIRROR_TOPOLOGY
+    topology.levels                              # [1, 3]
+    topology.distributors("c1")                  # what runs on c1
+    topology.links(3)                            # every level-3 distributor
+    topology.selects("orders")                   # is this topic mirrored?
+"""
+
+from mirrorflow.topology.load import TOPOLOGY_ENV, load_topology, load_topology_from_env, parse_topology
+from mirrorflow.topology.model import (
+    INTERNAL_TOPIC_PREFIX,
+    LEVEL_MAX,
+    LEVEL_MIN,
+    ClusterConfig,
+    Topology,
+    TreeNode,
+    is_internal_topic,
+)
+from mirrorflow.topology.tree import Distributor
+
+__all__ = [
+    "INTERNAL_TOPIC_PREFIX",
+    "LEVEL_MAX",
+    "LEVEL_MIN",
+    "TOPOLOGY_ENV",
+    "ClusterConfig",
+    "Distributor",
+    "Topology",
+    "TreeNode",
+    "is_internal_topic",
+    "load_topology",
+    "load_topology_from_env",
+    "parse_topology",
+]

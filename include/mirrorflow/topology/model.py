@@ -1,0 +1,512 @@
+"""Validated models of the topology file (contract: DESIGN.md section 4).
+
+The file has four keys: ``name`` (optional), ``clusters``, ``tree`` and
+``topics``. Every model forbids unknown keys, so a typo is an error instead of
+a silently ignored setting. Structural problems (wrong types, unknown or
+missing keys) are found by pydantic; the rules that span keys (every tree leaf
+is a defined cluster, levels grow towards the root, ...) are checked by
+:func:`mirrorflow.topology.tree.check_tree` once the structure is sound. Either
+way the user sees one :class:`~mirrorflow.errors.TopologyError` listing every
+problem as ``key.path: what is wrong``, never a pydantic dump.
+
+Adding a setting later is one line: an optional field with a default on the
+model it belongs to (``Topology`` for global ones, ``ClusterConfig`` for
+per-cluster ones). Unknown-key suggestions and error paths pick it up
+automatically.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import types
+from collections.abc import Mapping
+from typing import Annotated, Any, Union, get_args, get_origin
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from mirrorflow.errors import TopologyError, UnknownClusterError, UnknownLinkError
+from mirrorflow.topology import tree as _tree
+from mirrorflow.topology.tree import Distributor
+
+#: Levels are bit positions of a signed 64-bit copy-flags value (level L owns bit L-1).
+LEVEL_MIN = 1
+LEVEL_MAX = 63
+
+#: Cluster (and topology) names: safe in Airflow task ids, Kafka client ids and paths.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+_NAME_RE = re.compile(NAME_PATTERN)
+
+#: Prefix of every topic (and consumer group) mirrorflow creates for itself.
+INTERNAL_TOPIC_PREFIX = "_mirrorflow"
+#: Topics that are never selected for mirroring, whatever ``topics`` says.
+INTERNAL_TOPIC_NAMES = frozenset({"_schemas"})
+INTERNAL_TOPIC_PREFIXES = ("__", INTERNAL_TOPIC_PREFIX)
+
+# librdkafka settings that carry secrets: they belong in the Airflow connection.
+_SECRET_CONFIG_KEYS = frozenset({"ssl.key.pem", "sasl.jaas.config", "sasl.oauthbearer.config"})
+
+
+def is_internal_topic(topic: str) -> bool:
+    """Kafka's own topics (``__*``), the schema registry's ``_schemas`` and mirrorflow's ``_mirrorflow*``."""
+    return topic in INTERNAL_TOPIC_NAMES or topic.startswith(INTERNAL_TOPIC_PREFIXES)
+
+
+def _is_secret_config(key: str) -> bool:
+    lowered = key.lower()
+    return lowered in _SECRET_CONFIG_KEYS or "password" in lowered or "secret" in lowered
+
+
+# --------------------------------------------------------------------------- value checks
+
+
+def _check_name(value: str) -> str:
+    if not _NAME_RE.fullmatch(value):
+        raise PydanticCustomError(
+            "bad_name",
+            "invalid name '{name}': use letters, digits, '_', '.', '-' and start with a letter or digit",
+            {"name": value},
+        )
+    return value
+
+
+#: A cluster or topology name: a string (YAML ``1`` or ``no`` must be quoted) of the allowed characters.
+Name = Annotated[str, Field(strict=True), AfterValidator(_check_name)]
+
+
+def _config_value(value: Any) -> Any:
+    if isinstance(value, (str, int, bool)):
+        return value
+    raise PydanticCustomError(
+        "config_value",
+        "a client setting must be a string, an integer or a boolean, got {kind}",
+        {"kind": _kind(value)},
+    )
+
+
+ConfigValue = Annotated[Union[bool, int, str], BeforeValidator(_config_value)]
+
+
+class _Model(BaseModel):
+    """Shared model settings: unknown keys are errors; loaded config never changes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+# --------------------------------------------------------------------------- clusters
+
+
+class ClusterConfig(_Model):
+    """One Kafka cluster: where to reach it, and optional non-secret client settings.
+
+    Exactly one of ``bootstrap`` (``host:port[,host:port...]``) and ``conn_id``
+    (an Airflow connection holding ``bootstrap.servers`` and any credentials).
+    ``config`` adds librdkafka settings for every client of this cluster; secrets
+    are refused there so they can only live in the connection.
+    """
+
+    bootstrap: str | None = Field(default=None, strict=True)
+    conn_id: str | None = Field(default=None, strict=True)
+    config: dict[str, ConfigValue] = Field(default_factory=dict)
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _bootstrap_format(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        servers = [s.strip() for s in value.split(",")]
+        for server in servers:
+            host, sep, port = server.rpartition(":")
+            host = host.split("://", 1)[-1]  # librdkafka accepts an optional PROTOCOL:// prefix
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise PydanticCustomError(
+                    "bootstrap",
+                    "bootstrap must be host:port[,host:port...], got '{value}' (bad entry '{entry}')",
+                    {"value": value, "entry": server},
+                )
+        return ",".join(servers)
+
+    @field_validator("conn_id")
+    @classmethod
+    def _conn_id_format(cls, value: str | None) -> str | None:
+        if value is not None and (not value or any(ch.isspace() for ch in value)):
+            raise PydanticCustomError("conn_id", "conn_id must be a non-empty Airflow connection id without spaces", {})
+        return value
+
+    @field_validator("config")
+    @classmethod
+    def _config_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        secret = sorted(k for k in value if _is_secret_config(k))
+        if secret:
+            raise PydanticCustomError(
+                "secret_in_file",
+                "secrets never go in the topology file: move {keys} to the Airflow connection named by conn_id",
+                {"keys": ", ".join(secret)},
+            )
+        if "bootstrap.servers" in value:
+            raise PydanticCustomError(
+                "bootstrap_in_config", "set the address with the cluster's bootstrap (or conn_id), not config", {}
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_endpoint(self) -> "ClusterConfig":
+        if (self.bootstrap is None) == (self.conn_id is None):
+            got = "both" if self.bootstrap is not None else "neither"
+            raise PydanticCustomError(
+                "endpoint", "give exactly one of bootstrap or conn_id, got {got}", {"got": got}
+            )
+        return self
+
+
+# --------------------------------------------------------------------------- tree
+
+
+def _child_kind(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "<leaf>"
+    if isinstance(value, (Mapping, TreeNode)):
+        return "<node>"
+    return None  # reported as a ``tree_child`` error, see _problem_text
+
+
+class TreeNode(_Model):
+    """An inner node of the distribution tree: a level and at least two children.
+
+    A child is either a cluster name (a leaf) or another inner node. The level
+    names the distributors that cross between this node's children; it must be
+    larger than every level below it (checked in :func:`tree.check_tree`).
+    """
+
+    level: StrictInt
+    children: list[TreeChild]
+
+
+TreeChild = Annotated[
+    Union[Annotated[TreeNode, Tag("<node>")], Annotated[str, Tag("<leaf>")]],
+    Discriminator(
+        _child_kind,
+        custom_error_type="tree_child",
+        custom_error_message="expected a cluster name or a mapping with level and children",
+    ),
+]
+TreeNode.model_rebuild()
+
+
+# --------------------------------------------------------------------------- topology
+
+
+class Topology(_Model):
+    """The whole topology: clusters, the distribution tree, and the topics to mirror.
+
+    Build it with :meth:`parse` (or :func:`mirrorflow.topology.load_topology`):
+    every problem becomes a :class:`TopologyError`. The derived structure
+    (leaves, levels, distributors) is computed once at validation time.
+    """
+
+    name: Name = "mirrorflow"
+    clusters: dict[Name, ClusterConfig]
+    tree: TreeNode
+    topics: list[Annotated[str, Field(strict=True)]] = Field(min_length=1)
+
+    _patterns: tuple[re.Pattern[str], ...] = PrivateAttr(default=())
+    _leaves: tuple[str, ...] = PrivateAttr(default=())
+    _levels: tuple[int, ...] = PrivateAttr(default=())
+    _distributors: dict[str, tuple[Distributor, ...]] = PrivateAttr(default_factory=dict)
+    _links: dict[str, Distributor] = PrivateAttr(default_factory=dict)
+
+    # ----------------------------------------------------------------- construction
+
+    def __init__(self, /, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise TopologyError(problems_from_validation_error(exc)) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> "Topology":  # type: ignore[override]
+        if not isinstance(obj, (Mapping, Topology)):
+            raise TopologyError(
+                "<top level>", f"expected a mapping with keys clusters, tree and topics, got {_kind(obj)}"
+            )
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as exc:
+            raise TopologyError(problems_from_validation_error(exc)) from None
+
+    @classmethod
+    def parse(cls, data: Any, *, source: str | None = None) -> "Topology":
+        """Validate a mapping (e.g. loaded YAML); any problem raises :class:`TopologyError`.
+
+        ``source`` (a file name) is only used in the error message.
+        """
+        try:
+            return cls.model_validate(data)
+        except TopologyError as exc:
+            raise (exc.with_source(source) if source else exc) from None
+
+    @model_validator(mode="after")
+    def _semantics(self) -> "Topology":
+        problems: list[tuple[str, str]] = []
+        patterns: list[re.Pattern[str]] = []
+        for i, pattern in enumerate(self.topics):
+            path = f"topics[{i}]"
+            if not pattern:
+                problems.append((path, "empty topic pattern"))
+                continue
+            try:
+                patterns.append(re.compile(pattern))
+            except re.error as exc:
+                problems.append((path, f"bad regular expression {pattern!r}: {exc}"))
+                continue
+            if re.fullmatch(r"[A-Za-z0-9_-]+", pattern) and is_internal_topic(pattern):
+                problems.append((path, f"{pattern!r} is an internal topic; internal topics are never mirrored"))
+        problems += _tree.check_tree(self.tree, self.clusters, LEVEL_MIN, LEVEL_MAX)
+        if not problems:
+            distributors = _tree.build_distributors(self.tree)
+            links: dict[str, Distributor] = {}
+            for dist in (d for ds in distributors.values() for d in ds):
+                if dist.link_id in links:
+                    problems.append(("clusters", f"cluster names make link id {dist.link_id!r} ambiguous; rename one"))
+                links[dist.link_id] = dist
+        if problems:
+            raise TopologyError(problems)
+        self._patterns = tuple(patterns)
+        self._leaves = tuple(_tree.iter_leaves(self.tree))
+        self._levels = tuple(sorted({node.level for _, node in _tree.iter_nodes(self.tree)}))
+        self._distributors = distributors
+        self._links = links
+        return self
+
+    # ----------------------------------------------------------------- queries
+
+    @property
+    def levels(self) -> list[int]:
+        """Every level of the tree, ascending (one ``mirror_level_<L>`` DAG each)."""
+        return list(self._levels)
+
+    @property
+    def leaves(self) -> list[str]:
+        """The clusters in tree (document) order."""
+        return list(self._leaves)
+
+    def cluster(self, name: str) -> ClusterConfig:
+        try:
+            return self.clusters[name]
+        except KeyError:
+            raise UnknownClusterError(name, self.clusters) from None
+
+    def distributors(self, cluster: str) -> list[Distributor]:
+        """The distributors running on ``cluster``: one per level above it and sibling subtree.
+
+        Ordered by level (ascending), then by the sibling subtree's position.
+        """
+        try:
+            return list(self._distributors[cluster])
+        except KeyError:
+            raise UnknownClusterError(cluster, self.clusters) from None
+
+    def links(self, level: int) -> list[Distributor]:
+        """All distributors of ``level`` across clusters, in tree order (empty for an unknown level)."""
+        return [d for leaf in self._leaves for d in self._distributors[leaf] if d.level == level]
+
+    def all_links(self) -> list[Distributor]:
+        """Every distributor of the topology, by level, then tree order."""
+        return [d for level in self._levels for d in self.links(level)]
+
+    def link(self, link_id: str) -> Distributor:
+        """The distributor with this :attr:`Distributor.link_id`."""
+        try:
+            return self._links[link_id]
+        except KeyError:
+            raise UnknownLinkError(link_id, self._links) from None
+
+    def selects(self, topic: str) -> bool:
+        """Whether ``topic`` is mirrored: it full-matches an entry of ``topics`` and is not internal."""
+        if is_internal_topic(topic):
+            return False
+        return any(p.fullmatch(topic) for p in self._patterns)
+
+    # ----------------------------------------------------------------- changes
+
+    def to_dict(self) -> dict[str, Any]:
+        """The topology as plain data, in the file's shape (``Topology.parse`` reads it back)."""
+        data = self.model_dump(mode="python", exclude_none=True)
+        for cluster in data["clusters"].values():
+            if not cluster.get("config"):
+                cluster.pop("config", None)
+        return data
+
+    def to_yaml(self) -> str:
+        import yaml
+
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
+
+    def with_cluster(self, name: str, cluster: ClusterConfig | Mapping[str, Any], *, sibling_of: str,
+                     level: int) -> "Topology":
+        """A new topology with cluster ``name`` added next to ``sibling_of`` at ``level``.
+
+        See :func:`tree.add_leaf` for where it lands. The result is validated.
+        """
+        if name in self.clusters:
+            raise TopologyError(f"clusters.{name}", "cluster already exists")
+        self.cluster(sibling_of)
+        data = self.to_dict()
+        config = cluster.model_dump(exclude_none=True) if isinstance(cluster, ClusterConfig) else dict(cluster)
+        data["clusters"][name] = config
+        data["tree"] = _tree.add_leaf(data["tree"], name, sibling_of=sibling_of, level=level)
+        return Topology.parse(data)
+
+    def without_cluster(self, name: str) -> "Topology":
+        """A new topology without cluster ``name`` (a parent left with one child is folded away)."""
+        self.cluster(name)
+        data = self.to_dict()
+        del data["clusters"][name]
+        data["tree"] = _tree.remove_leaf(data["tree"], name)
+        if _tree.is_leaf(data["tree"]):
+            raise TopologyError("tree", f"removing {name!r} would leave a single cluster; a topology needs two")
+        return Topology.parse(data)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def problems_from_validation_error(exc: ValidationError) -> list[tuple[str, str]]:
+    """pydantic's errors as ``(key path, problem)`` pairs a user can act on."""
+    problems: list[tuple[str, str]] = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        problem = _problem_text(err, loc)
+        item = (format_path(loc), problem)
+        if item not in problems:
+            problems.append(item)
+    return problems
+
+
+def format_path(loc: tuple[Any, ...]) -> str:
+    """``('tree', 'children', 1, '<node>', 'level')`` -> ``tree.children[1].level``."""
+    out = ""
+    for part in loc:
+        if part in ("<node>", "<leaf>", "[key]"):
+            continue
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "<top level>"
+
+
+def _problem_text(err: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
+    kind = err["type"]
+    value = err.get("input")
+    ctx = err.get("ctx") or {}
+    if loc and loc[-1] == "[key]":
+        if kind == "string_type":
+            return f"names must be strings, got {_kind(value)}; quote it in YAML"
+        return err["msg"]
+    if kind == "extra_forbidden":
+        return "unknown key" + _suggest(loc)
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "tree_child":
+        hint = "; quote cluster names such as yes/no/on/off/null in YAML" if value is None or isinstance(value, bool) else ""
+        return f"expected a cluster name or a mapping with level and children, got {_kind(value)}{hint}"
+    if kind in ("string_type",):
+        return f"expected a string, got {_kind(value)}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"expected an integer, got {_kind(value)}"
+    if kind in ("list_type", "tuple_type"):
+        return f"expected a list, got {_kind(value)}"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return f"expected a mapping, got {_kind(value)}"
+    if kind == "too_short":
+        return f"needs at least {ctx.get('min_length')} item(s), got {ctx.get('actual_length', 0)}"
+    msg = str(err["msg"])
+    return msg.removeprefix("Value error, ")
+
+
+def _suggest(loc: tuple[Any, ...]) -> str:
+    model = _model_at(loc[:-1])
+    if model is None:
+        return ""
+    allowed = list(model.model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{hint} (allowed: {', '.join(allowed)})"
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model class that validates the mapping found at ``loc`` (for unknown-key hints)."""
+    tp: Any = Topology
+    for part in loc:
+        tp = _strip(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = tp.model_fields.get(part) if isinstance(part, str) else None
+            if field is None:
+                return None
+            tp = field.annotation
+            continue
+        origin = get_origin(tp)
+        if origin in (list, tuple, set, frozenset):
+            tp = get_args(tp)[0]
+        elif origin is dict:
+            tp = get_args(tp)[1]
+        elif origin in (Union, types.UnionType):
+            tp = next((m for m in get_args(tp) if _tag(m) == part), None)
+            if tp is None:
+                return None
+        else:
+            return None
+    tp = _strip(tp)
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+def _strip(tp: Any) -> Any:
+    while get_origin(tp) is Annotated:
+        tp = get_args(tp)[0]
+    if get_origin(tp) in (Union, types.UnionType):
+        members = [m for m in get_args(tp) if m is not type(None)]
+        if len(members) == 1:
+            return _strip(members[0])
+    return tp
+
+
+def _tag(tp: Any) -> str | None:
+    if get_origin(tp) is Annotated:
+        for meta in get_args(tp)[1:]:
+            if isinstance(meta, Tag):
+                return meta.tag
+    return None
+
+
+def _kind(value: Any) -> str:
+    """How a YAML user would describe ``value``."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"a boolean ({'true' if value else 'false'})"
+    if isinstance(value, int):
+        return f"an integer ({value})"
+    if isinstance(value, float):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        return f"a string ({value!r})"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return type(value).__name__

@@ -1,0 +1,1176 @@
+"""Real Apache Kafka brokers on loopback, without Docker: fetch, format, start, stop.
+
+Tests and the demo need several *independent* Kafka clusters (mirroring copies between
+clusters, so each must have its own cluster id, topics and group coordinator). Each
+cluster here is one JVM running a combined broker+controller in KRaft mode
+(``process.roles=broker,controller``) with a static single-voter quorum. The jars come
+from Maven Central (``org.apache.kafka:kafka_2.13`` and friends), resolved by Maven
+into ``<repo>/.cache/kafka/<version>/libs``; the main classes are ``kafka.Kafka``
+(the server) and ``kafka.tools.StorageTool`` (``format``).
+
+Layout of a run dir::
+
+    <run_dir>/state.json            ports, pids, cluster ids (read by `status` / `stop`)
+    <run_dir>/<name>/server.properties
+    <run_dir>/<name>/log4j2.xml
+    <run_dir>/<name>/server.log     everything the JVM printed (appended across restarts)
+    <run_dir>/<name>/format.log     output of the storage format step
+    <run_dir>/<name>/kafka.pid
+    <run_dir>/<name>/data/          log.dirs (and the KRaft metadata log)
+
+Python API: :class:`KafkaDistribution` (fetch), :class:`LocalCluster` (one broker:
+start/stop/kill/wait_ready), :class:`LocalKafka` (several clusters, a context manager and
+a ``Mapping`` of name -> cluster). CLI: ``python -m mirrorflow.local.kafka
+{fetch,start,stop,status}``; ``start`` detaches the brokers (new session) so they outlive
+the command, which returns once every cluster answers metadata requests.
+
+Synchronisation is always "wait for a condition with a deadline" (process exit via
+``waitpid``/``pidfd``, a metadata answer), never a bare sleep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import fcntl
+import json
+import os
+import random
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from mirrorflow.local.maven import (
+    MVN_HINT,
+    Artifact,
+    FetchError,
+    ToolMissingError,
+    copy_dependencies,
+    find_java,
+    require_tool,
+)
+
+__all__ = [
+    "KAFKA_VERSION",
+    "DEFAULT_BROKER_CONFIG",
+    "BrokerStartError",
+    "FetchError",
+    "KafkaDistribution",
+    "LocalCluster",
+    "LocalKafka",
+    "ToolMissingError",
+    "default_cache_root",
+    "reap_orphans",
+    "main",
+]
+
+Progress = Callable[[str], None]
+
+KAFKA_VERSION = "4.4.0"
+SCALA_BINARY = "2.13"
+# Kafka 4.x logs through SLF4J 1.7 (its poms declare slf4j-api 1.7.36) and ships log4j2 with
+# the SLF4J-1.x binding; the poms leave both out of the runtime scope, so we add them.
+SLF4J_VERSION = "1.7.36"
+LOG4J_VERSION = "2.25.5"
+# kafka-tools (producer/consumer perf tools for the benchmarks) and kafka-tools-api must exist
+# for the same version on Maven Central. For 4.4.0 they do not (only the broker modules were
+# published there), so the tools come from the newest release that has them. The broker never
+# loads a kafka-tools-api class (checked against kafka_2.13-4.4.0.jar), so the broker itself
+# stays pure 4.4.0. Drop the entry once Central has the tools at the broker's version.
+TOOLS_VERSION_FALLBACK: dict[str, str] = {"4.4.0": "4.3.1"}
+
+HOST = "127.0.0.1"
+SERVER_MAIN = "kafka.Kafka"
+STORAGE_TOOL_MAIN = "kafka.tools.StorageTool"
+DEFAULT_NAMES = ("c1", "c2", "c3", "c4")
+DEFAULT_HEAP_MAX = "512m"
+DEFAULT_HEAP_MIN = "256m"
+DEFAULT_STARTUP_TIMEOUT = 120.0
+DEFAULT_STOP_TIMEOUT = 30.0
+
+# Settings that make a one-node cluster start fast and behave like a real one for clients:
+# every internal topic with replication factor 1 (the defaults of 3 would leave the group,
+# transaction and share coordinators unavailable forever), no auto-created topics (tests
+# and the mirror create topics explicitly, and typos must fail), no initial rebalance delay.
+DEFAULT_BROKER_CONFIG: dict[str, str] = {
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "min.insync.replicas": "1",
+    "auto.create.topics.enable": "false",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "10",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "10",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    # A broker that restarts after SIGKILL must wait for its previous registration's session to
+    # expire before the controller lets it back in; the default (9 s) makes every crash test slow.
+    "broker.session.timeout.ms": "4000",
+    "broker.heartbeat.interval.ms": "500",
+    "delete.topic.enable": "true",
+}
+
+_JVM_OPTIONS = (
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+)
+
+_LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<!-- generated by mirrorflow.local.kafka: everything goes to stdout, which is {log_name} -->
+<Configuration status="WARN">
+  <Appenders>
+    <Console name="STDOUT" target="SYSTEM_OUT">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </Console>
+  </Appenders>
+  <Loggers>
+    <Root level="{root_level}"><AppenderRef ref="STDOUT"/></Root>
+    <Logger name="kafka.request.logger" level="WARN"/>
+    <Logger name="org.apache.kafka.common.config.AbstractConfig" level="WARN"/>
+    <Logger name="state.change.logger" level="WARN"/>
+  </Loggers>
+</Configuration>
+"""
+
+
+def _stderr(message: str) -> None:
+    print(f"[mirrorflow.local.kafka] {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- fetch
+
+
+def default_cache_root() -> Path:
+    """Where fetched jars live: ``$MIRRORFLOW_CACHE_DIR``, else ``<repo>/.cache`` of this checkout.
+
+    The repo's ``.cache/`` is gitignored and shared by every worktree user of one checkout;
+    outside a checkout (an installed wheel) fall back to ``~/.cache/mirrorflow``.
+    """
+    env = os.environ.get("MIRRORFLOW_CACHE_DIR")
+    if env:
+        return Path(env).expanduser().resolve()
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "pyproject.toml").is_file() and (parent / "include" / "mirrorflow").is_dir():
+            return parent / ".cache"
+    return Path.home() / ".cache" / "mirrorflow"
+
+
+def kafka_artifacts(version: str, tools_version: str | None = None) -> list[Artifact]:
+    """The Maven artifacts a runnable broker (plus the perf tools) needs, primary first."""
+    tools = tools_version or TOOLS_VERSION_FALLBACK.get(version, version)
+    # When the tools come from another release, keep that release's kafka-tools-api off the
+    # broker's dependency edge so Maven cannot try (and fail) to resolve it at `version`.
+    broker_exclusions = (("org.apache.kafka", "kafka-tools-api"),) if tools != version else ()
+    return [
+        Artifact("org.apache.kafka", f"kafka_{SCALA_BINARY}", version, broker_exclusions),
+        Artifact("org.apache.kafka", "kafka-clients", version),
+        Artifact("org.apache.kafka", "kafka-server", version),
+        Artifact("org.apache.kafka", "kafka-storage", version),
+        Artifact("org.slf4j", "slf4j-api", SLF4J_VERSION),
+        Artifact("org.apache.logging.log4j", "log4j-api", LOG4J_VERSION),
+        Artifact("org.apache.logging.log4j", "log4j-core", LOG4J_VERSION),
+        Artifact("org.apache.logging.log4j", "log4j-slf4j-impl", LOG4J_VERSION),
+        Artifact("org.apache.kafka", "kafka-tools", tools),
+    ]
+
+
+@dataclass(frozen=True)
+class KafkaDistribution:
+    """A fetched set of Kafka jars: ``home/libs/*.jar`` plus a marker proving the fetch completed."""
+
+    version: str
+    home: Path
+    tools_version: str
+
+    MARKER_NAME = ".fetched.json"
+
+    @property
+    def libs(self) -> Path:
+        return self.home / "libs"
+
+    @property
+    def marker(self) -> Path:
+        return self.home / self.MARKER_NAME
+
+    @property
+    def classpath(self) -> str:
+        """A JVM classpath wildcard (the JVM expands ``dir/*`` to every jar in it)."""
+        return str(self.libs / "*")
+
+    @property
+    def jars(self) -> list[Path]:
+        return sorted(self.libs.glob("*.jar"))
+
+    @staticmethod
+    def home_for(version: str, cache_root: Path | None = None) -> Path:
+        return (cache_root or default_cache_root()) / "kafka" / version
+
+    @classmethod
+    def cached(
+        cls, version: str = KAFKA_VERSION, *, cache_root: Path | None = None, tools_version: str | None = None
+    ) -> KafkaDistribution | None:
+        """The distribution if a previous fetch of exactly this artifact set completed, else None.
+
+        Trusts the marker only when it lists the same artifacts as asked for now and every jar
+        it lists is still on disk, so a changed pin or a half-deleted cache triggers a refetch.
+        """
+        artifacts = kafka_artifacts(version, tools_version)
+        home = cls.home_for(version, cache_root)
+        dist = cls(version=version, home=home, tools_version=artifacts[-1].version)
+        try:
+            marker = json.loads(dist.marker.read_text())
+        except (OSError, ValueError):
+            return None
+        if marker.get("artifacts") != [a.coordinate for a in artifacts]:
+            return None
+        if not all((dist.libs / jar).is_file() for jar in marker.get("jars", [])) or not marker.get("jars"):
+            return None
+        return dist
+
+    @classmethod
+    def fetch(
+        cls,
+        version: str = KAFKA_VERSION,
+        *,
+        cache_root: Path | None = None,
+        tools_version: str | None = None,
+        mvn: str | None = None,
+        progress: Progress = _stderr,
+    ) -> KafkaDistribution:
+        """Return the cached distribution, fetching it with Maven first if needed.
+
+        Idempotent and cheap when cached: the marker file is written only after Maven
+        succeeded and the essential jars were checked, so an interrupted fetch is redone.
+        A file lock makes concurrent fetches (two test sessions) wait for each other.
+        """
+        done = cls.cached(version, cache_root=cache_root, tools_version=tools_version)
+        if done is not None:
+            progress(f"Kafka {version}: cached in {done.libs} ({len(done.jars)} jars)")
+            return done
+        mvn_path = mvn or require_tool("mvn", MVN_HINT)
+        home = cls.home_for(version, cache_root)
+        home.mkdir(parents=True, exist_ok=True)
+        with _file_lock(home / ".lock"):
+            done = cls.cached(version, cache_root=cache_root, tools_version=tools_version)
+            if done is not None:
+                return done
+            artifacts = kafka_artifacts(version, tools_version)
+            dist = cls(version=version, home=home, tools_version=artifacts[-1].version)
+            progress(f"Kafka {version}: fetching jars from Maven Central into {dist.libs} (first time only)")
+            started = time.monotonic()
+            partial = home / "libs.partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            jars = copy_dependencies(artifacts, partial, work_dir=home / "maven", mvn=mvn_path, progress=progress)
+            names = {j.name for j in jars}
+            for needed in (f"kafka_{SCALA_BINARY}-{version}.jar", f"log4j-core-{LOG4J_VERSION}.jar"):
+                if needed not in names:
+                    raise FetchError(f"Maven did not deliver {needed} into {partial}; got {sorted(names)}")
+            shutil.rmtree(dist.libs, ignore_errors=True)
+            partial.rename(dist.libs)
+            marker = {
+                "version": version,
+                "tools_version": dist.tools_version,
+                "artifacts": [a.coordinate for a in artifacts],
+                "jars": sorted(names),
+                "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }
+            tmp = dist.marker.with_suffix(".tmp")
+            tmp.write_text(json.dumps(marker, indent=2) + "\n")
+            os.replace(tmp, dist.marker)
+            size = sum(j.stat().st_size for j in dist.jars) / 2**20
+            progress(
+                f"Kafka {version}: {len(jars)} jars ({size:.0f} MiB) in {dist.libs}, "
+                f"took {time.monotonic() - started:.1f}s"
+            )
+            return dist
+
+    def java_command(
+        self,
+        main_class: str,
+        *args: str,
+        heap_max: str = DEFAULT_HEAP_MAX,
+        heap_min: str = DEFAULT_HEAP_MIN,
+        log4j_config: Path | None = None,
+        jvm_options: Sequence[str] = (),
+    ) -> list[str]:
+        """A ``java`` command line running ``main_class`` on this distribution's classpath."""
+        cmd = [find_java(), f"-Xmx{heap_max}", f"-Xms{heap_min}", *_JVM_OPTIONS, *jvm_options]
+        if log4j_config is not None:
+            cmd.append(f"-Dlog4j2.configurationFile={log4j_config}")
+        cmd += ["-cp", self.classpath, main_class, *args]
+        return cmd
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------- processes and ports
+
+
+class BrokerStartError(RuntimeError):
+    """A broker did not become ready (it died, or the deadline passed); the message has its log tail."""
+
+
+class PortInUseError(BrokerStartError):
+    """An explicitly requested port is already taken by another process."""
+
+
+_port_lock = threading.Lock()
+_ports_handed_out: set[int] = set()
+# Below Linux's ephemeral range (32768-60999) so outgoing client connections never sit on them.
+_AUTO_PORT_RANGE = (20000, 32000)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # Kafka binds with SO_REUSEADDR too, so a port in TIME_WAIT counts as free.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A currently bindable loopback port that this process has not handed out before."""
+    rng = random.Random()
+    with _port_lock:
+        for _ in range(2000):
+            port = rng.randrange(*_AUTO_PORT_RANGE)
+            if port not in _ports_handed_out and _port_free(port):
+                _ports_handed_out.add(port)
+                return port
+    raise BrokerStartError(f"no free port found in {_AUTO_PORT_RANGE}")
+
+
+def _port_accepts(port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _wait_pid_exit(pid: int, timeout: float) -> bool:
+    """Wait until a process that is *not* our child exits; True if it did within ``timeout``.
+
+    Uses a pidfd (readable when the process terminates), so it is an event wait rather than
+    polling; falls back to short polls on kernels without pidfd_open.
+    """
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    except (AttributeError, OSError):
+        deadline = time.monotonic() + timeout
+        stop = threading.Event()
+        while _pid_alive(pid):
+            if time.monotonic() >= deadline:
+                return False
+            stop.wait(0.05)
+        return True
+    try:
+        readable, _, _ = select.select([fd], [], [], max(timeout, 0.0))
+        return bool(readable) or not _pid_alive(pid)
+    finally:
+        os.close(fd)
+
+
+def new_cluster_id() -> str:
+    """A Kafka cluster id like ``Uuid.randomUuid()``: url-safe base64 of 16 random bytes, no padding.
+
+    Generated here instead of running ``StorageTool random-uuid`` to save a JVM start per cluster;
+    like Kafka, ids starting with '-' are avoided (they look like command-line flags).
+    """
+    while True:
+        value = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not value.startswith("-"):
+            return value
+
+
+def _tail(path: Path, lines: int = 60) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 64 * 1024))
+            text = handle.read().decode(errors="replace")
+    except OSError:
+        return f"(no log at {path})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+_START_BANNER = "===== mirrorflow: starting"
+# Java exception lines without a log prefix: "org.x.FooException: message", "Caused by: ..."
+_EXCEPTION_LINE = re.compile(r"^(Caused by: |[\w.$]+(Exception|Error)(: |$))")
+
+
+def _diagnosis(path: Path, lines: int = 40) -> str:
+    """The ERROR/FATAL lines of the latest start in ``path``, then its last ``lines`` lines.
+
+    A broker that fails logs the cause once and then pages of orderly shutdown; the tail alone
+    would hide the cause, the error lines alone would hide the context.
+    """
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 4 * 1024 * 1024))
+            text = handle.read().decode(errors="replace")
+    except OSError:
+        return f"(no log at {path})"
+    latest = text[text.rfind(_START_BANNER):] if _START_BANNER in text else text
+    all_lines = latest.splitlines()
+    errors = [ln for ln in all_lines if " ERROR " in ln or " FATAL " in ln or _EXCEPTION_LINE.match(ln)][:12]
+    tail = all_lines[-lines:]
+    parts = [f"last lines of {path}:", *tail]
+    if errors:
+        parts = [f"errors logged in {path}:", *errors, "", *parts]
+    return "\n".join(parts)
+
+
+def _quiet_admin(bootstrap: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(
+        {
+            "bootstrap.servers": bootstrap,
+            "reconnect.backoff.ms": 50,
+            "reconnect.backoff.max.ms": 250,
+            "socket.connection.setup.timeout.ms": 3000,
+            # The broker may still be refusing connections; don't spam stderr while we wait.
+            "log_level": 0,
+        }
+    )
+
+
+# --------------------------------------------------------------------------- one cluster
+
+
+class LocalCluster:
+    """One single-node KRaft cluster (combined broker+controller) in its own directory.
+
+    The object can be rebuilt from its directory (``LocalKafka.open``), so a CLI started in
+    one process can be stopped from another: the pid file plus a check of
+    ``/proc/<pid>/cmdline`` (must run ``kafka.Kafka`` with *this* config) identify the JVM
+    without trusting a possibly recycled pid.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        directory: Path,
+        port: int,
+        controller_port: int,
+        distribution: KafkaDistribution | None = None,
+        *,
+        config: Mapping[str, str] | None = None,
+        heap_max: str = DEFAULT_HEAP_MAX,
+        heap_min: str = DEFAULT_HEAP_MIN,
+        auto_ports: bool = False,
+        jvm_options: Sequence[str] = (),
+        progress: Progress = _stderr,
+    ) -> None:
+        self.name = name
+        self.directory = Path(directory).resolve()
+        self.port = port
+        self.controller_port = controller_port
+        self.distribution = distribution
+        self.config = dict(config or {})
+        self.heap_max = heap_max
+        self.heap_min = heap_min
+        self.auto_ports = auto_ports
+        self.jvm_options = list(jvm_options)
+        self.progress = progress
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.RLock()
+        self._started_once = False
+        self.last_exit_code: int | None = None
+        self.last_start_seconds: float | None = None
+
+    def __repr__(self) -> str:
+        return f"LocalCluster({self.name!r}, bootstrap={self.bootstrap!r}, pid={self.pid})"
+
+    # -- where things are
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "server.log"
+
+    @property
+    def config_path(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.directory / "kafka.pid"
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The id written by ``format`` into ``meta.properties`` (None before the first start)."""
+        try:
+            for line in (self.data_dir / "meta.properties").read_text().splitlines():
+                if line.startswith("cluster.id="):
+                    return line.split("=", 1)[1].strip()
+        except OSError:
+            pass
+        return None
+
+    def client_config(self, **overrides: Any) -> dict[str, Any]:
+        """A confluent-kafka config dict pointing at this cluster."""
+        return {"bootstrap.servers": self.bootstrap, **overrides}
+
+    def broker_properties(self) -> dict[str, str]:
+        """The full ``server.properties`` content as a dict (defaults, then overrides, then fixed keys)."""
+        props = dict(DEFAULT_BROKER_CONFIG)
+        props.update(self.config)
+        props.update(
+            {
+                "process.roles": "broker,controller",
+                "node.id": "1",
+                "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
+                "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+                "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
+                "inter.broker.listener.name": "PLAINTEXT",
+                "controller.listener.names": "CONTROLLER",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "log.dirs": str(self.data_dir),
+            }
+        )
+        return props
+
+    # -- process state
+    @property
+    def pid(self) -> int | None:
+        """The broker JVM's pid if it is running (ours or started by another process), else None."""
+        with self._lock:
+            if self._proc is not None:
+                if self._proc.poll() is None:
+                    return self._proc.pid
+                self.last_exit_code = self._proc.returncode
+                self._proc = None
+            try:
+                pid = int(self.pid_file.read_text().strip())
+            except (OSError, ValueError):
+                return None
+            return pid if self._is_our_jvm(pid) else None
+
+    def _is_our_jvm(self, pid: int) -> bool:
+        if not _pid_alive(pid):
+            return False
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        return SERVER_MAIN.encode() in cmdline and str(self.config_path).encode() in cmdline
+
+    def is_running(self) -> bool:
+        return self.pid is not None
+
+    def _dist(self) -> KafkaDistribution:
+        if self.distribution is None:
+            raise RuntimeError(f"cluster {self.name}: no KafkaDistribution given (fetch one first)")
+        return self.distribution
+
+    def _wait_exit(self, pid: int, timeout: float) -> bool:
+        proc = self._proc
+        if proc is not None and proc.pid == pid:
+            try:
+                proc.wait(timeout=max(timeout, 0.0))
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+        return _wait_pid_exit(pid, timeout)
+
+    def log_tail(self, lines: int = 60) -> str:
+        return _tail(self.log_path, lines)
+
+    def diagnosis(self) -> str:
+        """Error lines plus the tail of this cluster's log from its latest start (for error messages)."""
+        return _diagnosis(self.log_path)
+
+    # -- lifecycle
+    def prepare(self) -> str:
+        """Write the config files and format the storage if this is a fresh data dir; return the cluster id."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(
+            "# generated by mirrorflow.local.kafka; rewritten on every start\n"
+            + "".join(f"{k}={v}\n" for k, v in sorted(self.broker_properties().items()))
+        )
+        (self.directory / "log4j2.xml").write_text(_LOG4J2_XML.format(log_name="server.log", root_level="INFO"))
+        existing = self.cluster_id
+        if existing is not None:
+            return existing
+        quiet = self.directory / "log4j2-tools.xml"
+        quiet.write_text(_LOG4J2_XML.format(log_name="format.log", root_level="WARN"))
+        cluster_id = new_cluster_id()
+        cmd = self._dist().java_command(
+            STORAGE_TOOL_MAIN,
+            "format",
+            "--cluster-id",
+            cluster_id,
+            "--config",
+            str(self.config_path),
+            heap_max="256m",
+            heap_min="64m",
+            log4j_config=quiet,
+        )
+        with (self.directory / "format.log").open("ab") as out:
+            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
+        if rc != 0:
+            raise BrokerStartError(
+                f"cluster {self.name}: `StorageTool format` exited with {rc}; "
+                f"last lines of {self.directory / 'format.log'}:\n{_tail(self.directory / 'format.log')}"
+            )
+        return cluster_id
+
+    def launch(self) -> int:
+        """Start the broker JVM in its own session and return at once (see :meth:`wait_ready`).
+
+        A new session keeps the broker out of the terminal's process group (Ctrl-C in the shell
+        that ran the CLI does not reach it) and lets detached brokers outlive their starter.
+        """
+        with self._lock:
+            running = self.pid
+            if running is not None:
+                return running
+            self.prepare()
+            cmd = self._dist().java_command(
+                SERVER_MAIN,
+                str(self.config_path),
+                heap_max=self.heap_max,
+                heap_min=self.heap_min,
+                log4j_config=self.directory / "log4j2.xml",
+                jvm_options=[
+                    f"-Dkafka.logs.dir={self.directory}",
+                    f"-Dmirrorflow.cluster={self.name}",
+                    *self.jvm_options,
+                ],
+            )
+            with self.log_path.open("ab") as out:
+                out.write(f"\n{_START_BANNER} {self.name} at {time.strftime('%F %T')} =====\n".encode())
+                out.flush()
+                self._proc = subprocess.Popen(
+                    cmd,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=self.directory,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            self.pid_file.write_text(f"{self._proc.pid}\n")
+            self._started_once = True
+            return self._proc.pid
+
+    def wait_ready(self, timeout: float = DEFAULT_STARTUP_TIMEOUT) -> None:
+        """Block until the broker answers a metadata request listing itself, or raise.
+
+        Raises :class:`BrokerStartError` with the tail of ``server.log`` when the process exits
+        first or the deadline passes. Between probes it waits on the process's exit (so a crash
+        is noticed at once), not on a clock.
+        """
+        from confluent_kafka import KafkaException
+
+        deadline = time.monotonic() + timeout
+        admin = None
+        while True:
+            pid = self.pid
+            if pid is None:
+                code = self.last_exit_code
+                raise BrokerStartError(
+                    f"cluster {self.name} ({self.bootstrap}): the broker process exited"
+                    f"{f' with code {code}' if code is not None else ''} before it was ready.\n{self.diagnosis()}"
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BrokerStartError(
+                    f"cluster {self.name} ({self.bootstrap}): not ready after {timeout:.0f}s (pid {pid}).\n"
+                    f"{self.diagnosis()}"
+                )
+            if admin is None and _port_accepts(self.port):
+                admin = _quiet_admin(self.bootstrap)
+            if admin is not None:
+                try:
+                    metadata = admin.list_topics(timeout=min(2.0, max(remaining, 0.1)))
+                    if metadata.brokers:
+                        return
+                except KafkaException:
+                    pass
+            self._wait_exit(pid, min(0.1, max(deadline - time.monotonic(), 0.0)))
+
+    def start(self, timeout: float = DEFAULT_STARTUP_TIMEOUT) -> None:
+        """Start (or restart, on the same ports and data dir) and wait until ready.
+
+        A cluster whose ports were chosen automatically and that has never run yet gets fresh
+        ports if its JVM lost a race for them (``Address already in use``).
+        """
+        started = time.monotonic()
+        for attempt in range(3):
+            first_start = not self._started_once
+            self.launch()
+            try:
+                self.wait_ready(timeout)
+                break
+            except BrokerStartError:
+                lost_port_race = "Address already in use" in self.diagnosis()
+                if not (self.auto_ports and first_start and lost_port_race and attempt < 2):
+                    raise
+                self.progress(f"{self.name}: port {self.port}/{self.controller_port} was taken, retrying")
+                self._started_once = False
+                self.port, self.controller_port = free_port(), free_port()
+        self.last_start_seconds = time.monotonic() - started
+
+    def _signal(self, sig: signal.Signals, timeout: float) -> bool:
+        """Send ``sig`` to the broker and wait for it to exit; True if it did (or was not running)."""
+        with self._lock:
+            pid = self.pid
+            if pid is None:
+                return True
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+            exited = self._wait_exit(pid, timeout)
+            if exited:
+                self._proc = None
+                with contextlib.suppress(OSError):
+                    self.pid_file.unlink()
+            return exited
+
+    def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT) -> None:
+        """Graceful stop (SIGTERM: controlled shutdown, logs flushed); SIGKILL if the deadline passes."""
+        if not self._signal(signal.SIGTERM, timeout):
+            self.progress(f"{self.name}: no exit {timeout:.0f}s after SIGTERM, sending SIGKILL")
+            if not self._signal(signal.SIGKILL, 15.0):
+                raise RuntimeError(f"cluster {self.name}: pid {self.pid} survived SIGKILL")
+
+    def kill(self) -> None:
+        """Hard crash (SIGKILL), as a power cut of the JVM would be; waits until it is gone."""
+        if not self._signal(signal.SIGKILL, 15.0):
+            raise RuntimeError(f"cluster {self.name}: pid {self.pid} survived SIGKILL")
+
+    def restart(self, timeout: float = DEFAULT_STARTUP_TIMEOUT) -> None:
+        self.stop()
+        self.start(timeout)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "bootstrap": self.bootstrap,
+            "port": self.port,
+            "controller_port": self.controller_port,
+            "pid": self.pid,
+            "cluster_id": self.cluster_id,
+            "directory": str(self.directory),
+            "log": str(self.log_path),
+        }
+
+
+# --------------------------------------------------------------------------- several clusters
+
+
+class LocalKafka(Mapping[str, LocalCluster]):
+    """Several independent local clusters under one run dir; a ``Mapping`` of name -> :class:`LocalCluster`.
+
+    ``ports`` maps names to fixed broker ports (``None`` = choose a free one); ``names`` alone
+    means all ports are chosen automatically. Re-opening an existing run dir reuses the ports
+    recorded in ``state.json`` and the data dirs, so a restart keeps topics and cluster ids.
+
+    ``owner_pid`` is recorded in the state file: clusters whose owner died without stopping
+    them (a killed test run) can be found and stopped by :func:`reap_orphans`. Detached (CLI)
+    clusters have no owner and are never reaped.
+    """
+
+    STATE_NAME = "state.json"
+
+    def __init__(
+        self,
+        run_dir: Path | str,
+        names: Sequence[str] | None = None,
+        ports: Mapping[str, int | None] | None = None,
+        *,
+        version: str = KAFKA_VERSION,
+        distribution: KafkaDistribution | None = None,
+        broker_config: Mapping[str, str] | None = None,
+        heap_max: str = DEFAULT_HEAP_MAX,
+        heap_min: str = DEFAULT_HEAP_MIN,
+        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+        jvm_options: Sequence[str] = (),
+        owner_pid: int | None = None,
+        progress: Progress = _stderr,
+    ) -> None:
+        self.run_dir = Path(run_dir).resolve()
+        self.version = distribution.version if distribution else version
+        self._distribution = distribution
+        self.startup_timeout = startup_timeout
+        self.owner_pid = owner_pid
+        self.progress = progress
+        ports = dict(ports or {})
+        wanted = list(names) if names is not None else (list(ports) or list(DEFAULT_NAMES))
+        for extra in ports:
+            if extra not in wanted:
+                wanted.append(extra)
+        if len(set(wanted)) != len(wanted):
+            raise ValueError(f"duplicate cluster names: {wanted}")
+        recorded = self._read_state().get("clusters", {})
+        self.clusters: dict[str, LocalCluster] = {}
+        for name in wanted:
+            old = recorded.get(name, {})
+            port = ports.get(name) or old.get("port")
+            controller_port = old.get("controller_port")
+            auto = ports.get(name) is None and not old
+            self.clusters[name] = LocalCluster(
+                name,
+                self.run_dir / name,
+                port or free_port(),
+                controller_port or free_port(),
+                distribution,
+                config=broker_config,
+                heap_max=heap_max,
+                heap_min=heap_min,
+                auto_ports=auto,
+                jvm_options=jvm_options,
+                progress=progress,
+            )
+
+    # -- Mapping
+    def __getitem__(self, name: str) -> LocalCluster:
+        return self.clusters[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.clusters)
+
+    def __len__(self) -> int:
+        return len(self.clusters)
+
+    # -- distribution
+    @property
+    def distribution(self) -> KafkaDistribution:
+        if self._distribution is None:
+            self._distribution = KafkaDistribution.fetch(self.version, progress=self.progress)
+        for cluster in self.clusters.values():
+            if cluster.distribution is None:
+                cluster.distribution = self._distribution
+        return self._distribution
+
+    # -- state file
+    @property
+    def state_path(self) -> Path:
+        return self.run_dir / self.STATE_NAME
+
+    def _read_state(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.state_path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def write_state(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        state = {
+            "version": self.version,
+            "owner_pid": self.owner_pid,
+            "clusters": {name: c.describe() for name, c in self.clusters.items()},
+        }
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        os.replace(tmp, self.state_path)
+
+    @classmethod
+    def open(cls, run_dir: Path | str, *, progress: Progress = _stderr) -> LocalKafka:
+        """Rebuild the clusters recorded in ``run_dir/state.json`` (for ``stop``/``status`` from another process)."""
+        run_dir = Path(run_dir).resolve()
+        try:
+            state = json.loads((run_dir / cls.STATE_NAME).read_text())
+        except (OSError, ValueError) as exc:
+            raise FileNotFoundError(f"no readable {cls.STATE_NAME} in {run_dir}: {exc}") from exc
+        ports = {name: c["port"] for name, c in state.get("clusters", {}).items()}
+        return cls(
+            run_dir,
+            names=list(ports),
+            ports=ports,
+            version=state.get("version", KAFKA_VERSION),
+            owner_pid=state.get("owner_pid"),
+            progress=progress,
+        )
+
+    # -- lifecycle
+    def _check_ports(self, selected: Sequence[LocalCluster]) -> None:
+        for c in selected:
+            if c.is_running():
+                continue
+            if c.auto_ports and not c._started_once:
+                if not (_port_free(c.port) and _port_free(c.controller_port)):
+                    c.port, c.controller_port = free_port(), free_port()
+                continue
+            for port in (c.port, c.controller_port):
+                if not _port_free(port):
+                    raise PortInUseError(
+                        f"cluster {c.name}: port {port} on {HOST} is already in use by another process "
+                        f"(stop it, or choose other ports)"
+                    )
+
+    def start(self, names: Sequence[str] | None = None) -> LocalKafka:
+        """Start the named clusters (default: all) in parallel and wait until each is ready.
+
+        JVM start-up dominates (seconds each), so clusters boot concurrently. If any fails, the
+        ones started by this call are stopped again and one error lists every failure.
+        """
+        selected = [self.clusters[n] for n in (names or list(self.clusters))]
+        _ = self.distribution  # fetch once, before threads race for it
+        self._check_ports(selected)
+        already = {c.name for c in selected if c.is_running()}
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        to_start = [c.name for c in selected if c.name not in already]
+        self.progress(
+            f"starting {', '.join(to_start) or 'nothing'} (Kafka {self.version}) under {self.run_dir}"
+            + (f"; already running: {', '.join(sorted(already))}" if already else "")
+        )
+        errors: dict[str, Exception] = {}
+        with ThreadPoolExecutor(max_workers=max(1, len(selected))) as pool:
+            futures = {c.name: pool.submit(c.start, self.startup_timeout) for c in selected}
+            for name, future in futures.items():
+                try:
+                    future.result()
+                except Exception as exc:  # noqa: BLE001 - collected and re-raised below
+                    errors[name] = exc
+        self.write_state()
+        if errors:
+            for c in selected:
+                if c.name not in already and c.name not in errors:
+                    with contextlib.suppress(Exception):
+                        c.stop()
+            self.write_state()
+            raise BrokerStartError("\n\n".join(f"{n}: {e}" for n, e in errors.items()))
+        self.progress(
+            f"ready in {time.monotonic() - started:.1f}s: "
+            + ", ".join(f"{c.name}={c.bootstrap}" for c in selected)
+        )
+        return self
+
+    def ensure_running(self) -> None:
+        """Restart any cluster that is down (e.g. a test killed it and failed before restarting it)."""
+        down = [name for name, c in self.clusters.items() if not c.is_running()]
+        if down:
+            self.start(down)
+
+    def stop(self, names: Sequence[str] | None = None, timeout: float = DEFAULT_STOP_TIMEOUT) -> None:
+        """Stop the named clusters (default: all) in parallel: SIGTERM, then SIGKILL past ``timeout``."""
+        selected = [self.clusters[n] for n in (names or list(self.clusters))]
+        with ThreadPoolExecutor(max_workers=max(1, len(selected))) as pool:
+            list(pool.map(lambda c: c.stop(timeout), selected))
+        if self.run_dir.exists():
+            self.write_state()
+
+    def kill(self, name: str) -> None:
+        self.clusters[name].kill()
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        return {name: {**c.describe(), "running": c.is_running()} for name, c in self.clusters.items()}
+
+    def __enter__(self) -> LocalKafka:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+def reap_orphans(root: Path, progress: Progress = _stderr) -> list[Path]:
+    """Stop clusters under ``root`` (run dirs one or two levels down) whose owner process is gone.
+
+    A test session killed hard (SIGKILL, a crashed CI step) cannot stop its brokers; the next
+    session calls this so orphaned JVMs do not pile up. Clusters without an owner (started by
+    the CLI for the demo) and clusters of a still-running owner (a parallel session) are left alone.
+    """
+    reaped: list[Path] = []
+    for state_path in [*root.glob(f"*/{LocalKafka.STATE_NAME}"), *root.glob(f"*/*/{LocalKafka.STATE_NAME}")]:
+        try:
+            owner = json.loads(state_path.read_text()).get("owner_pid")
+        except (OSError, ValueError):
+            continue
+        if owner is None or _pid_alive(int(owner)):
+            continue
+        try:
+            kafka = LocalKafka.open(state_path.parent, progress=progress)
+        except (FileNotFoundError, ValueError):
+            continue
+        if any(c.is_running() for c in kafka.values()):
+            progress(f"stopping orphaned clusters of dead pid {owner} in {state_path.parent}")
+            kafka.stop(timeout=10.0)
+            reaped.append(state_path.parent)
+    return reaped
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _parse_cluster_spec(spec: str) -> tuple[str, int | None]:
+    name, _, port = spec.partition("=")
+    if not name:
+        raise argparse.ArgumentTypeError(f"bad --cluster {spec!r}: expected NAME or NAME=PORT")
+    if not port:
+        return name, None
+    try:
+        value = int(port)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad --cluster {spec!r}: port {port!r} is not a number") from None
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"bad --cluster {spec!r}: port {value} out of range")
+    return name, value
+
+
+def _print_status(kafka: LocalKafka) -> bool:
+    all_up = True
+    for name, info in kafka.status().items():
+        all_up &= info["running"]
+        state = f"running pid={info['pid']}" if info["running"] else "stopped"
+        print(f"{name}\t{info['bootstrap']}\t{state}\tcluster_id={info['cluster_id']}\tlog={info['log']}")
+    return all_up
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m mirrorflow.local.kafka",
+        description="Fetch Apache Kafka from Maven Central and run local single-node KRaft clusters.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p_fetch = sub.add_parser("fetch", help="resolve the Kafka jars into the cache (no-op when cached)")
+    p_fetch.add_argument("--version", default=KAFKA_VERSION)
+    p_fetch.add_argument("--cache-dir", type=Path, default=None, help="default: <repo>/.cache")
+
+    p_start = sub.add_parser("start", help="start clusters detached; returns once all are ready")
+    p_start.add_argument("--run-dir", type=Path, required=True)
+    p_start.add_argument(
+        "--cluster", action="append", type=_parse_cluster_spec, default=[], metavar="NAME[=PORT]",
+        help="repeatable; without PORT a free port is chosen (default: c1..c4, free ports)",
+    )
+    p_start.add_argument("--version", default=KAFKA_VERSION)
+    p_start.add_argument("--heap-max", default=DEFAULT_HEAP_MAX)
+    p_start.add_argument("--heap-min", default=DEFAULT_HEAP_MIN)
+    p_start.add_argument("--timeout", type=float, default=DEFAULT_STARTUP_TIMEOUT)
+    p_start.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="extra broker setting (repeatable)"
+    )
+
+    p_stop = sub.add_parser("stop", help="stop clusters recorded in the run dir")
+    p_stop.add_argument("--run-dir", type=Path, required=True)
+    p_stop.add_argument("--cluster", action="append", default=[], metavar="NAME", help="only these (repeatable)")
+    p_stop.add_argument("--kill", action="store_true", help="SIGKILL instead of a graceful stop")
+    p_stop.add_argument("--timeout", type=float, default=DEFAULT_STOP_TIMEOUT)
+
+    p_status = sub.add_parser("status", help="show clusters; exit 0 only if all are running")
+    p_status.add_argument("--run-dir", type=Path, required=True)
+    p_status.add_argument("--json", action="store_true")
+
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "fetch":
+            dist = KafkaDistribution.fetch(args.version, cache_root=args.cache_dir)
+            print(dist.libs)
+            return 0
+        if args.command == "start":
+            ports = dict(args.cluster) if args.cluster else {n: None for n in DEFAULT_NAMES}
+            extra = {}
+            for item in args.config:
+                key, sep, value = item.partition("=")
+                if not sep:
+                    parser.error(f"--config {item!r}: expected KEY=VALUE")
+                extra[key] = value
+            kafka = LocalKafka(
+                args.run_dir,
+                names=list(ports),
+                ports=ports,
+                version=args.version,
+                broker_config=extra,
+                heap_max=args.heap_max,
+                heap_min=args.heap_min,
+                startup_timeout=args.timeout,
+                owner_pid=None,
+            )
+            kafka.start()
+            _print_status(kafka)
+            return 0
+        if args.command == "stop":
+            if not (args.run_dir / LocalKafka.STATE_NAME).exists():
+                _stderr(f"nothing to stop: no {LocalKafka.STATE_NAME} in {args.run_dir}")
+                return 0
+            kafka = LocalKafka.open(args.run_dir)
+            names = args.cluster or list(kafka)
+            unknown = [n for n in names if n not in kafka]
+            if unknown:
+                parser.error(f"unknown cluster(s) {unknown}; known: {list(kafka)}")
+            if args.kill:
+                for n in names:
+                    kafka.kill(n)
+                kafka.write_state()
+            else:
+                kafka.stop(names, timeout=args.timeout)
+            _print_status(kafka)
+            return 0
+        if args.command == "status":
+            kafka = LocalKafka.open(args.run_dir)
+            if args.json:
+                status = kafka.status()
+                print(json.dumps(status, indent=2))
+                return 0 if all(s["running"] for s in status.values()) else 1
+            return 0 if _print_status(kafka) else 1
+    except (ToolMissingError, FetchError, BrokerStartError, FileNotFoundError) as exc:
+        _stderr(f"error: {exc}")
+        return 2
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -62,6 +62,8 @@ def airflow_env() -> dict[str, str]:
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__API__PORT": str(UI_PORT),
+        # Task processes report to the API server: follow the port we chose.
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{UI_PORT}/execution/",
         "MIRROR_TOPOLOGY": str(TOPOLOGY),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
@@ -162,12 +164,17 @@ def stop() -> None:
         pid = int(pid_file.read_text())
         if _alive(pid):
             say(f"Stopping Airflow standalone (process group {pid})")
-            os.killpg(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 60
-            while _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.5)
-            if _alive(pid):
-                os.killpg(pid, signal.SIGKILL)
+            # standalone shuts its components down on Ctrl-C; escalate if it hangs.
+            for sig, grace in ((signal.SIGINT, 45), (signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+                try:
+                    os.killpg(pid, sig)
+                except ProcessLookupError:
+                    break
+                deadline = time.monotonic() + grace
+                while _alive(pid) and time.monotonic() < deadline:
+                    time.sleep(0.5)  # polling the exit, not synchronising on time
+                if not _alive(pid):
+                    break
         pid_file.unlink()
     if KAFKA_RUN.exists():
         say("Stopping the Kafka clusters")

@@ -42,6 +42,6 @@ def test_broken_topology_is_an_import_error_naming_the_key(airflow_home, tmp_pat
     monkeypatch.setenv("MIRROR_TOPOLOGY", str(bad))
     import os
 
-    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"], include_examples=False)
+    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
     errors = "\n".join(bag.import_errors.values())
     assert "c9" in errors and "tree" in errors, errors

@@ -79,17 +79,17 @@ __all__ = [
 
 Progress = Callable[[str], None]
 
-KAFKA_VERSION = "4.4.0"
+# 4.3.1: the newest release whose modules are all on Maven Central (4.4.0 has the broker
+# but not kafka-tools / kafka-tools-api, which the broker pom and the benchmarks need).
+KAFKA_VERSION = "4.3.1"
 SCALA_BINARY = "2.13"
 # Kafka 4.x logs through SLF4J 1.7 (its poms declare slf4j-api 1.7.36) and ships log4j2 with
 # the SLF4J-1.x binding; the poms leave both out of the runtime scope, so we add them.
 SLF4J_VERSION = "1.7.36"
 LOG4J_VERSION = "2.25.5"
-# kafka-tools (producer/consumer perf tools for the benchmarks) and kafka-tools-api must exist
-# for the same version on Maven Central. For 4.4.0 they do not (only the broker modules were
-# published there), so the tools come from the newest release that has them. The broker never
-# loads a kafka-tools-api class (checked against kafka_2.13-4.4.0.jar), so the broker itself
-# stays pure 4.4.0. Drop the entry once Central has the tools at the broker's version.
+# kafka-tools (perf tools for the benchmarks) and kafka-tools-api must exist at the broker's
+# version on Maven Central. Where a release lacks them (4.4.0 did when checked), map it to the
+# newest release that has them; the broker never loads a kafka-tools-api class.
 TOOLS_VERSION_FALLBACK: dict[str, str] = {"4.4.0": "4.3.1"}
 
 HOST = "127.0.0.1"

@@ -40,7 +40,7 @@ else
   pyspark_pin=$(grep -E '^pyspark==' requirements.txt)
   .venv/bin/python -m pip install --quiet --no-deps --force-reinstall "$pyspark_pin"
   .venv/bin/python -m pip install --quiet --no-deps -e .
-  .venv/bin/python -c 'import airflow, pyspark, confluent_kafka, mirrorflow; print("   airflow", airflow.__version__, "| pyspark", pyspark.__version__, "| confluent-kafka", confluent_kafka.version()[0])'
+  .venv/bin/python -c 'import airflow, pyspark, confluent_kafka, mirrorflow; print("   airflow", airflow.__version__, "| pyspark", pyspark.__version__, "| confluent-kafka", confluent_kafka.version())'
   echo "$stamp_src" > "$stamp"
 fi
 

@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.topology.model import INTERNAL_TOPIC_PREFIX
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,9 @@ def _admin(client: ClusterClient) -> AdminClient:
 
 def probe(client: ClusterClient, timeout: float = 10.0) -> ClusterInfo:
     """Check that a cluster answers, and say which cluster it is."""
+    admin_client = _admin(client)  # keep a reference: a collected client cancels its futures
     try:
-        desc = _admin(client).describe_cluster(request_timeout=timeout).result(timeout=timeout + 5)
+        desc = admin_client.describe_cluster(request_timeout=timeout).result(timeout=timeout + 5)
     except KafkaException as exc:
         raise ClusterUnreachable(client.name, client.bootstrap, str(exc.args[0])) from exc
     except Exception as exc:  # a future timing out raises concurrent.futures.TimeoutError
@@ -43,8 +45,9 @@ def probe(client: ClusterClient, timeout: float = 10.0) -> ClusterInfo:
 
 def list_topics(client: ClusterClient, timeout: float = 10.0) -> dict[str, int]:
     """Every topic on the cluster with its partition count (internal ones included)."""
+    admin_client = _admin(client)
     try:
-        metadata = _admin(client).list_topics(timeout=timeout)
+        metadata = admin_client.list_topics(timeout=timeout)
     except KafkaException as exc:
         raise ClusterUnreachable(client.name, client.bootstrap, str(exc.args[0])) from exc
     topics: dict[str, int] = {}
@@ -57,7 +60,7 @@ def list_topics(client: ClusterClient, timeout: float = 10.0) -> dict[str, int]:
 
 def watermarks(client: ClusterClient, topic: str, partitions: int, timeout: float = 10.0) -> list[tuple[int, int]]:
     """(low, high) offsets of each partition, in partition order."""
-    consumer = Consumer(client.consumer(group_id="_mirrorflow-watermarks"))
+    consumer = Consumer(client.consumer(group_id=f"{INTERNAL_TOPIC_PREFIX}-watermarks"))
     try:
         result = []
         for p in range(partitions):

@@ -22,10 +22,11 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-RUN = REPO / ".run" / "demo"
+# Overridable so the end-to-end test can run a second, isolated demo beside yours.
+RUN = Path(os.environ.get("MIRRORFLOW_DEMO_RUN_DIR", REPO / ".run" / "demo"))
 KAFKA_RUN = RUN / "kafka"
 AIRFLOW_HOME = RUN / "airflow"
-TOPOLOGY = REPO / "topologies" / "demo.yaml"
+TOPOLOGY = Path(os.environ.get("MIRRORFLOW_DEMO_TOPOLOGY", REPO / "topologies" / "demo.yaml"))
 VENV_BIN = Path(sys.executable).parent
 UI_PORT = int(os.environ.get("MIRRORFLOW_DEMO_UI_PORT", "8080"))
 USER = "admin"
@@ -97,7 +98,7 @@ def start_kafka() -> None:
     for name, cluster in topology.clusters.items():
         port = cluster.bootstrap.rsplit(":", 1)[1]
         specs += ["--cluster", f"{name}={port}"]
-    say(f"Starting {len(topology.clusters)} Kafka clusters ({', '.join(topology.clusters)}) from {TOPOLOGY.relative_to(REPO)}")
+    say(f"Starting {len(topology.clusters)} Kafka clusters ({', '.join(topology.clusters)}) from {TOPOLOGY}")
     if kafka_cli("start", "--run-dir", str(KAFKA_RUN), *specs).returncode != 0:
         raise SystemExit(f"mirrorflow demo: Kafka did not start; broker logs are under {KAFKA_RUN}")
 
@@ -110,13 +111,20 @@ def ui_healthy() -> bool:
         return False
 
 
-def listed_dags(env) -> set[str]:
-    out = subprocess.run(["airflow", "dags", "list", "-o", "json"], env=env, capture_output=True, text=True)
-    if out.returncode != 0:
-        return set()
+def listed_dags(password: str) -> set[str]:
+    """DAG ids the REST API shows the demo user: proves the login and the DAG parse at once."""
+    base = f"http://127.0.0.1:{UI_PORT}"
     try:
-        return {row["dag_id"] for row in json.loads(out.stdout or "[]")}
-    except json.JSONDecodeError:
+        req = urllib.request.Request(f"{base}/auth/token", method="POST",
+                                     data=json.dumps({"username": USER, "password": password}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            token = json.load(resp)["access_token"]
+        req = urllib.request.Request(f"{base}/api/v2/dags?dag_id_pattern=mirror_&limit=100",
+                                     headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return {d["dag_id"] for d in json.load(resp)["dags"]}
+    except (urllib.error.URLError, OSError, KeyError, json.JSONDecodeError):
         return set()
 
 
@@ -135,7 +143,7 @@ def start_airflow() -> None:
     else:
         if ui_healthy():
             raise SystemExit(f"mirrorflow demo: port {UI_PORT} already answers; set MIRRORFLOW_DEMO_UI_PORT to another port")
-        say(f"Starting Airflow standalone (SQLite in {AIRFLOW_HOME.relative_to(REPO)}), log: {log_file.relative_to(REPO)}")
+        say(f"Starting Airflow standalone (SQLite in {AIRFLOW_HOME}), log: {log_file}")
         with open(log_file, "ab") as log:
             proc = subprocess.Popen(["airflow", "standalone"], env=env, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=AIRFLOW_HOME)
@@ -143,9 +151,9 @@ def start_airflow() -> None:
     tail = lambda: "last lines of the log:\n" + "\n".join(log_file.read_text(errors="replace").splitlines()[-30:])
     wait_for("the Airflow UI to answer", ui_healthy, timeout=240, interval=2, on_timeout=tail)
     expected = {f"mirror_level_{lvl}" for lvl in load_topology(TOPOLOGY).levels}
-    wait_for(f"the DAGs {sorted(expected)} to be listed", lambda: expected <= listed_dags(env), timeout=180,
+    wait_for(f"the DAGs {sorted(expected)} to be listed", lambda: expected <= listed_dags(password), timeout=180,
              interval=3, on_timeout=lambda: "import errors:\n" + import_errors(env))
-    dags = sorted(d for d in listed_dags(env) if d.startswith("mirror_"))
+    dags = sorted(listed_dags(password))
     say(f"Airflow UI: http://127.0.0.1:{UI_PORT}  login: {USER} / {password}")
     say(f"mirrorflow DAGs: {', '.join(dags)}")
 
@@ -179,7 +187,7 @@ def stop() -> None:
     if KAFKA_RUN.exists():
         say("Stopping the Kafka clusters")
         kafka_cli("stop", "--run-dir", str(KAFKA_RUN))
-    say("Stopped. State and logs stay in .run/demo/ (delete it for a clean slate).")
+    say(f"Stopped. State and logs stay in {RUN} (delete it for a clean slate).")
 
 
 def main() -> None:

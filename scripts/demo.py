@@ -62,6 +62,9 @@ def airflow_env() -> dict[str, str]:
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
         "AIRFLOW__API__HOST": "127.0.0.1",
+        # LocalExecutor forks one worker per parallelism slot (default 32): a handful
+        # is plenty for the demo on a small machine.
+        "AIRFLOW__CORE__PARALLELISM": os.environ.get("AIRFLOW__CORE__PARALLELISM", "4"),
         "AIRFLOW__API__PORT": str(UI_PORT),
         # Task processes report to the API server: follow the port we chose.
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{UI_PORT}/execution/",
@@ -138,7 +141,7 @@ def start_airflow() -> None:
     password = demo_password()
     pid_file = AIRFLOW_HOME / "standalone.pid"
     log_file = AIRFLOW_HOME / "standalone.log"
-    if pid_file.exists() and _alive(int(pid_file.read_text())):
+    if pid_file.exists() and _group_alive(int(pid_file.read_text())):
         say(f"Airflow standalone already running (pid {pid_file.read_text().strip()})")
     else:
         if ui_healthy():
@@ -158,31 +161,36 @@ def start_airflow() -> None:
     say(f"mirrorflow DAGs: {', '.join(dags)}")
 
 
-def _alive(pid: int) -> bool:
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group remains (standalone's components included)."""
     try:
-        os.kill(pid, 0)
+        os.killpg(pgid, 0)
         return True
     except OSError:
         return False
 
 
+def _stop_group(pgid: int) -> None:
+    """Ctrl-C first (standalone stops its components on it), then TERM, then KILL the rest."""
+    for sig, grace in ((signal.SIGINT, 30), (signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while _group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.5)  # polling for the exit, not synchronising on time
+        if not _group_alive(pgid):
+            return
+
+
 def stop() -> None:
     pid_file = AIRFLOW_HOME / "standalone.pid"
     if pid_file.exists():
-        pid = int(pid_file.read_text())
-        if _alive(pid):
-            say(f"Stopping Airflow standalone (process group {pid})")
-            # standalone shuts its components down on Ctrl-C; escalate if it hangs.
-            for sig, grace in ((signal.SIGINT, 45), (signal.SIGTERM, 15), (signal.SIGKILL, 5)):
-                try:
-                    os.killpg(pid, sig)
-                except ProcessLookupError:
-                    break
-                deadline = time.monotonic() + grace
-                while _alive(pid) and time.monotonic() < deadline:
-                    time.sleep(0.5)  # polling the exit, not synchronising on time
-                if not _alive(pid):
-                    break
+        pgid = int(pid_file.read_text())
+        if _group_alive(pgid):
+            say(f"Stopping Airflow standalone (process group {pgid})")
+            _stop_group(pgid)
         pid_file.unlink()
     if KAFKA_RUN.exists():
         say("Stopping the Kafka clusters")

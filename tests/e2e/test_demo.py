@@ -86,6 +86,17 @@ def test_demo_starts_clusters_and_airflow_then_stops(tmp_path):
         assert {"mirror_level_1", "mirror_level_3"} <= set(dags)
         assert all("mirrorflow" in [t["name"] for t in d["tags"]] for d in dags.values())
     finally:
+        pid_file = tmp_path / "run" / "airflow" / "standalone.pid"
+        pgid = int(pid_file.read_text()) if pid_file.exists() else None
         stopped = subprocess.run(demo + ["stop"], env=env, capture_output=True, text=True, timeout=300)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert not any(_accepts(p) for p in (k1, k2, k3, k4, ui))
+    assert pgid is not None and not _group_alive(pgid), "processes of Airflow standalone outlived stop"
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except OSError:
+        return False

@@ -1,0 +1,627 @@
+"""Keep target topics in the shape of their source: partition count and the configs that travel.
+
+A mirrored topic is copied partition-for-partition (source partition *p* lands in
+target partition *p*, which keeps per-key order and makes offsets comparable), so
+the target must have exactly the source's partition count. Some topic configs
+describe the *data* (how long it is kept, how it is compacted, how big a record
+may be) and travel with the topic; others describe how one cluster stores and
+protects it (replication, ISR, throttles, placement, tiered storage, flushing) and
+stay with each cluster. See docs/topics.md.
+
+Three steps, so the middle one is a pure function that tests and dry runs can use:
+
+- :func:`describe_topics` reads partition counts and the explicitly set, travelling
+  configs of topics on one cluster;
+- :func:`plan_shape` compares source and target shapes: topics to create, partitions
+  to add, partition-count conflicts, config drift, topics gone from the source;
+- :func:`apply_shape` carries the plan out on the target, topic by topic: one failing
+  topic never stops the others, and a concurrent run doing the same is harmless.
+
+:func:`sync_topic_shapes` chains them for the topics a topology selects.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+
+from mirrorflow.audit import audit
+from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
+from mirrorflow.kafka.admin import list_topics
+from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.topology.model import is_internal_topic
+
+_log = logging.getLogger(__name__)
+
+#: Topic configs that belong to the topic's data and travel from source to target
+#: (all exist in Kafka 4.3; ``message.timestamp.difference.max.ms`` was removed in 4.0
+#: and its successors ``message.timestamp.before/after.max.ms`` are here instead).
+#: Everything else stays with each cluster: ``replication.factor``, ``min.insync.replicas``,
+#: ``unclean.leader.election.enable``, the replication throttles, replica placement,
+#: tiered storage (``remote.storage.enable``, ``local.retention.*``), flushing, index and
+#: preallocation tuning, ``segment.jitter.ms``.
+TRAVELLING_CONFIGS: frozenset[str] = frozenset({
+    "cleanup.policy",
+    "retention.ms",
+    "retention.bytes",
+    "delete.retention.ms",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio",
+    "segment.bytes",
+    "segment.ms",
+    "compression.type",
+    # The level goes with the codec it tunes (Kafka 3.8+, KIP-390): a copy of a topic set to
+    # zstd level 19 should not silently compress at level 3.
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.zstd.level",
+    "max.message.bytes",
+    "message.timestamp.type",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms",
+})
+
+TIMESTAMP_TYPE = "message.timestamp.type"
+LOG_APPEND_TIME = "LogAppendTime"
+BEFORE_MAX_MS = "message.timestamp.before.max.ms"
+_NO_LIMIT = str(2**63 - 1)
+
+_UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
+_pause = threading.Event()  # never set: .wait(t) paces metadata polls
+
+
+# --------------------------------------------------------------------------- shapes and plans
+
+
+@dataclass(frozen=True)
+class TopicShape:
+    """What must match between a topic and its copies.
+
+    ``configs`` holds only travelling configs (:data:`TRAVELLING_CONFIGS`) that were set
+    explicitly on the topic (source ``DYNAMIC_TOPIC_CONFIG``); broker defaults are left
+    out, since each cluster keeps its own. ``timestamp_type`` is the *effective*
+    ``message.timestamp.type`` whatever set it (a broker default of ``LogAppendTime``
+    matters to a mirror even though it does not travel). ``cluster`` says where the
+    shape was read, for error messages.
+    """
+
+    name: str
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+    cluster: str = ""
+    timestamp_type: str | None = None
+
+
+@dataclass(frozen=True)
+class TopicCreate:
+    topic: str
+    partitions: int
+    configs: dict[str, str]
+
+
+@dataclass(frozen=True)
+class PartitionAdd:
+    topic: str
+    current: int
+    wanted: int
+
+
+@dataclass(frozen=True)
+class ConfigDrift:
+    """One travelling config that differs; ``None`` means "not set explicitly" on that side."""
+
+    topic: str
+    key: str
+    source: str | None
+    target: str | None
+
+
+@dataclass(frozen=True)
+class ConfigAlign:
+    """Make the target's travelling configs equal the source's: ``set`` these, ``delete`` those."""
+
+    topic: str
+    set: dict[str, str]
+    delete: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ShapeWarning:
+    """Something that will work but change what consumers of the copy see."""
+
+    topic: str
+    key: str
+    value: str
+    message: str
+
+
+class PartitionCountConflict(MirrorflowError):
+    """The target topic has more partitions than its source: it cannot be mirrored partition-for-partition.
+
+    Kafka cannot remove partitions, so nothing mirrorflow does fixes this: the copy of
+    this topic stops (the others continue) until an operator deletes or recreates the
+    target topic with at most the source's partition count.
+    """
+
+    def __init__(self, cluster: str, topic: str, target_partitions: int, source_partitions: int,
+                 source_cluster: str = "") -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.target_partitions = target_partitions
+        self.source_partitions = source_partitions
+        self.source_cluster = source_cluster
+        source = f"on cluster {source_cluster} " if source_cluster else ""
+        super().__init__(
+            f"cluster {cluster or '?'}: topic {topic} has {target_partitions} partitions, more than the "
+            f"{source_partitions} of its source {source}- it cannot be mirrored partition-for-partition "
+            f"and Kafka cannot remove partitions; copying {topic} stops until the target topic is deleted "
+            f"(mirrorflow recreates it) or recreated with {source_partitions} partitions"
+        )
+
+    def __reduce__(self):
+        return (PartitionCountConflict, (self.cluster, self.topic, self.target_partitions, self.source_partitions,
+                                         self.source_cluster))
+
+
+@dataclass(frozen=True)
+class ShapePlan:
+    """What :func:`apply_shape` will do on the target, and what it reports but leaves alone."""
+
+    source_cluster: str = ""
+    target_cluster: str = ""
+    create: tuple[TopicCreate, ...] = ()
+    add_partitions: tuple[PartitionAdd, ...] = ()
+    align: tuple[ConfigAlign, ...] = ()
+    conflicts: dict[str, PartitionCountConflict] = field(default_factory=dict)
+    drift: tuple[ConfigDrift, ...] = ()
+    deleted_on_source: tuple[str, ...] = ()
+    warnings: tuple[ShapeWarning, ...] = ()
+
+    @property
+    def has_changes(self) -> bool:
+        """Whether applying the plan would change anything on the target."""
+        return bool(self.create or self.add_partitions or self.align)
+
+    @property
+    def is_empty(self) -> bool:
+        """Nothing to change and nothing to report: source and target have the same shape."""
+        return not (self.has_changes or self.conflicts or self.drift or self.deleted_on_source)
+
+    def drift_of(self, topic: str) -> dict[str, tuple[str | None, str | None]]:
+        """``key -> (source value, target value)`` for one topic."""
+        return {d.key: (d.source, d.target) for d in self.drift if d.topic == topic}
+
+
+@dataclass(frozen=True)
+class ShapeResult:
+    """What :func:`apply_shape` did.
+
+    ``already_done`` lists steps a concurrent run had already carried out (a topic
+    created or grown by someone else with the planned partition count): successes,
+    without an audit line since this run changed nothing. ``failed`` holds create and
+    partition failures, ``align_failed`` config failures; both per topic.
+    """
+
+    plan: ShapePlan
+    created: tuple[TopicCreate, ...] = ()
+    partitions_added: tuple[PartitionAdd, ...] = ()
+    aligned: tuple[ConfigAlign, ...] = ()
+    already_done: tuple[str, ...] = ()
+    failed: dict[str, MirrorflowError] = field(default_factory=dict)
+    align_failed: dict[str, MirrorflowError] = field(default_factory=dict)
+
+    @property
+    def conflicts(self) -> dict[str, PartitionCountConflict]:
+        return self.plan.conflicts
+
+    @property
+    def blocked(self) -> dict[str, MirrorflowError]:
+        """Topics whose copy must not run this time: shape conflicts and failed creates or partition adds.
+
+        (A conflict found only while applying, a concurrent creator having made the topic
+        with more partitions, is in ``failed``.)
+
+        A config that could not be aligned does not block the copy (the data still
+        lands partition-for-partition), it is reported in ``align_failed``.
+        """
+        return {**self.plan.conflicts, **self.failed}
+
+    @property
+    def ok(self) -> bool:
+        return not (self.blocked or self.align_failed)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.partitions_added or self.aligned)
+
+
+# --------------------------------------------------------------------------- describe
+
+
+def _admin(client: ClusterClient) -> AdminClient:
+    return AdminClient(client.admin())
+
+
+def _failure(client: ClusterClient, operation: str, exc: BaseException) -> MirrorflowError:
+    """A KafkaException or a future timeout as the mirrorflow error an operator can act on."""
+    if isinstance(exc, KafkaException):
+        err = exc.args[0] if exc.args else exc
+        code = err.code() if isinstance(err, KafkaError) else None
+        if code in _UNREACHABLE:
+            return ClusterUnreachable(client.name, client.bootstrap, f"{operation}: {err}")
+        return KafkaOperationError(client.name, operation, err)
+    if isinstance(exc, concurrent.futures.TimeoutError):
+        return ClusterUnreachable(client.name, client.bootstrap, f"{operation}: no answer in time")
+    return KafkaOperationError(client.name, operation, f"{type(exc).__name__}: {exc}")
+
+
+def _topic_failure(client: ClusterClient, operation: str, exc: BaseException) -> KafkaOperationError:
+    """One topic's failure while applying: always a KafkaOperationError naming cluster, topic and operation."""
+    if isinstance(exc, KafkaException) and exc.args:
+        return KafkaOperationError(client.name, operation, exc.args[0])
+    if isinstance(exc, concurrent.futures.TimeoutError):
+        return KafkaOperationError(client.name, operation, "no answer from the cluster in time")
+    return KafkaOperationError(client.name, operation, f"{type(exc).__name__}: {exc}")
+
+
+def _code(exc: BaseException) -> Any:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        return exc.args[0].code()
+    return None
+
+
+def describe_topics(client: ClusterClient, names: Iterable[str], timeout: float = 30.0) -> dict[str, TopicShape]:
+    """The shapes of the named topics that exist on the cluster (absent names are left out).
+
+    Raises :class:`ClusterUnreachable` or :class:`KafkaOperationError` (naming the
+    cluster and the topic) for anything but "unknown topic".
+    """
+    names = sorted(set(names))
+    if not names:
+        return {}
+    admin_client = _admin(client)  # keep a reference: a collected client cancels its futures
+    try:
+        topic_futures = admin_client.describe_topics(TopicCollection(names), request_timeout=timeout)
+        config_futures = admin_client.describe_configs(
+            [ConfigResource(ResourceType.TOPIC, n) for n in names], request_timeout=timeout)
+    except KafkaException as exc:
+        raise _failure(client, "describe topics", exc) from exc
+
+    partitions: dict[str, int] = {}
+    for name, future in topic_futures.items():
+        try:
+            partitions[name] = len(future.result(timeout=timeout + 5).partitions)
+        except Exception as exc:
+            if _code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
+            raise _failure(client, f"describe topic {name}", exc) from exc
+
+    shapes: dict[str, TopicShape] = {}
+    for resource, future in config_futures.items():
+        name = resource.name
+        try:
+            entries: Mapping[str, ConfigEntry] = future.result(timeout=timeout + 5)
+        except Exception as exc:
+            if _code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
+            raise _failure(client, f"describe configs of topic {name}", exc) from exc
+        if name not in partitions:  # deleted between the two calls
+            continue
+        explicit = {
+            key: entry.value
+            for key, entry in entries.items()
+            if key in TRAVELLING_CONFIGS and entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+            and entry.value is not None
+        }
+        ts = entries.get(TIMESTAMP_TYPE)
+        shapes[name] = TopicShape(name, partitions[name], explicit, client.name, ts.value if ts is not None else None)
+    return shapes
+
+
+# --------------------------------------------------------------------------- plan (pure)
+
+
+def travelling(configs: Mapping[str, str]) -> dict[str, str]:
+    """The subset of ``configs`` that travels with a topic."""
+    return {k: v for k, v in configs.items() if k in TRAVELLING_CONFIGS}
+
+
+def _same(key: str, a: str | None, b: str | None) -> bool:
+    if key == "cleanup.policy" and a is not None and b is not None:  # "compact,delete" == "delete,compact"
+        return sorted(p.strip() for p in a.split(",")) == sorted(p.strip() for p in b.split(","))
+    return a == b
+
+
+def _warnings(topic: str, configs: Mapping[str, str], timestamp_type: str | None) -> list[ShapeWarning]:
+    """Target settings under which the copy differs from its source although it is copied correctly.
+
+    ``configs`` are the travelling configs the target topic will have explicitly,
+    ``timestamp_type`` its effective ``message.timestamp.type`` (``None``: not known).
+    """
+    out = []
+    if timestamp_type == LOG_APPEND_TIME:
+        out.append(ShapeWarning(
+            topic, TIMESTAMP_TYPE, LOG_APPEND_TIME,
+            f"{topic}: the target topic uses LogAppendTime, so every copied record gets the time it was "
+            "copied instead of its source timestamp (mirrorflow writes CreateTime); time-based retention, "
+            "offsets-for-times and timestamp-based offset translation on the target see copy times",
+        ))
+    before = configs.get(BEFORE_MAX_MS)
+    if before is not None and before != _NO_LIMIT:
+        out.append(ShapeWarning(
+            topic, BEFORE_MAX_MS, before,
+            f"{topic}: {BEFORE_MAX_MS}={before} on the target rejects copies of records older than that "
+            "at copy time: batch lag and backfills of older data must stay within it",
+        ))
+    return out
+
+
+def plan_shape(source_shapes: Mapping[str, TopicShape], target_shapes: Mapping[str, TopicShape],
+               *, align_configs: bool = False) -> ShapePlan:
+    """Compare source and target shapes; pure (no I/O), so dry runs and tests can call it.
+
+    - a source topic absent on the target is created with the source's partition count
+      and travelling configs;
+    - a target with fewer partitions gets partitions added; one with more is a
+      :class:`PartitionCountConflict` (that topic only: the others are planned as usual);
+    - travelling configs that differ are reported as drift and, only with
+      ``align_configs``, aligned (set to the source value, or removed from the target
+      when the source does not set them, so the target's broker default applies);
+    - a target topic whose source is gone is reported in ``deleted_on_source`` and
+      never deleted: that is an operator's decision.
+
+    Internal topics (``__*``, ``_schemas``, ``_mirrorflow*``) are never planned,
+    whatever the caller passes in.
+    """
+    source = {n: s for n, s in source_shapes.items() if not is_internal_topic(n)}
+    target = {n: s for n, s in target_shapes.items() if not is_internal_topic(n)}
+    source_cluster = next((s.cluster for s in source.values() if s.cluster), "")
+    target_cluster = next((s.cluster for s in target.values() if s.cluster), "")
+
+    create: list[TopicCreate] = []
+    add: list[PartitionAdd] = []
+    align: list[ConfigAlign] = []
+    conflicts: dict[str, PartitionCountConflict] = {}
+    drift: list[ConfigDrift] = []
+    warnings: list[ShapeWarning] = []
+
+    for name in sorted(source):
+        src = source[name]
+        wanted = travelling(src.configs)
+        tgt = target.get(name)
+        if tgt is None:
+            create.append(TopicCreate(name, src.partitions, wanted))
+            warnings += _warnings(name, wanted, wanted.get(TIMESTAMP_TYPE))
+            continue
+        if tgt.partitions > src.partitions:
+            conflicts[name] = PartitionCountConflict(tgt.cluster or target_cluster, name, tgt.partitions,
+                                                     src.partitions, src.cluster or source_cluster)
+        elif tgt.partitions < src.partitions:
+            add.append(PartitionAdd(name, tgt.partitions, src.partitions))
+
+        have = travelling(tgt.configs)
+        differs = [k for k in sorted(set(wanted) | set(have)) if not _same(k, wanted.get(k), have.get(k))]
+        drift += [ConfigDrift(name, k, wanted.get(k), have.get(k)) for k in differs]
+        effective = dict(have)
+        if differs and align_configs and name not in conflicts:
+            to_set = {k: wanted[k] for k in differs if k in wanted}
+            to_delete = tuple(k for k in differs if k not in wanted)
+            align.append(ConfigAlign(name, to_set, to_delete))
+            effective = dict(wanted)
+        if TIMESTAMP_TYPE in effective:
+            timestamp_type: str | None = effective[TIMESTAMP_TYPE]
+        elif TIMESTAMP_TYPE in have:
+            timestamp_type = None  # removed by the alignment: the target's broker default applies, unknown here
+        else:
+            timestamp_type = tgt.timestamp_type or have.get(TIMESTAMP_TYPE)
+        warnings += _warnings(name, effective, timestamp_type)
+
+    deleted = tuple(sorted(n for n in target if n not in source))
+    return ShapePlan(source_cluster, target_cluster, tuple(create), tuple(add), tuple(align), conflicts,
+                     tuple(drift), deleted, tuple(warnings))
+
+
+# --------------------------------------------------------------------------- apply
+
+
+def _await_partitions(admin_client: AdminClient, topic: str, wanted: int, timeout: float) -> int | None:
+    """Poll metadata until ``topic`` shows ``wanted`` partitions, each led; return the last count seen.
+
+    Creation and growth futures resolve when the controller has committed the change;
+    brokers learn of it a moment later. Returning only once metadata agrees means the
+    copy job that follows finds every partition.
+    """
+    deadline = time.monotonic() + timeout
+    seen: int | None = None
+    while True:
+        try:
+            md = admin_client.list_topics(timeout=max(0.5, min(5.0, deadline - time.monotonic())))
+            tm = md.topics.get(topic)
+            if tm is not None and tm.error is None:
+                seen = len(tm.partitions)
+                if seen == wanted and all(p.leader >= 0 and p.error is None for p in tm.partitions.values()):
+                    return seen
+                if seen > wanted:
+                    return seen
+        except KafkaException:
+            pass
+        if time.monotonic() >= deadline:
+            return seen
+        _pause.wait(0.05)
+
+
+def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_factor: int | None = None,
+                timeout: float = 30.0) -> ShapeResult:
+    """Carry out ``plan`` on the target cluster; never raises for one topic's failure.
+
+    Topics are created with the target's ``default.replication.factor`` unless
+    ``replication_factor`` is given (replication belongs to each cluster). Every
+    failure is collected per topic as a :class:`KafkaOperationError` naming the
+    target cluster, the topic and the operation. Two runs applying the same plan at
+    once both succeed: ``TOPIC_ALREADY_EXISTS`` (or "already has N partitions") counts
+    as done when the topic has the planned partition count. One audit line per change.
+    """
+    cluster = target_client.name
+    admin_client = _admin(target_client)  # keep a reference: a collected client cancels its futures
+    created: list[TopicCreate] = []
+    added: list[PartitionAdd] = []
+    aligned: list[ConfigAlign] = []
+    already: list[str] = []
+    failed: dict[str, MirrorflowError] = {}
+    align_failed: dict[str, MirrorflowError] = {}
+    source = {"source": plan.source_cluster} if plan.source_cluster else {}
+
+    for warning in plan.warnings:
+        _log.warning("cluster %s: %s", cluster, warning.message)
+    for conflict in plan.conflicts.values():
+        _log.error("%s", conflict)
+    for topic in plan.deleted_on_source:
+        _log.warning("cluster %s: topic %s is gone from the source %s; left in place on the target",
+                     cluster, topic, plan.source_cluster or "")
+
+    # -- create
+    grow_after_race: list[PartitionAdd] = []
+    if plan.create:
+        rf = -1 if replication_factor is None else replication_factor
+        new = [NewTopic(c.topic, num_partitions=c.partitions, replication_factor=rf, config=dict(c.configs))
+               for c in plan.create]
+        try:
+            futures = admin_client.create_topics(new, operation_timeout=timeout, request_timeout=timeout)
+        except KafkaException as exc:
+            futures = {}
+            for c in plan.create:
+                failed[c.topic] = _topic_failure(target_client, f"create topic {c.topic}", exc)
+        for c in plan.create:
+            if c.topic not in futures:
+                continue
+            operation = f"create topic {c.topic}"
+            try:
+                futures[c.topic].result(timeout=timeout + 5)
+            except Exception as exc:
+                if _code(exc) != KafkaError.TOPIC_ALREADY_EXISTS:
+                    failed[c.topic] = _topic_failure(target_client, operation, exc)
+                    continue
+                # Someone else (a concurrent run) created it: fine if it has, or can get, our shape.
+                seen = _await_partitions(admin_client, c.topic, c.partitions, timeout)
+                if seen == c.partitions:
+                    already.append(c.topic)
+                elif seen is not None and seen < c.partitions:
+                    grow_after_race.append(PartitionAdd(c.topic, seen, c.partitions))
+                elif seen is not None:
+                    failed[c.topic] = PartitionCountConflict(cluster, c.topic, seen, c.partitions, plan.source_cluster)
+                else:
+                    failed[c.topic] = KafkaOperationError(
+                        cluster, operation, f"topic already exists but is not listed in metadata within {timeout:.0f}s")
+                continue
+            seen = _await_partitions(admin_client, c.topic, c.partitions, timeout)
+            if seen != c.partitions:
+                failed[c.topic] = KafkaOperationError(
+                    cluster, operation, f"created, but metadata shows {seen} of {c.partitions} partitions "
+                                        f"ready after {timeout:.0f}s")
+            created.append(c)
+            audit("topic_create", cluster=cluster, topic=c.topic, partitions=c.partitions, configs=dict(c.configs),
+                  replication_factor=replication_factor if replication_factor is not None else "default", **source)
+
+    # -- add partitions
+    adds = [a for a in (*plan.add_partitions, *grow_after_race) if a.topic not in failed]
+    if adds:
+        try:
+            futures = admin_client.create_partitions([NewPartitions(a.topic, a.wanted) for a in adds],
+                                                     operation_timeout=timeout, request_timeout=timeout)
+        except KafkaException as exc:
+            futures = {}
+            for a in adds:
+                failed[a.topic] = _topic_failure(target_client, f"add partitions to {a.topic}", exc)
+        for a in adds:
+            if a.topic not in futures:
+                continue
+            operation = f"add partitions to {a.topic} ({a.current} -> {a.wanted})"
+            try:
+                futures[a.topic].result(timeout=timeout + 5)
+            except Exception as exc:
+                if _code(exc) == KafkaError.INVALID_PARTITIONS:
+                    # "Topic already has N partition(s)": a concurrent run grew it first. The
+                    # controller says so before the brokers' metadata shows it: wait for that.
+                    if _await_partitions(admin_client, a.topic, a.wanted, timeout) == a.wanted:
+                        already.append(a.topic)
+                        continue
+                failed[a.topic] = _topic_failure(target_client, operation, exc)
+                continue
+            seen = _await_partitions(admin_client, a.topic, a.wanted, timeout)
+            if seen != a.wanted:
+                failed[a.topic] = KafkaOperationError(
+                    cluster, operation, f"metadata shows {seen} of {a.wanted} partitions after {timeout:.0f}s")
+            added.append(a)
+            audit("topic_partitions_add", cluster=cluster, topic=a.topic, partitions_before=a.current,
+                  partitions=a.wanted, **source)
+
+    # -- align configs (incremental: only the travelling keys are touched, cluster-owned ones stay)
+    if plan.align:
+        resources = {
+            al.topic: ConfigResource(ResourceType.TOPIC, al.topic, incremental_configs=[
+                *(ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sorted(al.set.items())),
+                *(ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in al.delete),
+            ])
+            for al in plan.align
+        }
+        try:
+            by_resource = admin_client.incremental_alter_configs(list(resources.values()), request_timeout=timeout)
+            futures = {r.name: f for r, f in by_resource.items()}
+        except KafkaException as exc:
+            futures = {}
+            for al in plan.align:
+                align_failed[al.topic] = _topic_failure(target_client, f"align configs of {al.topic}", exc)
+        for al in plan.align:
+            if al.topic not in futures:
+                continue
+            try:
+                futures[al.topic].result(timeout=timeout + 5)
+            except Exception as exc:
+                align_failed[al.topic] = _topic_failure(target_client, f"align configs of {al.topic}", exc)
+                continue
+            aligned.append(al)
+            audit("topic_config_align", cluster=cluster, topic=al.topic, set=dict(al.set), removed=list(al.delete),
+                  **source)
+
+    for topic, error in {**failed, **align_failed}.items():
+        _log.error("%s", error)
+    return ShapeResult(plan, tuple(created), tuple(added), tuple(aligned), tuple(already), failed, align_failed)
+
+
+# --------------------------------------------------------------------------- convenience
+
+
+def sync_topic_shapes(source_client: ClusterClient, target_client: ClusterClient, topology: Any,
+                      align_configs: bool = False, replication_factor: int | None = None,
+                      timeout: float = 30.0) -> ShapeResult:
+    """Bring the target's copies of every topic the topology selects into the source's shape.
+
+    ``topology`` needs only ``selects(topic)`` (a :class:`~mirrorflow.topology.Topology`);
+    internal topics are never selected. Target topics that the topology selects but
+    the source no longer has are reported as ``deleted_on_source``.
+    """
+    selected_source = [t for t in list_topics(source_client, timeout) if topology.selects(t) and not is_internal_topic(t)]
+    selected_target = [t for t in list_topics(target_client, timeout) if topology.selects(t) and not is_internal_topic(t)]
+    source_shapes = describe_topics(source_client, selected_source, timeout)
+    target_shapes = describe_topics(target_client, set(selected_source) | set(selected_target), timeout)
+    plan = replace(plan_shape(source_shapes, target_shapes, align_configs=align_configs),
+                   source_cluster=source_client.name, target_cluster=target_client.name)
+    return apply_shape(target_client, plan, replication_factor=replication_factor, timeout=timeout)

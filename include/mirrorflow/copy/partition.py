@@ -1,0 +1,398 @@
+"""Copy one source partition range to its target, exactly once.
+
+This is what a Spark executor runs for each unit of work. The protocol
+(DESIGN.md section 3, "Checkpoints"):
+
+1. A transactional producer on the target with a ``transactional.id`` derived
+   only from (link, topic, partition). ``init_transactions`` fences every older
+   producer with that id (a zombie attempt, a retried Spark task) and completes
+   or aborts its open transaction.
+2. Only *after* fencing, read the link's checkpoint: the committed offset of the
+   link's group on the target, for the same topic-partition (it exists on the
+   target because topics are mirrored partition-for-partition). Nobody else can
+   move it now.
+3. Read the source with a ``read_committed`` consumer from that position up to
+   the planned end, decide each message with the copy flags, produce the copies
+   and, in the same transaction, ``send_offsets_to_transaction`` the next source
+   offset. Commit. Copies and checkpoint become visible together or not at all.
+
+A task killed anywhere leaves either the previous transaction (checkpoint and
+copies) or the next one; never half. The next attempt fences, re-reads, goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_INVALID,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+
+from mirrorflow import copyflags, provenance
+from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.topology.model import INTERNAL_TOPIC_PREFIX
+
+log = logging.getLogger(__name__)
+
+_FENCED_CODES = {
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
+
+
+def checkpoint_group(link_id: str) -> str:
+    """The group on the target whose committed offsets are the link's checkpoint."""
+    return f"{INTERNAL_TOPIC_PREFIX}.link.{link_id}"
+
+
+def transactional_id(link_id: str, topic: str, partition: int) -> str:
+    """Stable per unit of work, so a retry or a zombie of the same unit is fenced."""
+    return f"{INTERNAL_TOPIC_PREFIX}.{link_id}.{topic}.{partition}"
+
+
+@dataclass(frozen=True)
+class PartitionTask:
+    """One unit of work planned by the driver."""
+
+    link_id: str
+    level: int
+    source: str
+    target: str
+    topic: str
+    partition: int
+    #: Exclusive end: the source's last stable offset when the run was planned.
+    end_offset: int
+    max_records: int | None = None
+    #: Records per transaction: bounds what a crash has to redo.
+    txn_records: int = 5000
+    #: The target topic's max.message.bytes, when the planner knows it.
+    max_message_bytes: int | None = None
+    on_malformed: copyflags.OnMalformed = "fresh"
+
+
+@dataclass
+class PartitionResult:
+    link_id: str
+    source: str
+    target: str
+    topic: str
+    partition: int
+    start_offset: int = -1
+    next_offset: int = -1
+    end_offset: int = -1
+    copied: int = 0
+    skipped: int = 0
+    malformed: int = 0
+    bytes: int = 0
+    checksum: int = 0
+    target_first_offset: int | None = None
+    target_last_offset: int | None = None
+    #: Offsets the source deleted (retention) before this link copied them.
+    lost_to_retention: int = 0
+    transactions: int = 0
+    duration_s: float = 0.0
+    error: str | None = None
+    error_offset: int | None = None
+    error_code: int | None = None
+    fenced: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Abort(Exception):
+    """A delivery failed: the open transaction must be aborted."""
+
+
+@dataclass
+class _Batch:
+    """What the open transaction holds, for the delivery callback to fill in."""
+
+    first_error: tuple[int, KafkaError] | None = None
+    target_offsets: list[int] = field(default_factory=list)
+
+
+def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterClient,
+                   *, idle_timeout: float = 30.0, op_timeout: float = 30.0) -> PartitionResult:
+    """Copy ``task``'s partition from its checkpoint to ``task.end_offset``; never raises for data errors.
+
+    Errors are reported in the result (with the source offset where the
+    partition stopped) so the caller can let other partitions finish.
+    """
+    result = PartitionResult(task.link_id, task.source, task.target, task.topic, task.partition,
+                             end_offset=task.end_offset)
+    started = time.monotonic()
+    producer = _producer(task, target)
+    checkpoint = Consumer(target.consumer(checkpoint_group(task.link_id)))
+    reader = Consumer(source.consumer(f"{INTERNAL_TOPIC_PREFIX}.reader.{task.link_id}", **{
+        "enable.partition.eof": True,
+    }))
+    try:
+        producer.init_transactions(op_timeout)
+        start = _checkpoint(checkpoint, task, op_timeout)
+        low, _ = reader.get_watermark_offsets(TopicPartition(task.topic, task.partition), timeout=op_timeout)
+        if start is None or start < low:
+            if start is not None:
+                result.lost_to_retention = low - start
+                log.warning("%s %s[%d]: checkpoint %d is below the source's first offset %d: %d offsets "
+                            "were deleted by retention before they were copied", task.link_id, task.topic,
+                            task.partition, start, low, low - start)
+            start = low
+        result.start_offset = result.next_offset = start
+        end = task.end_offset
+        if task.max_records is not None:
+            end = min(end, start + task.max_records)
+        result.end_offset = end
+        if start < end:
+            _copy_range(task, producer, checkpoint, reader, start, end, result, idle_timeout, op_timeout)
+        one_per_batch = False
+        if result.error_code == KafkaError.MSG_SIZE_TOO_LARGE:
+            # The target refused a whole batch: find the message it refuses by sending one
+            # message per batch (the aborted attempt stays invisible to read_committed).
+            log.info("%s %s[%d]: target refused a batch as too large; retrying one message per batch from %d",
+                     task.link_id, task.topic, task.partition, result.next_offset)
+            one_per_batch = True
+            producer = _fresh_producer(producer, task, target, op_timeout)
+            result.error = result.error_offset = result.error_code = None
+            _copy_range(task, producer, checkpoint, reader, result.next_offset, end, result, idle_timeout,
+                        op_timeout, one_by_one=True)
+        if result.error_offset is not None and result.error_offset > result.next_offset:
+            # The refused copy aborted its whole transaction: copy again up to it, then stop there.
+            error, error_offset = result.error, result.error_offset
+            log.info("%s %s[%d]: copying %d..%d, up to the refused message", task.link_id, task.topic,
+                     task.partition, result.next_offset, error_offset)
+            producer = _fresh_producer(producer, task, target, op_timeout)
+            result.error = result.error_offset = result.error_code = None
+            _copy_range(task, producer, checkpoint, reader, result.next_offset, error_offset, result,
+                        idle_timeout, op_timeout, one_by_one=one_per_batch)
+            if result.error is None:
+                result.error, result.error_offset = error, error_offset
+    except KafkaException as exc:
+        err = exc.args[0]
+        result.error = f"{err.name()}: {err.str()}"
+        result.error_code = err.code()
+        result.fenced = err.code() in _FENCED_CODES or err.fatal()
+        result.error_offset = result.next_offset
+    finally:
+        reader.close()
+        checkpoint.close()
+        producer.flush(5)
+        result.duration_s = round(time.monotonic() - started, 3)
+    return result
+
+
+_RETRIABLE_COORDINATOR = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError._WAIT_COORD,
+    KafkaError._TIMED_OUT,
+}
+
+
+def _producer(task: PartitionTask, target: ClusterClient) -> Producer:
+    conf: dict[str, Any] = {
+        "transactional.id": transactional_id(task.link_id, task.topic, task.partition),
+        "transaction.timeout.ms": 60000,
+        "linger.ms": 5,
+    }
+    if task.max_message_bytes:
+        # Batches must fit the target topic's limit (it applies to whole record batches);
+        # a single message above it is then refused locally, at its exact offset.
+        conf["message.max.bytes"] = max(1000, task.max_message_bytes)
+        conf["batch.size"] = max(1000, task.max_message_bytes)
+    return Producer(target.producer(**conf))
+
+
+def _fresh_producer(old: Producer, task: PartitionTask, target: ClusterClient, timeout: float) -> Producer:
+    """A new producer (new epoch) after an aborted transaction whose delivery failed.
+
+    Reusing the producer after such an abort left later messages stuck in its
+    queue (seen with librdkafka 2.16); a fresh ``init_transactions`` is clean.
+    """
+    old.flush(timeout)
+    producer = _producer(task, target)
+    producer.init_transactions(timeout)
+    return producer
+
+
+def _checkpoint(consumer: Consumer, task: PartitionTask, timeout: float) -> int | None:
+    """The link's committed position; retried while the group coordinator moves or loads."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            tp = consumer.committed([TopicPartition(task.topic, task.partition)], timeout=timeout)[0]
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+            return None if tp.offset == OFFSET_INVALID or tp.offset < 0 else tp.offset
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() not in _RETRIABLE_COORDINATOR or time.monotonic() > deadline:
+                raise
+            log.info("%s %s[%d]: reading the checkpoint: %s; retrying", task.link_id, task.topic,
+                     task.partition, err.name())
+            time.sleep(0.2)  # back-off between retries of a retriable error
+
+
+def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, reader: Consumer,
+                start: int, end: int, result: PartitionResult, idle_timeout: float, op_timeout: float,
+                one_by_one: bool = False) -> None:
+    """Copy [start, end) in transactions of ``task.txn_records``.
+
+    ``one_by_one`` waits for each copy's acknowledgement before the next (one
+    message per request): slow, used only to find the message a target refuses.
+    """
+    group_meta = checkpoint.consumer_group_metadata()
+    tp = TopicPartition(task.topic, task.partition)
+    reader.assign([TopicPartition(task.topic, task.partition, start)])
+    position = start
+    batch = _Batch()
+    in_txn = 0
+    producer.begin_transaction()
+    last_progress = time.monotonic()
+    crc = result.checksum
+
+    def delivered(err: KafkaError | None, msg, source_offset: int) -> None:
+        if err is not None:
+            if batch.first_error is None:
+                batch.first_error = (source_offset, err)
+        else:
+            batch.target_offsets.append(msg.offset())
+
+    def commit(next_offset: int) -> None:
+        nonlocal batch, in_txn
+        producer.flush(op_timeout)
+        if batch.first_error is not None:
+            raise _Abort()
+        producer.send_offsets_to_transaction([TopicPartition(task.topic, task.partition, next_offset)],
+                                             group_meta, op_timeout)
+        producer.commit_transaction(op_timeout)
+        result.transactions += 1
+        result.next_offset = next_offset
+        result.checksum = crc
+        if batch.target_offsets:
+            first, last = min(batch.target_offsets), max(batch.target_offsets)
+            result.target_first_offset = first if result.target_first_offset is None else result.target_first_offset
+            result.target_last_offset = last
+        batch = _Batch()
+        in_txn = 0
+
+    pending = {"copied": 0, "skipped": 0, "malformed": 0, "bytes": 0}
+    try:
+        while position < end:
+            msgs = reader.consume(num_messages=500, timeout=1.0)
+            if not msgs:
+                if time.monotonic() - last_progress > idle_timeout:
+                    raise KafkaException(KafkaError(KafkaError._TIMED_OUT,
+                                                    f"no progress reading the source for {idle_timeout:.0f}s at "
+                                                    f"offset {position} (planned end {end})"))
+                continue
+            for msg in msgs:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if msg.offset() >= end:  # only markers or aborted records remain before end
+                            position = end
+                        continue
+                    raise KafkaException(err)
+                offset = msg.offset()
+                if offset < position:
+                    continue  # re-delivered after an offset reset: already handled, never copy twice
+                if offset >= end:
+                    position = end
+                    break
+                last_progress = time.monotonic()
+                headers = msg.headers()
+                decision = copyflags.decide(task.level, headers, on_malformed=task.on_malformed)
+                if decision.malformed:
+                    pending["malformed"] += 1
+                    log.warning("%s %s[%d]@%d: %s", task.link_id, task.topic, task.partition, offset, decision.reason)
+                if decision.copy:
+                    out_headers = provenance.stamp(
+                        decision.headers_for_copy(headers),
+                        provenance.Origin(task.source, task.topic, task.partition, offset),
+                    )
+                    key, value = msg.key(), msg.value()
+                    ts_type, ts = msg.timestamp()
+                    produce_args: dict[str, Any] = {"partition": task.partition, "headers": out_headers}
+                    if ts_type != TIMESTAMP_NOT_AVAILABLE:
+                        produce_args["timestamp"] = ts
+                    _produce(producer, task.topic, key, value, produce_args,
+                             lambda e, m, o=offset: delivered(e, m, o), offset)
+                    if one_by_one:
+                        producer.flush(op_timeout)
+                        if batch.first_error is not None:
+                            raise _Abort()
+                    pending["copied"] += 1
+                    pending["bytes"] += len(key or b"") + len(value or b"")
+                    crc = zlib.crc32(value or b"", zlib.crc32(key or b"", crc))
+                else:
+                    pending["skipped"] += 1
+                position = offset + 1
+                in_txn += 1
+                if in_txn >= task.txn_records:
+                    commit(position)
+                    _fold(result, pending)
+                    producer.begin_transaction()
+        commit(position)
+        _fold(result, pending)
+    except _Abort:
+        producer.abort_transaction(op_timeout)
+        failed_offset, err = batch.first_error  # type: ignore[misc]
+        result.error = f"{err.name()}: {err.str()} (producing the copy of source offset {failed_offset})"
+        result.error_offset = failed_offset
+        result.error_code = err.code()
+    except _ProduceRejected as exc:
+        # Commit what precedes the message the target refuses, then stop at it.
+        commit(exc.offset)
+        _fold(result, pending)
+        result.error = exc.reason
+        result.error_offset = exc.offset
+    except KafkaException:
+        try:
+            producer.abort_transaction(op_timeout)
+        except KafkaException:
+            pass  # fenced or fatal: the next attempt's init_transactions cleans up
+        raise
+
+
+class _ProduceRejected(Exception):
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(reason)
+        self.offset = offset
+        self.reason = reason
+
+
+def _produce(producer: Producer, topic: str, key, value, args: dict[str, Any], on_delivery, offset: int) -> None:
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key, on_delivery=on_delivery, **args)
+            return
+        except BufferError:
+            producer.poll(0.1)  # local queue full: serve delivery reports, then retry
+        except KafkaException as exc:
+            err = exc.args[0]
+            raise _ProduceRejected(offset, f"{err.name()}: {err.str()} (source offset {offset}, "
+                                           f"{len(key or b'') + len(value or b'')} bytes)") from exc
+
+
+def _fold(result: PartitionResult, pending: dict[str, int]) -> None:
+    for k in pending:
+        setattr(result, k, getattr(result, k) + pending[k])
+        pending[k] = 0

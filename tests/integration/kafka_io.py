@@ -1,0 +1,91 @@
+"""Small produce/read helpers for integration tests (real brokers, conditions with deadlines)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+_pause = threading.Event()
+
+
+@dataclass(frozen=True)
+class Record:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple
+    timestamp: int
+
+    def header(self, name: str) -> bytes | None:
+        return next((v for k, v in self.headers if k == name), None)
+
+
+def produce(bootstrap: str, topic: str, records, partition: int | None = None) -> None:
+    """Produce ``(key, value, headers, timestamp_ms)`` tuples and wait for every ack."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    for key, value, headers, ts in records:
+        kwargs = {"headers": headers or None}
+        if ts is not None:
+            kwargs["timestamp"] = ts
+        if partition is not None:
+            kwargs["partition"] = partition
+        producer.produce(topic, key=key, value=value, **kwargs)
+    assert producer.flush(60) == 0, "not every message was acknowledged"
+
+
+def stable_end_offsets(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> list[int]:
+    """High watermarks, once the last stable offset has caught up with them (no open transaction)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    deadline = time.monotonic() + timeout
+    while True:
+        lso = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps},
+                                 isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10)
+        hw = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps},
+                                isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=10)
+        lso_v = [lso[tp].result().offset for tp in tps]
+        hw_v = [hw[tp].result().offset for tp in tps]
+        if lso_v == hw_v:
+            return hw_v
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}: last stable offsets {lso_v} never reached high watermarks {hw_v}")
+        _pause.wait(0.05)
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> list[Record]:
+    """Every committed record of the topic, in partition/offset order."""
+    ends = stable_end_offsets(bootstrap, topic, partitions)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "enable.partition.eof": True,
+                         # an offset reset must never jump to the end and hide records
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    done = {p for p in range(partitions) if ends[p] == 0}
+    records: list[Record] = []
+    events: list[str] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(done) < partitions:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: read {len(records)} records, partitions done {sorted(done)}")
+            for msg in consumer.consume(500, timeout=0.5):
+                if msg.error():
+                    events.append(f"{msg.error().name()}@{msg.partition()}:{msg.offset()}")
+                    if msg.offset() >= ends[msg.partition()]:
+                        done.add(msg.partition())
+                    continue
+                if msg.offset() < ends[msg.partition()]:
+                    records.append(Record(msg.partition(), msg.offset(), msg.key(), msg.value(),
+                                          tuple(msg.headers() or ()), msg.timestamp()[1]))
+                if msg.offset() + 1 >= ends[msg.partition()]:
+                    done.add(msg.partition())
+    finally:
+        consumer.close()
+    if not records and any(ends):
+        raise AssertionError(f"{topic}: nothing read below ends {ends}; events: {events}")
+    return sorted(records, key=lambda r: (r.partition, r.offset))

@@ -1,0 +1,57 @@
+"""Driver-side packing of partition work into Spark tasks."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mirrorflow.copy.plan import PartitionWork, cap, pack
+
+
+def _w(p, records, size=0.0, link="c1.L1"):
+    return PartitionWork(link, "orders", p, 100, 100 + records, size)
+
+
+def test_cap_by_records_and_bytes():
+    w = _w(0, 1000, size=100.0)
+    assert cap(w, max_records=10).end == 110
+    assert cap(w, max_bytes=5000).end == 150
+    assert cap(w, max_records=10, max_bytes=5000).end == 110
+    assert cap(w, max_bytes=10).end == 101  # always at least one record, or a huge record never moves
+    assert cap(w) is w
+
+
+def test_empty_ranges_are_dropped_and_no_empty_tasks():
+    assert pack([_w(0, 0)], 4) == []
+    bins = pack([_w(0, 5), _w(1, 0)], 4)
+    assert bins == [[_w(0, 5)]]
+
+
+def test_balances_by_bytes_when_known():
+    works = [_w(0, 100, 1000.0), _w(1, 100, 10.0), _w(2, 100, 10.0), _w(3, 100, 10.0)]
+    bins = pack(works, 2)
+    heavy = next(b for b in bins if _w(0, 100, 1000.0) in b)
+    assert heavy == [_w(0, 100, 1000.0)]  # the big partition gets a task of its own
+
+
+def test_rejects_no_slots():
+    import pytest
+
+    with pytest.raises(ValueError, match="slots"):
+        pack([_w(0, 1)], 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 10_000), min_size=1, max_size=60), st.integers(1, 16))
+def test_every_partition_exactly_once_and_lpt_bound(sizes, slots):
+    works = [_w(p, n) for p, n in enumerate(sizes)]
+    bins = pack(works, slots)
+    packed = [w for b in bins for w in b]
+    assert sorted(packed, key=lambda w: w.partition) == [w for w in works if w.records > 0]
+    assert len(bins) <= slots and all(bins)
+    if packed:
+        loads = [sum(w.weight for w in b) for b in bins]
+        total, biggest = sum(loads), max(w.weight for w in packed)
+        best_possible = max(total / len(bins), biggest)
+        assert max(loads) <= best_possible * 4 / 3 + 1e-9
+    assert pack(works, slots) == bins  # deterministic

@@ -13,15 +13,18 @@ import logging
 from datetime import datetime, timezone
 from typing import Any
 
+from mirrorflow.secrets import is_secret_config
+
 AUDIT_LOGGER = "mirrorflow.audit"
 _log = logging.getLogger(AUDIT_LOGGER)
 
-# Keys whose values are never written, whatever the caller passes.
-_SECRET_HINTS = ("password", "secret", "sasl.", "ssl.key", "token", "credential")
+# Audit fields are free-form, so beyond client secrets redact anything that
+# sounds like a credential.
+_EXTRA_HINTS = ("sasl.", "ssl.key", "token", "credential")
 
 
 def _redact(value: Any, key: str = "") -> Any:
-    if any(hint in key.lower() for hint in _SECRET_HINTS):
+    if is_secret_config(key) or any(hint in key.lower() for hint in _EXTRA_HINTS):
         return "***"
     if isinstance(value, dict):
         return {k: _redact(v, str(k)) for k, v in value.items()}

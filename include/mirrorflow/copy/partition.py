@@ -259,7 +259,6 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
     message per request): slow, used only to find the message a target refuses.
     """
     group_meta = checkpoint.consumer_group_metadata()
-    tp = TopicPartition(task.topic, task.partition)
     reader.assign([TopicPartition(task.topic, task.partition, start)])
     position = start
     batch = _Batch()

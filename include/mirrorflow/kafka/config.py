@@ -13,16 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.secrets import is_secret_config
 
-_SECRET_KEYS = ("sasl.password", "sasl.oauthbearer.client.secret", "ssl.key.password", "ssl.key.pem",
-                "ssl.keystore.password", "ssl.certificate.pem")
 
 # Safe defaults for every client mirrorflow creates; callers may override.
 _COMMON = {"socket.keepalive.enable": True, "client.dns.lookup": "use_all_dns_ips"}
-
-
-def is_secret(key: str) -> bool:
-    return key in _SECRET_KEYS or "password" in key or "secret" in key
 
 
 @dataclass(frozen=True)
@@ -37,7 +32,7 @@ class ClusterClient:
             raise MirrorflowError(f"clusters.{self.name}: no bootstrap.servers resolved for this cluster")
 
     def __repr__(self) -> str:
-        shown = {k: ("***" if is_secret(k) else v) for k, v in self.settings.items()}
+        shown = {k: ("***" if is_secret_config(k) else v) for k, v in self.settings.items()}
         return f"ClusterClient(name={self.name!r}, settings={shown!r})"
 
     @property

@@ -40,6 +40,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from mirrorflow.errors import TopologyError, UnknownClusterError, UnknownLinkError
+from mirrorflow.secrets import is_secret_config
 from mirrorflow.topology import tree as _tree
 from mirrorflow.topology.tree import Distributor
 
@@ -57,18 +58,10 @@ INTERNAL_TOPIC_PREFIX = "_mirrorflow"
 INTERNAL_TOPIC_NAMES = frozenset({"_schemas"})
 INTERNAL_TOPIC_PREFIXES = ("__", INTERNAL_TOPIC_PREFIX)
 
-# librdkafka settings that carry secrets: they belong in the Airflow connection.
-_SECRET_CONFIG_KEYS = frozenset({"ssl.key.pem", "sasl.jaas.config", "sasl.oauthbearer.config"})
-
-
 def is_internal_topic(topic: str) -> bool:
     """Kafka's own topics (``__*``), the schema registry's ``_schemas`` and mirrorflow's ``_mirrorflow*``."""
     return topic in INTERNAL_TOPIC_NAMES or topic.startswith(INTERNAL_TOPIC_PREFIXES)
 
-
-def _is_secret_config(key: str) -> bool:
-    lowered = key.lower()
-    return lowered in _SECRET_CONFIG_KEYS or "password" in lowered or "secret" in lowered
 
 
 # --------------------------------------------------------------------------- value checks
@@ -150,7 +143,7 @@ class ClusterConfig(_Model):
     @field_validator("config")
     @classmethod
     def _config_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
-        secret = sorted(k for k in value if _is_secret_config(k))
+        secret = sorted(k for k in value if is_secret_config(k))
         if secret:
             raise PydanticCustomError(
                 "secret_in_file",

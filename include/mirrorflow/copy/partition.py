@@ -39,6 +39,7 @@ from confluent_kafka import (
 )
 
 from mirrorflow import copyflags, provenance
+from mirrorflow.copy.throttle import RateLimiter
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.topology.model import INTERNAL_TOPIC_PREFIX
 
@@ -50,6 +51,20 @@ _FENCED_CODES = {
     KafkaError.INVALID_PRODUCER_EPOCH,
     KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
+
+
+#: Checkpoint metadata written on a link's *old* target when the link is switched away
+#: (see :mod:`mirrorflow.copy.switch`): a copier that still aims at that target stops.
+SWITCHED_MARK = "mirrorflow:switched-to="
+
+
+class LinkSwitchedAway(Exception):
+    """The link's checkpoint on this target says the link now copies to another target."""
+
+    def __init__(self, task: "PartitionTask", new_target: str) -> None:
+        self.new_target = new_target
+        super().__init__(f"link {task.link_id} was switched from {task.target} to {new_target}; this copy "
+                         f"to {task.target} is stale and copies nothing (the next run uses {new_target})")
 
 
 def checkpoint_group(link_id: str) -> str:
@@ -77,6 +92,13 @@ class PartitionTask:
     max_records: int | None = None
     #: Records per transaction: bounds what a crash has to redo.
     txn_records: int = 5000
+    #: Commit at least this often (seconds), so a throttled or slow copy stays well inside
+    #: the producer's ``transaction.timeout.ms``.
+    txn_max_seconds: float = 10.0
+    #: Stop this run after about this many bytes (keys + values), at a transaction boundary.
+    max_bytes: int | None = None
+    #: This partition's share of the link's byte-rate cap.
+    max_bytes_per_second: float | None = None
     #: The target topic's max.message.bytes, when the planner knows it.
     max_message_bytes: int | None = None
     on_malformed: copyflags.OnMalformed = "fresh"
@@ -103,6 +125,8 @@ class PartitionResult:
     lost_to_retention: int = 0
     transactions: int = 0
     duration_s: float = 0.0
+    #: Seconds spent waiting for the byte-rate cap.
+    throttled_s: float = 0.0
     error: str | None = None
     error_offset: int | None = None
     error_code: int | None = None
@@ -189,6 +213,9 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
         result.error_code = err.code()
         result.fenced = err.code() in _FENCED_CODES or err.fatal()
         result.error_offset = result.next_offset
+    except LinkSwitchedAway as exc:
+        result.error = str(exc)
+        result.fenced = True
     finally:
         reader.close()
         checkpoint.close()
@@ -240,6 +267,8 @@ def _checkpoint(consumer: Consumer, task: PartitionTask, timeout: float) -> int 
             tp = consumer.committed([TopicPartition(task.topic, task.partition)], timeout=timeout)[0]
             if tp.error is not None:
                 raise KafkaException(tp.error)
+            if tp.metadata and tp.metadata.startswith(SWITCHED_MARK):
+                raise LinkSwitchedAway(task, tp.metadata[len(SWITCHED_MARK):])
             return None if tp.offset == OFFSET_INVALID or tp.offset < 0 else tp.offset
         except KafkaException as exc:
             err = exc.args[0]
@@ -264,8 +293,9 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
     batch = _Batch()
     in_txn = 0
     producer.begin_transaction()
-    last_progress = time.monotonic()
+    last_progress = txn_started = time.monotonic()
     crc = result.checksum
+    limiter = RateLimiter(task.max_bytes_per_second) if task.max_bytes_per_second else None
 
     def delivered(err: KafkaError | None, msg, source_offset: int) -> None:
         if err is not None:
@@ -275,7 +305,7 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
             batch.target_offsets.append(msg.offset())
 
     def commit(next_offset: int) -> None:
-        nonlocal batch, in_txn
+        nonlocal batch, in_txn, txn_started
         producer.flush(op_timeout)
         if batch.first_error is not None:
             raise _Abort()
@@ -291,6 +321,7 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
             result.target_last_offset = last
         batch = _Batch()
         in_txn = 0
+        txn_started = time.monotonic()
 
     pending = {"copied": 0, "skipped": 0, "malformed": 0, "bytes": 0}
     try:
@@ -338,19 +369,26 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
                         producer.flush(op_timeout)
                         if batch.first_error is not None:
                             raise _Abort()
+                    size = len(key or b"") + len(value or b"")
                     pending["copied"] += 1
-                    pending["bytes"] += len(key or b"") + len(value or b"")
+                    pending["bytes"] += size
                     crc = zlib.crc32(value or b"", zlib.crc32(key or b"", crc))
+                    if limiter is not None:
+                        result.throttled_s += limiter.acquire(size)
                 else:
                     pending["skipped"] += 1
                 position = offset + 1
                 in_txn += 1
-                if in_txn >= task.txn_records:
+                if task.max_bytes is not None and result.bytes + pending["bytes"] >= task.max_bytes:
+                    end = position  # this run's byte budget is spent: commit and stop here
+                    break
+                if in_txn >= task.txn_records or time.monotonic() - txn_started >= task.txn_max_seconds:
                     commit(position)
                     _fold(result, pending)
                     producer.begin_transaction()
         commit(position)
         _fold(result, pending)
+        result.throttled_s = round(result.throttled_s, 3)
     except _Abort:
         producer.abort_transaction(op_timeout)
         failed_offset, err = batch.first_error  # type: ignore[misc]

@@ -27,7 +27,6 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Discriminator,
     Field,
     PrivateAttr,
@@ -42,6 +41,8 @@ from pydantic_core import PydanticCustomError
 from mirrorflow.errors import TopologyError, UnknownClusterError, UnknownLinkError
 from mirrorflow.secrets import is_secret_config
 from mirrorflow.topology import tree as _tree
+from mirrorflow.topology.base import Model
+from mirrorflow.topology.replication import LinkSettings, ReplicationConfig
 from mirrorflow.topology.tree import Distributor
 
 #: Levels are bit positions of a signed 64-bit copy-flags value (level L owns bit L-1).
@@ -94,10 +95,7 @@ def _config_value(value: Any) -> Any:
 ConfigValue = Annotated[Union[bool, int, str], BeforeValidator(_config_value)]
 
 
-class _Model(BaseModel):
-    """Shared model settings: unknown keys are errors; loaded config never changes."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+_Model = Model
 
 
 # --------------------------------------------------------------------------- clusters
@@ -215,6 +213,8 @@ class Topology(_Model):
     clusters: dict[Name, ClusterConfig]
     tree: TreeNode
     topics: list[Annotated[str, Field(strict=True)]] = Field(min_length=1)
+    #: Schedules, windows, throttles and per-run limits (all optional; see replication.py).
+    replication: ReplicationConfig = Field(default_factory=ReplicationConfig)
 
     _patterns: tuple[re.Pattern[str], ...] = PrivateAttr(default=())
     _leaves: tuple[str, ...] = PrivateAttr(default=())
@@ -276,6 +276,15 @@ class Topology(_Model):
                 if dist.link_id in links:
                     problems.append(("clusters", f"cluster names make link id {dist.link_id!r} ambiguous; rename one"))
                 links[dist.link_id] = dist
+            for level in self.replication.levels:
+                if level not in {node.level for _, node in _tree.iter_nodes(self.tree)}:
+                    problems.append((f"replication.levels.{level}", "no inner node of the tree has this level"))
+            for link_id in self.replication.links:
+                if link_id not in links:
+                    close = difflib.get_close_matches(link_id, list(links), n=1)
+                    hint = f"; did you mean {close[0]!r}?" if close else ""
+                    problems.append((f"replication.links.{link_id}",
+                                     f"unknown link id{hint} (links: {', '.join(links)})"))
         if problems:
             raise TopologyError(problems)
         self._patterns = tuple(patterns)
@@ -328,6 +337,11 @@ class Topology(_Model):
         except KeyError:
             raise UnknownLinkError(link_id, self._links) from None
 
+    def link_settings(self, link_id: str) -> LinkSettings:
+        """The link's effective copy settings: ``replication.defaults`` overridden by ``replication.links.<id>``."""
+        self.link(link_id)
+        return self.replication.link_settings(link_id)
+
     def selects(self, topic: str) -> bool:
         """Whether ``topic`` is mirrored: it full-matches an entry of ``topics`` and is not internal."""
         if is_internal_topic(topic):
@@ -342,6 +356,11 @@ class Topology(_Model):
         for cluster in data["clusters"].values():
             if not cluster.get("config"):
                 cluster.pop("config", None)
+        replication = self.replication.model_dump(mode="python", exclude_defaults=True)
+        if replication:
+            data["replication"] = replication
+        else:
+            data.pop("replication", None)
         return data
 
     def to_yaml(self) -> str:
@@ -426,6 +445,8 @@ def _problem_text(err: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
         return f"expected a list, got {_kind(value)}"
     if kind in ("dict_type", "model_type", "model_attributes_type"):
         return f"expected a mapping, got {_kind(value)}"
+    if kind in ("greater_than", "greater_than_equal"):
+        return f"must be a positive integer, got {_kind(value)}"
     if kind == "too_short":
         return f"needs at least {ctx.get('min_length')} item(s), got {ctx.get('actual_length', 0)}"
     msg = str(err["msg"])

@@ -1,0 +1,425 @@
+"""One micro-batch of one level: the driver plans, Spark executors copy.
+
+uReplicator's controller/worker split without a consumer group: the driver (the
+Spark job's main process, or any Python process for tests and dry runs) does
+every admin call, per link:
+
+1. keep the target's topics in the source's shape (create missing topics, add
+   partitions the source gained; conflicts and failures block only their topic);
+2. list the source's selected topic-partitions, read the link's checkpoints on
+   the target (one request), and capture each partition's last stable offset
+   (one request): that is the run's planned end, so a run is a bounded batch;
+3. cap each range by the per-run limits and pack the ranges into Spark tasks of
+   similar size (:mod:`mirrorflow.copy.plan`).
+
+Executors run :func:`mirrorflow.copy.partition.copy_partition` for each range;
+it fences, re-reads the checkpoint and copies exactly once. One partition's
+failure is reported in its result and never stops the others. The driver then
+logs one audit line per partition and returns a :class:`JobResult`.
+
+The job is described by a :class:`JobSpec`, plain JSON, so the same job runs
+from Airflow (through ``spark-submit``), by hand, and in-process in tests. The
+spec carries each cluster's resolved client settings, which may hold secrets:
+it travels in the ``MIRRORFLOW_JOB`` environment variable of ``spark-submit``
+and in memory, never in a file, and its ``repr`` hides them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from mirrorflow.audit import audit
+from mirrorflow.copy.partition import SWITCHED_MARK, PartitionResult, PartitionTask, checkpoint_group, copy_partition
+from mirrorflow.copy.plan import PartitionWork, cap, pack
+from mirrorflow.errors import KafkaOperationError, MirrorflowError
+from mirrorflow.kafka.admin import list_topics
+from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.topics import sync_topic_shapes
+from mirrorflow.topology.model import is_internal_topic
+from mirrorflow.topology.replication import DEFAULT_TXN_RECORDS
+
+log = logging.getLogger(__name__)
+
+#: Environment variable that carries the job spec into ``spark-submit``.
+JOB_ENV = "MIRRORFLOW_JOB"
+
+
+# --------------------------------------------------------------------------- the spec
+
+
+@dataclass(frozen=True)
+class LinkJob:
+    """One link to copy in this run, with its effective target and settings."""
+
+    link_id: str
+    level: int
+    source: str
+    target: str
+    max_bytes_per_second: int | None = None
+    max_records_per_run: int | None = None
+    max_bytes_per_run: int | None = None
+    txn_records: int | None = None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    level: int
+    run_id: str
+    #: The topology's topic patterns (full match; internal topics never selected).
+    topics: tuple[str, ...]
+    links: tuple[LinkJob, ...]
+    #: Cluster name -> librdkafka settings (``bootstrap.servers`` and any credentials).
+    clusters: Mapping[str, Mapping[str, Any]] = field(repr=False)
+    #: Spark tasks to pack the work into; ``None``: Spark's default parallelism.
+    slots: int | None = None
+    #: Whether the target's travelling topic configs are realigned to the source's.
+    align_configs: bool = False
+
+    def __repr__(self) -> str:
+        links = ", ".join(f"{l.link_id}->{l.target}" for l in self.links)
+        return f"JobSpec(level={self.level}, run_id={self.run_id!r}, links=[{links}], clusters=<{len(self.clusters)} hidden>)"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "JobSpec":
+        data = json.loads(text)
+        try:
+            return cls(
+                level=int(data["level"]),
+                run_id=str(data["run_id"]),
+                topics=tuple(data["topics"]),
+                links=tuple(LinkJob(**link) for link in data["links"]),
+                clusters={k: dict(v) for k, v in data["clusters"].items()},
+                slots=data.get("slots"),
+                align_configs=bool(data.get("align_configs", False)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MirrorflowError(f"{JOB_ENV}: not a valid mirrorflow job spec: {exc}") from None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "JobSpec":
+        text = (environ if environ is not None else os.environ).get(JOB_ENV)
+        if not text:
+            raise MirrorflowError(f"{JOB_ENV} is not set: the level DAG passes the job spec in this variable "
+                                  "(see spark_jobs/README.md to run the job by hand)")
+        return cls.from_json(text)
+
+    def client(self, cluster: str) -> ClusterClient:
+        try:
+            return ClusterClient(cluster, dict(self.clusters[cluster]))
+        except KeyError:
+            raise MirrorflowError(f"job spec has no client settings for cluster {cluster!r}") from None
+
+
+class TopicSelector:
+    """The topology's topic rule (full match of any pattern, internal topics never) without the topology."""
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self._patterns = [re.compile(p) for p in patterns]
+
+    def selects(self, topic: str) -> bool:
+        return not is_internal_topic(topic) and any(p.fullmatch(topic) for p in self._patterns)
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class PartitionError:
+    link: str
+    source: str
+    target: str
+    topic: str
+    partition: int | None
+    offset: int | None
+    error: str
+
+    def __str__(self) -> str:
+        where = self.topic if self.partition is None else f"{self.topic}[{self.partition}]"
+        at = "" if self.offset is None else f" at source offset {self.offset}"
+        return f"{self.link} ({self.source} -> {self.target}) {where}{at}: {self.error}"
+
+
+@dataclass
+class LinkReport:
+    link: str
+    source: str
+    target: str
+    partitions: int = 0
+    planned_records: int = 0
+    copied: int = 0
+    skipped: int = 0
+    bytes: int = 0
+    created_topics: list[str] = field(default_factory=list)
+    partitions_added: dict[str, int] = field(default_factory=dict)
+    deleted_on_source: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class JobResult:
+    level: int
+    run_id: str
+    links: list[LinkReport] = field(default_factory=list)
+    partitions: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[PartitionError] = field(default_factory=list)
+    plan_s: float = 0.0
+    copy_s: float = 0.0
+    tasks: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    @property
+    def copied(self) -> int:
+        return sum(link.copied for link in self.links)
+
+    def summary(self) -> dict[str, Any]:
+        """What the DAG run returns: totals, per link, and every error named in full."""
+        return {
+            "level": self.level,
+            "run_id": self.run_id,
+            "ok": self.ok,
+            "links": [asdict(link) for link in self.links],
+            "copied": self.copied,
+            "skipped": sum(link.skipped for link in self.links),
+            "bytes": sum(link.bytes for link in self.links),
+            "partitions_copied": sum(1 for p in self.partitions if p["copied"] or p["skipped"]),
+            "spark_tasks": self.tasks,
+            "plan_s": round(self.plan_s, 3),
+            "copy_s": round(self.copy_s, 3),
+            "errors": [str(e) for e in self.errors],
+            "error_details": [asdict(e) for e in self.errors],
+        }
+
+    def to_json(self) -> str:
+        data = self.summary()
+        data["partitions"] = self.partitions
+        return json.dumps(data, sort_keys=True, default=str)
+
+
+# --------------------------------------------------------------------------- planning (driver)
+
+
+@dataclass
+class LinkPlan:
+    link: LinkJob
+    report: LinkReport
+    tasks: list[PartitionTask] = field(default_factory=list)
+    works: list[PartitionWork] = field(default_factory=list)
+    errors: list[PartitionError] = field(default_factory=list)
+
+
+def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
+              timeout: float = 30.0) -> LinkPlan:
+    """Shape the target, read checkpoints and end offsets, and cut the link's work into tasks."""
+    report = LinkReport(link.link_id, link.source, link.target)
+    plan = LinkPlan(link, report)
+    source, target = spec.client(link.source), spec.client(link.target)
+
+    shape = sync_topic_shapes(source, target, selector, align_configs=spec.align_configs, timeout=timeout)
+    report.created_topics = sorted(c.topic for c in shape.created)
+    report.partitions_added = {a.topic: a.wanted for a in shape.partitions_added}
+    report.deleted_on_source = sorted(shape.plan.deleted_on_source)
+    for topic in report.deleted_on_source:
+        log.warning("%s: topic %s is gone from %s but still on %s; it is left there (delete it by hand if "
+                    "that is wanted)", link.link_id, topic, link.source, link.target)
+    for topic, error in shape.blocked.items():
+        plan.errors.append(PartitionError(link.link_id, link.source, link.target, topic, None, None, str(error)))
+
+    topics = {t: n for t, n in list_topics(source, timeout).items()
+              if selector.selects(t) and t not in shape.blocked}
+    tps = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
+    report.partitions = len(tps)
+    if not tps:
+        return plan
+    checkpoints = read_checkpoints(target, link.link_id, tps, timeout)
+    moved = {meta[len(SWITCHED_MARK):] for _, meta in checkpoints.values() if meta.startswith(SWITCHED_MARK)}
+    if moved:
+        raise MirrorflowError(f"link {link.link_id} was switched from {link.target} to {', '.join(sorted(moved))}; "
+                              f"this run still aims at {link.target} (stale effective target): nothing copied")
+    lows, ends = _source_offsets(source, tps, timeout)
+
+    for tp in tps:
+        key = (tp.topic, tp.partition)
+        start, _ = checkpoints.get(key, (None, ""))
+        low, end = lows[key], ends[key]
+        start = low if start is None or start < low else start
+        work = cap(PartitionWork(link.link_id, tp.topic, tp.partition, start, end),
+                   max_records=link.max_records_per_run)
+        if work.records > 0:
+            plan.works.append(work)
+    report.planned_records = sum(w.records for w in plan.works)
+
+    concurrent = max(1, min(slots, len(plan.works)))
+    rate_share = link.max_bytes_per_second / concurrent if link.max_bytes_per_second else None
+    for work in plan.works:
+        plan.tasks.append(PartitionTask(
+            link_id=link.link_id, level=link.level, source=link.source, target=link.target,
+            topic=work.topic, partition=work.partition, end_offset=work.end,
+            max_records=link.max_records_per_run,
+            txn_records=link.txn_records or DEFAULT_TXN_RECORDS,
+            max_bytes=link.max_bytes_per_run,
+            max_bytes_per_second=rate_share,
+        ))
+    return plan
+
+
+def read_checkpoints(target: ClusterClient, link_id: str, tps: list[TopicPartition],
+                     timeout: float = 30.0) -> dict[tuple[str, int], tuple[int | None, str]]:
+    """``(topic, partition) -> (committed offset or None, metadata)`` of the link's group on the target."""
+    admin_client = AdminClient(target.admin())
+    group = checkpoint_group(link_id)
+    try:
+        future = admin_client.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, list(tps))], request_timeout=timeout)[group]
+        answer = future.result(timeout=timeout + 5)
+    except KafkaException as exc:
+        raise KafkaOperationError(target.name, f"read checkpoints of link {link_id}", exc.args[0]) from exc
+    out: dict[tuple[str, int], tuple[int | None, str]] = {}
+    for tp in answer.topic_partitions:
+        if tp.error is not None:
+            raise KafkaOperationError(target.name, f"read checkpoint of link {link_id} for {tp.topic}[{tp.partition}]",
+                                      tp.error)
+        out[(tp.topic, tp.partition)] = (tp.offset if tp.offset >= 0 else None, tp.metadata or "")
+    return out
+
+
+def _source_offsets(source: ClusterClient, tps: list[TopicPartition], timeout: float
+                    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """Earliest offsets and last stable offsets (the end a read_committed reader can reach) of ``tps``."""
+    admin_client = AdminClient(source.admin())
+    out = []
+    for spec, isolation in ((OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
+                            (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)):
+        try:
+            futures = admin_client.list_offsets({tp: spec for tp in tps}, isolation_level=isolation,
+                                                request_timeout=timeout)
+            out.append({(tp.topic, tp.partition): f.result(timeout=timeout + 5).offset for tp, f in futures.items()})
+        except KafkaException as exc:
+            raise KafkaOperationError(source.name, "list offsets", exc.args[0]) from exc
+    return out[0], out[1]
+
+
+def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
+    """Plan every link of the spec; a link whose clusters fail is reported, the others still planned."""
+    selector = TopicSelector(spec.topics)
+    plans = []
+    for link in spec.links:
+        try:
+            plans.append(plan_link(spec, link, selector, slots))
+        except MirrorflowError as exc:
+            report = LinkReport(link.link_id, link.source, link.target, error=str(exc))
+            plans.append(LinkPlan(link, report, errors=[
+                PartitionError(link.link_id, link.source, link.target, "*", None, None, f"planning failed: {exc}")]))
+            log.error("%s: planning failed: %s", link.link_id, exc)
+    return plans
+
+
+# --------------------------------------------------------------------------- copying (executors)
+
+
+def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[PartitionTask]) -> Iterator[dict[str, Any]]:
+    """Executor side: copy each task's partition; one result dict per task, errors included."""
+    clients = {name: ClusterClient(name, dict(settings)) for name, settings in clusters.items()}
+    for task in tasks:
+        result = copy_partition(task, clients[task.source], clients[task.target])
+        yield result.to_dict()
+
+
+def _copy_bins(clusters: Mapping[str, Mapping[str, Any]], bins: Iterator[list[PartitionTask]]) -> Iterator[dict]:
+    for tasks in bins:
+        yield from copy_tasks(clusters, tasks)
+
+
+def execute(spark: Any, spec: JobSpec, bins: list[list[PartitionTask]]) -> list[dict[str, Any]]:
+    """Run the bins as Spark tasks (one bin, one task), or in this process when ``spark`` is ``None``."""
+    if not bins:
+        return []
+    clusters = {name: dict(settings) for name, settings in spec.clusters.items()}
+    if spark is None:
+        return [r for tasks in bins for r in copy_tasks(clusters, tasks)]
+    sc = spark.sparkContext
+    sc.setJobDescription(f"mirrorflow level {spec.level} run {spec.run_id}: {sum(map(len, bins))} partitions")
+    rdd = sc.parallelize(bins, len(bins))
+    return rdd.mapPartitions(functools.partial(_copy_bins, clusters)).collect()
+
+
+# --------------------------------------------------------------------------- the job
+
+
+def run_job(spec: JobSpec, spark: Any = None) -> JobResult:
+    """Plan, copy, audit. ``spark=None`` copies in this process (dry runs, small tests)."""
+    result = JobResult(spec.level, spec.run_id)
+    slots = spec.slots or (spark.sparkContext.defaultParallelism if spark is not None else 1)
+    started = time.monotonic()
+    plans = plan(spec, slots)
+    by_link = {p.link.link_id: p for p in plans}
+    tasks_by_key = {(t.link_id, t.topic, t.partition): t for p in plans for t in p.tasks}
+    works = [w for p in plans for w in p.works]
+    packed = pack(works, slots)
+    bins = [[tasks_by_key[(w.link_id, w.topic, w.partition)] for w in bin_] for bin_ in packed]
+    result.tasks = len(bins)
+    result.plan_s = time.monotonic() - started
+    for p in plans:
+        result.links.append(p.report)
+        result.errors.extend(p.errors)
+        log.info("plan %s: %s -> %s, %d partitions, %d offsets to read%s", p.link.link_id, p.link.source,
+                 p.link.target, p.report.partitions, p.report.planned_records,
+                 f", created {p.report.created_topics}" if p.report.created_topics else "")
+    log.info("level %d run %s: %d partition ranges in %d Spark tasks (planned in %.2fs)", spec.level,
+             spec.run_id, len(works), len(bins), result.plan_s)
+
+    started = time.monotonic()
+    results = execute(spark, spec, bins)
+    result.copy_s = time.monotonic() - started
+    for r in sorted(results, key=lambda r: (r["link_id"], r["topic"], r["partition"])):
+        result.partitions.append(r)
+        p = by_link[r["link_id"]]
+        p.report.copied += r["copied"]
+        p.report.skipped += r["skipped"]
+        p.report.bytes += r["bytes"]
+        _audit_partition(spec, p.link, r)
+        if r["error"]:
+            result.errors.append(PartitionError(r["link_id"], r["source"], r["target"], r["topic"], r["partition"],
+                                                r["error_offset"], r["error"]))
+    audit("copy_run", run_id=spec.run_id, level=spec.level, links=len(result.links), copied=result.copied,
+          partitions=len(result.partitions), errors=[str(e) for e in result.errors], plan_s=round(result.plan_s, 3),
+          copy_s=round(result.copy_s, 3))
+    return result
+
+
+def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None:
+    audit(
+        "copy",
+        run_id=spec.run_id,
+        link={"id": link.link_id, "source": link.source, "level": link.level, "target": link.target},
+        topic=r["topic"],
+        partition=r["partition"],
+        source_offsets=[r["start_offset"], r["next_offset"]],
+        target_offsets=[r["target_first_offset"], r["target_last_offset"]],
+        copied=r["copied"],
+        skipped=r["skipped"],
+        malformed=r["malformed"],
+        bytes=r["bytes"],
+        checksum=f"crc32:{r['checksum']:08x}",
+        transactions=r["transactions"],
+        duration_s=r["duration_s"],
+        throttled_s=r.get("throttled_s", 0.0),
+        lost_to_retention=r["lost_to_retention"],
+        error=r["error"],
+    )

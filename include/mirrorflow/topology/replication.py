@@ -1,0 +1,203 @@
+"""When and how fast links copy: schedules per level, replication windows, throttles, per-run limits.
+
+All of it is optional (topology key ``replication``); a topology without it
+copies every level every 5 minutes, all day, as fast as it can, with no per-run
+cap. Settings under ``replication.defaults`` apply to every link and
+``replication.links.<link id>`` overrides them key by key for one link.
+
+Windows are ``HH:MM-HH:MM`` in UTC; one that ends before it starts crosses
+midnight (``22:00-06:00``). Schedules are a duration (``30s``, ``5m``, ``1h``),
+a cron expression (``*/10 * * * *``), an Airflow preset (``@hourly``) or
+``manual`` (no schedule: the DAG runs only when triggered).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta, timezone
+
+from pydantic import Field, PositiveInt, StrictStr, field_validator
+from pydantic_core import PydanticCustomError
+
+from mirrorflow.topology.base import Model
+
+DEFAULT_SCHEDULE = "5m"
+DEFAULT_TXN_RECORDS = 5000
+MIN_INTERVAL = timedelta(seconds=10)
+
+_DURATION = re.compile(r"^(\d+)(s|m|h)$")
+_CRON_FIELD = re.compile(r"^[0-9*/,A-Za-z-]+$")
+_PRESETS = frozenset({"@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@annually", "@midnight"})
+_WINDOW = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]|24):([0-5]\d)$")
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+def parse_schedule(text: str) -> timedelta | str | None:
+    """A schedule string as Airflow takes it: a ``timedelta``, a cron/preset string, or ``None`` (manual).
+
+    Raises ``ValueError`` with a message a user can act on.
+    """
+    value = text.strip()
+    if value == "manual":
+        return None
+    match = _DURATION.fullmatch(value)
+    if match:
+        amount, unit = int(match.group(1)), match.group(2)
+        unit_name = {"s": "seconds", "m": "minutes", "h": "hours"}[unit]
+        delta = timedelta(**{unit_name: amount})
+        if delta < MIN_INTERVAL:
+            raise ValueError(f"schedule {text!r} is shorter than the minimum {int(MIN_INTERVAL.total_seconds())}s")
+        return delta
+    if value in _PRESETS:
+        return value
+    fields = value.split()
+    if len(fields) == 5 and all(_CRON_FIELD.fullmatch(f) for f in fields):
+        return value
+    raise ValueError(f"schedule {text!r} is not a duration (30s, 5m, 1h), a 5-field cron expression, "
+                     f"an Airflow preset (@hourly, @daily, ...) or 'manual'")
+
+
+def _check_schedule(value: str) -> str:
+    try:
+        parse_schedule(value)
+    except ValueError as exc:
+        raise PydanticCustomError("schedule", "{problem}", {"problem": str(exc)}) from None
+    return value
+
+
+# --------------------------------------------------------------------------- windows
+
+
+@dataclass(frozen=True)
+class Window:
+    """A daily replication window in UTC; ``end <= start`` means it crosses midnight."""
+
+    start: time
+    end: time
+    text: str
+
+    @classmethod
+    def parse(cls, text: str) -> "Window":
+        match = _WINDOW.fullmatch(text.strip())
+        if not match:
+            raise ValueError(f"window {text!r} is not HH:MM-HH:MM (UTC), e.g. 22:00-06:00")
+        h1, m1, h2, m2 = (int(g) for g in match.groups())
+        if h2 == 24 and m2 != 0:
+            raise ValueError(f"window {text!r}: 24:MM is only valid as 24:00")
+        start = time(h1, m1)
+        end = time(0, 0) if h2 == 24 else time(h2, m2)
+        if start == end and h2 != 24:
+            raise ValueError(f"window {text!r} is empty (start equals end); omit windows to copy all day")
+        return cls(start, end, text.strip())
+
+    def _minutes(self) -> tuple[int, int]:
+        s = self.start.hour * 60 + self.start.minute
+        e = self.end.hour * 60 + self.end.minute
+        return s, (e if e > s else e + 24 * 60)
+
+    def contains(self, now: datetime) -> bool:
+        s, e = self._minutes()
+        minute = now.hour * 60 + now.minute + now.second / 60
+        return s <= minute < e or s <= minute + 24 * 60 < e
+
+
+def window_open(windows: list[Window] | None, now: datetime) -> bool:
+    """Whether copying is allowed at ``now`` (UTC): no windows means always."""
+    if not windows:
+        return True
+    now = now.astimezone(timezone.utc)
+    return any(w.contains(now) for w in windows)
+
+
+def next_opening(windows: list[Window], now: datetime) -> datetime:
+    """The next moment after ``now`` at which one of ``windows`` opens (UTC)."""
+    now = now.astimezone(timezone.utc)
+    candidates = []
+    for w in windows:
+        for days in (0, 1):
+            day = (now + timedelta(days=days)).date()
+            opening = datetime.combine(day, w.start, tzinfo=timezone.utc)
+            if opening > now:
+                candidates.append(opening)
+    return min(candidates)
+
+
+def _check_window(value: str) -> str:
+    try:
+        Window.parse(value)
+    except ValueError as exc:
+        raise PydanticCustomError("window", "{problem}", {"problem": str(exc)}) from None
+    return value
+
+
+# --------------------------------------------------------------------------- models
+
+
+class LinkSettings(Model):
+    """How one link copies. Every key is optional; unset keys fall back to ``replication.defaults``."""
+
+    #: Daily UTC windows in which the link may copy; outside them its runs skip it.
+    windows: list[StrictStr] | None = None
+    #: Cap on the link's copy rate, in bytes of keys and values per second (all partitions together).
+    max_bytes_per_second: PositiveInt | None = None
+    #: Per partition and run: copy at most this many source offsets.
+    max_records_per_run: PositiveInt | None = None
+    #: Per partition and run: stop after about this many bytes (at a transaction boundary).
+    max_bytes_per_run: PositiveInt | None = None
+    #: Source offsets per transaction: bounds what a killed task has to redo.
+    txn_records: PositiveInt | None = None
+
+    @field_validator("windows")
+    @classmethod
+    def _windows(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            if not value:
+                raise PydanticCustomError("windows", "an empty list would never copy; omit windows to copy all day", {})
+            for item in value:
+                _check_window(item)
+        return value
+
+    def merged_over(self, base: "LinkSettings") -> "LinkSettings":
+        """These settings, with unset keys taken from ``base``."""
+        data = base.model_dump()
+        data.update(self.model_dump(exclude_none=True))
+        return LinkSettings(**data)
+
+    def parsed_windows(self) -> list[Window] | None:
+        return [Window.parse(w) for w in self.windows] if self.windows else None
+
+
+class LevelSettings(Model):
+    #: Overrides ``replication.schedule`` for this level's DAG.
+    schedule: StrictStr | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str | None) -> str | None:
+        return value if value is None else _check_schedule(value)
+
+
+class ReplicationConfig(Model):
+    """The ``replication`` key of the topology file (everything optional)."""
+
+    #: Schedule of every ``mirror_level_<L>`` DAG unless ``levels.<L>.schedule`` says otherwise.
+    schedule: StrictStr = DEFAULT_SCHEDULE
+    levels: dict[int, LevelSettings] = Field(default_factory=dict)
+    defaults: LinkSettings = Field(default_factory=LinkSettings)
+    links: dict[StrictStr, LinkSettings] = Field(default_factory=dict)
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str) -> str:
+        return _check_schedule(value)
+
+    def schedule_for(self, level: int) -> timedelta | str | None:
+        own = self.levels.get(level)
+        return parse_schedule(own.schedule if own is not None and own.schedule else self.schedule)
+
+    def link_settings(self, link_id: str) -> LinkSettings:
+        own = self.links.get(link_id)
+        return own.merged_over(self.defaults) if own is not None else self.defaults

@@ -31,16 +31,17 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.audit import audit
-from mirrorflow.copy.partition import SWITCHED_MARK, PartitionResult, PartitionTask, checkpoint_group, copy_partition
+from mirrorflow.copy.partition import RETRIABLE_COORDINATOR, SWITCHED_MARK, PartitionResult, PartitionTask, checkpoint_group, copy_partition
 from mirrorflow.copy.plan import PartitionWork, cap, pack
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
 from mirrorflow.kafka.admin import list_topics
@@ -50,6 +51,8 @@ from mirrorflow.topology.model import is_internal_topic
 from mirrorflow.topology.replication import DEFAULT_TXN_RECORDS
 
 log = logging.getLogger(__name__)
+
+_pause = threading.Event()  # never set: .wait(t) is a back-off between retries
 
 #: Environment variable that carries the job spec into ``spark-submit``.
 JOB_ENV = "MIRRORFLOW_JOB"
@@ -281,17 +284,29 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
 
 def read_checkpoints(target: ClusterClient, link_id: str, tps: list[TopicPartition],
                      timeout: float = 30.0) -> dict[tuple[str, int], tuple[int | None, str]]:
-    """``(topic, partition) -> (committed offset or None, metadata)`` of the link's group on the target."""
-    admin_client = AdminClient(target.admin())
-    group = checkpoint_group(link_id)
+    """``(topic, partition) -> (committed offset or None, metadata)`` of the link's group on the target.
+
+    Read with a consumer's ``committed()`` (one OffsetFetch for all partitions), not
+    ``AdminClient.list_consumer_group_offsets``: librdkafka 2.16 crashes the process
+    (SIGSEGV in ``rd_kafka_cgrp_op``) when an admin client's OffsetFetch answer carries a
+    coordinator error, as it does while a fresh cluster loads ``__consumer_offsets``.
+    """
+    consumer = Consumer(target.consumer(checkpoint_group(link_id)))
+    deadline = time.monotonic() + timeout
     try:
-        future = admin_client.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group, list(tps))], request_timeout=timeout)[group]
-        answer = future.result(timeout=timeout + 5)
-    except KafkaException as exc:
-        raise KafkaOperationError(target.name, f"read checkpoints of link {link_id}", exc.args[0]) from exc
+        while True:
+            try:
+                answer = consumer.committed(list(tps), timeout=timeout)
+                break
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not err.retriable() and err.code() not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
+                    raise KafkaOperationError(target.name, f"read checkpoints of link {link_id}", err) from exc
+                _pause.wait(0.2)  # back-off while the group coordinator moves or loads
+    finally:
+        consumer.close()
     out: dict[tuple[str, int], tuple[int | None, str]] = {}
-    for tp in answer.topic_partitions:
+    for tp in answer:
         if tp.error is not None:
             raise KafkaOperationError(target.name, f"read checkpoint of link {link_id} for {tp.topic}[{tp.partition}]",
                                       tp.error)

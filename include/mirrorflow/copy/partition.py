@@ -224,7 +224,7 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
     return result
 
 
-_RETRIABLE_COORDINATOR = {
+RETRIABLE_COORDINATOR = {
     KafkaError.NOT_COORDINATOR,
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
     KafkaError.COORDINATOR_NOT_AVAILABLE,
@@ -272,7 +272,7 @@ def _checkpoint(consumer: Consumer, task: PartitionTask, timeout: float) -> int 
             return None if tp.offset == OFFSET_INVALID or tp.offset < 0 else tp.offset
         except KafkaException as exc:
             err = exc.args[0]
-            if err.code() not in _RETRIABLE_COORDINATOR or time.monotonic() > deadline:
+            if err.code() not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
                 raise
             log.info("%s %s[%d]: reading the checkpoint: %s; retrying", task.link_id, task.topic,
                      task.partition, err.name())

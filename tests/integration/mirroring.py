@@ -1,0 +1,119 @@
+"""Helpers for whole-tree mirroring tests: topologies on the session clusters, unique traffic, convergence, checks.
+
+Every message a test produces is uniquely identified by its value
+``<origin cluster>|<key>|<sequence>``; :func:`assert_exactly_once` reads every
+cluster back and checks that each one holds each message exactly once, with the
+per-origin order within a key preserved.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping
+
+from confluent_kafka.admin import AdminClient
+
+from mirrorflow.copy.job import JobResult, run_job
+from mirrorflow.copy.links import build_spec, effective_links
+from mirrorflow.topology import Topology, parse_topology
+from tests.integration.kafka_io import produce, read_all
+
+FOUR = """
+  level: 3
+  children:
+    - {level: 1, children: [c1, c2]}
+    - {level: 1, children: [c3, c4]}
+"""
+UNBALANCED = """
+  level: 3
+  children:
+    - level: 2
+      children:
+        - c1
+        - {level: 1, children: [c2, c3]}
+    - {level: 1, children: [c4, c5]}
+"""
+
+
+def topology(kafka_clusters, tree: str, topics: Iterable[str], names: Iterable[str] = ("c1", "c2", "c3", "c4"),
+             extra: str = "") -> Topology:
+    clusters = "\n".join(f'  {n}: {{bootstrap: "{kafka_clusters[n].bootstrap}"}}' for n in names)
+    patterns = ", ".join(f'"{t}"' for t in topics)
+    return parse_topology(f"clusters:\n{clusters}\ntree:{tree}\ntopics: [{patterns}]\n{extra}", source="test")
+
+
+def clients(kafka_clusters, topology: Topology) -> dict[str, dict]:
+    return {n: {"bootstrap.servers": kafka_clusters[n].bootstrap} for n in topology.clusters}
+
+
+def traffic(kafka_clusters, origin: str, topic: str, count: int, keys: int = 5, start: int = 0,
+            tag: str = "") -> list[str]:
+    """Produce ``count`` unique messages on ``origin``; returns their values (the ids)."""
+    now = int(time.time() * 1000)
+    records, ids = [], []
+    for i in range(start, start + count):
+        key = f"{origin}-k{i % keys}"
+        value = f"{origin}|{key}|{i:06d}{tag}"
+        ids.append(value)
+        records.append((key.encode(), value.encode(), [("test.id", value.encode())], now - 1000 + i % 1000))
+    produce(kafka_clusters[origin].bootstrap, topic, records)
+    return ids
+
+
+def partitions_of(kafka_clusters, cluster: str, topic: str) -> int:
+    md = AdminClient({"bootstrap.servers": kafka_clusters[cluster].bootstrap}).list_topics(topic=topic, timeout=10)
+    tm = md.topics.get(topic)
+    return 0 if tm is None or tm.error is not None else len(tm.partitions)
+
+
+def run_level(topology: Topology, level: int, cluster_settings: Mapping[str, Mapping], spark=None,
+              targets: Mapping[str, str] | None = None) -> JobResult:
+    links = effective_links(topology, level, targets)
+    spec = build_spec(topology, level, f"test-{uuid.uuid4().hex[:8]}", links, cluster_settings)
+    return run_job(spec, spark)
+
+
+def converge(topology: Topology, cluster_settings: Mapping[str, Mapping], spark=None,
+             targets: Mapping[str, str] | None = None, max_rounds: int = 8,
+             runner: Callable[[int], JobResult] | None = None) -> list[JobResult]:
+    """Run every level, lowest first, round after round, until a whole round copies nothing."""
+    results: list[JobResult] = []
+    for _ in range(max_rounds):
+        copied = 0
+        for level in topology.levels:
+            result = runner(level) if runner else run_level(topology, level, cluster_settings, spark, targets)
+            assert result.ok, result.summary()["errors"]
+            results.append(result)
+            copied += result.copied
+        if copied == 0:
+            return results
+    raise AssertionError(f"not quiescent after {max_rounds} rounds")
+
+
+def assert_exactly_once(kafka_clusters, clusters: Iterable[str], topic: str, expected: Iterable[str]) -> dict:
+    """Every cluster holds every expected message exactly once, per-origin key order kept; returns counts."""
+    expected = list(expected)
+    wanted = Counter(expected)
+    assert all(n == 1 for n in wanted.values()), "test bug: expected ids are not unique"
+    table = {}
+    for cluster in clusters:
+        partitions = partitions_of(kafka_clusters, cluster, topic)
+        assert partitions > 0, f"{cluster}: topic {topic} is missing"
+        records = read_all(kafka_clusters[cluster].bootstrap, topic, partitions)
+        got = Counter(r.value.decode() for r in records)
+        missing = sorted(set(wanted) - set(got))
+        extra = sorted(set(got) - set(wanted))
+        dupes = sorted(v for v, n in got.items() if n > 1)
+        assert not (missing or extra or dupes), (
+            f"{cluster}/{topic}: {len(missing)} missing {missing[:5]}, {len(extra)} unexpected {extra[:5]}, "
+            f"{len(dupes)} duplicated {dupes[:5]}")
+        order: dict[str, list[str]] = defaultdict(list)
+        for r in records:  # read_all sorts by partition and offset: the log order
+            origin, key, seq = r.value.decode().split("|")
+            order[f"{origin}|{key}"].append(seq)
+        for k, seqs in order.items():
+            assert seqs == sorted(seqs), f"{cluster}/{topic}: order of {k} not preserved: {seqs[:20]}"
+        table[cluster] = len(records)
+    return table

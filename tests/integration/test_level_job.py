@@ -1,0 +1,32 @@
+"""The level copy job (driver planning, Spark executors) across whole trees of real clusters."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.mirroring import (
+    FOUR,
+    UNBALANCED,
+    assert_exactly_once,
+    clients,
+    converge,
+    topology,
+    traffic,
+)
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+
+def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, spark):
+    topic = make_topic("c1", partitions=3)
+    topo = topology(kafka_clusters, FOUR, [topic])
+    for c in ("c2", "c3", "c4"):
+        make_topic(c, partitions=3, name=topic)
+    expected = []
+    for c in ("c1", "c2", "c3", "c4"):
+        expected += traffic(kafka_clusters, c, topic, 60)
+    results = converge(topo, clients(kafka_clusters, topo), spark)
+    table = assert_exactly_once(kafka_clusters, topo.leaves, topic, expected)
+    assert table == {c: 240 for c in topo.leaves}
+    # each cluster's 60 reach 3 others: 180 copies per origin
+    assert sum(r.copied for r in results) == 4 * 60 * 3

@@ -28,6 +28,10 @@ os.environ.setdefault("MIRROR_TOPOLOGY", str(REPO / "topologies" / "demo.yaml"))
 # import confluent-kafka and mirrorflow.
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+# The level DAGs submit their job with spark-submit (from the venv's pyspark) through
+# the Spark provider, whose connection says where: local[*] here.
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[*]"}')
 
 # plugins/ is on sys.path inside Airflow; make the same true for tests.
 for path in (REPO / "plugins", REPO / "include"):

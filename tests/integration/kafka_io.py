@@ -28,14 +28,21 @@ class Record:
 def produce(bootstrap: str, topic: str, records, partition: int | None = None) -> None:
     """Produce ``(key, value, headers, timestamp_ms)`` tuples and wait for every ack."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    failures: list[str] = []
+
+    def delivered(err, msg) -> None:
+        if err is not None:
+            failures.append(f"{msg.topic()}: {err.name()}: {err.str()}")
+
     for key, value, headers, ts in records:
-        kwargs = {"headers": headers or None}
+        kwargs = {"headers": headers or None, "on_delivery": delivered}
         if ts is not None:
             kwargs["timestamp"] = ts
         if partition is not None:
             kwargs["partition"] = partition
         producer.produce(topic, key=key, value=value, **kwargs)
     assert producer.flush(60) == 0, "not every message was acknowledged"
+    assert not failures, f"{len(failures)} messages failed: {failures[:3]}"
 
 
 def stable_end_offsets(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> list[int]:

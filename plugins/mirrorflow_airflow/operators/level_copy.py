@@ -1,0 +1,97 @@
+"""The copy step of ``mirror_level_<L>``: submit the level job to Spark, read its result, report.
+
+A thin layer over the Spark provider's ``SparkSubmitOperator``: the Airflow Spark
+connection (``spark_default``) says where the job runs, so the same job runs on
+``local[*]`` and on a Spark cluster. What this operator adds:
+
+- it builds the job spec at run time from the topology, the links the ``plan``
+  task let through, and each cluster's client settings resolved from Airflow
+  connections. The spec (credentials included) goes to ``spark-submit`` in the
+  ``MIRRORFLOW_JOB`` environment variable only: never in the command line, the
+  rendered template fields or the task log;
+- the driver writes its result to a private temporary file; this operator logs
+  the per-link summary, returns it (the DAG run's return value) and fails the
+  task with every failing link, topic, partition, offset and error named, after
+  the other partitions have been copied.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from mirrorflow.copy.job import JOB_ENV
+from mirrorflow.copy.links import build_spec, effective_links
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.topology import Topology
+from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
+from mirrorflow_airflow.spark import JOB_SCRIPT, core_zip, spark_conf
+
+log = logging.getLogger(__name__)
+
+
+class CopyFailed(MirrorflowError):
+    """Some links or partitions of a level run failed; the others were copied."""
+
+
+class MirrorLevelCopyOperator(SparkSubmitOperator):
+    """Submit one micro-batch of a level to Spark and report its result."""
+
+    def __init__(self, *, topology: Topology, level: int, plan_task_id: str = "plan",
+                 spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
+        super().__init__(application=str(JOB_SCRIPT), conn_id=spark_conn_id, name=f"mirrorflow-level-{level}",
+                         **kwargs)
+        self.topology = topology
+        self.level = level
+        self.plan_task_id = plan_task_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        plan = context["ti"].xcom_pull(task_ids=self.plan_task_id) or {}
+        links = [l for l in effective_links(self.topology, self.level, plan.get("targets"))
+                 if l.link_id in set(plan.get("links", []))]
+        if not links:
+            log.info("no level-%d link to copy in this run", self.level)
+            return {"level": self.level, "ok": True, "links": [], "copied": 0, "errors": []}
+        clusters = {c: dict(MirrorClusterHook(self.topology, c).client().settings)
+                    for c in sorted({x for l in links for x in (l.source, l.default_target)})}
+        spec = build_spec(self.topology, self.level, context["run_id"], links, clusters)
+
+        master = SparkSubmitHook(conn_id=self._conn_id)._resolve_connection()["master"]
+        if master.startswith(("yarn", "k8s")):
+            raise MirrorflowError(
+                f"Spark master {master!r}: the copy job passes cluster credentials to its driver in the "
+                f"environment, which spark-submit forwards on the command line for YARN and Kubernetes; run it "
+                f"on local[*] or a standalone cluster (spark://...) in client deploy mode")
+        with tempfile.TemporaryDirectory(prefix="mirrorflow-level-") as tmp:
+            result_path = Path(tmp) / "result.json"
+            self.application_args = ["--result", str(result_path)]
+            self.py_files = str(core_zip(Path(tmp)))
+            self.conf = {**spark_conf(master), **(self.conf or {})}
+            self.env_vars = {JOB_ENV: spec.to_json()}
+            failure: Exception | None = None
+            try:
+                super().execute(context)
+            except Exception as exc:  # exit code 2 still writes a result naming each failure
+                failure = exc
+            finally:
+                self.env_vars = None
+            if not result_path.exists():
+                raise failure or MirrorflowError("the copy job wrote no result")
+            result = json.loads(result_path.read_text(encoding="utf-8"))
+        result.pop("partitions", None)
+        for link in result["links"]:
+            log.info("link %s: %s -> %s: %d copied, %d skipped, %d bytes over %d partitions%s", link["link"],
+                     link["source"], link["target"], link["copied"], link["skipped"], link["bytes"],
+                     link["partitions"], f"; ERROR {link['error']}" if link.get("error") else "")
+        if not result["ok"]:
+            context["ti"].xcom_push(key="return_value", value=result)
+            lines = "\n  ".join(result["errors"])
+            raise CopyFailed(f"level {self.level} run {context['run_id']}: {len(result['errors'])} failure(s); "
+                             f"every other partition was copied:\n  {lines}")
+        return result

@@ -117,3 +117,50 @@ def assert_exactly_once(kafka_clusters, clusters: Iterable[str], topic: str, exp
             assert seqs == sorted(seqs), f"{cluster}/{topic}: order of {k} not preserved: {seqs[:20]}"
         table[cluster] = len(records)
     return table
+
+
+class Traffic:
+    """Producers that keep writing unique messages on some clusters until stopped (traffic that flows)."""
+
+    def __init__(self, kafka_clusters, topic: str, origins: Iterable[str], batch: int = 20) -> None:
+        import threading
+
+        self._kafka = kafka_clusters
+        self._topic = topic
+        self._origins = list(origins)
+        self._batch = batch
+        self._stop = threading.Event()
+        self.ids: list[str] = []
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        seq = 100000
+        try:
+            while not self._stop.is_set():
+                for origin in self._origins:
+                    self.ids += traffic(self._kafka, origin, self._topic, self._batch, start=seq, tag="t")
+                seq += self._batch
+        except BaseException as exc:  # reported by stop()
+            self.error = exc
+
+    def __enter__(self) -> "Traffic":
+        self._thread.start()
+        return self
+
+    def wait_for(self, count: int, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.ids) < count:
+            assert self.error is None, self.error
+            assert time.monotonic() < deadline, f"traffic produced only {len(self.ids)} of {count}"
+            self._stop.wait(0.05)
+
+    def stop(self) -> list[str]:
+        self._stop.set()
+        self._thread.join(60)
+        assert self.error is None, self.error
+        return self.ids
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(60)

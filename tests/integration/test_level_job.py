@@ -30,3 +30,18 @@ def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, sp
     assert table == {c: 240 for c in topo.leaves}
     # each cluster's 60 reach 3 others: 180 copies per origin
     assert sum(r.copied for r in results) == 4 * 60 * 3
+
+
+def test_unbalanced_five_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, spark):
+    names = ("c1", "c2", "c3", "c4", "c5")
+    topic = make_topic("c1", partitions=2)
+    for c in names[1:]:
+        make_topic(c, partitions=2, name=topic)
+    topo = topology(kafka_clusters, UNBALANCED, [topic], names=names)
+    assert topo.levels == [1, 2, 3]
+    expected = []
+    for c in names:
+        expected += traffic(kafka_clusters, c, topic, 30)
+    results = converge(topo, clients(kafka_clusters, topo), spark)
+    assert assert_exactly_once(kafka_clusters, names, topic, expected) == {c: 150 for c in names}
+    assert sum(r.copied for r in results) == 5 * 30 * 4

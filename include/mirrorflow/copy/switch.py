@@ -1,0 +1,254 @@
+"""Switching a link's target to another leaf of the same sibling subtree, with no gap and no duplicate.
+
+Why the old target's checkpoint is the exact cut: everything the link copied to
+the old target before offset X (its checkpoint) is in the sibling subtree
+already and reaches every leaf of it, the new target included, through the
+lower levels. Everything from X on has not left the source for that subtree.
+So the new target must start exactly at X, per partition, and the old target
+must never take another copy from this link.
+
+The switch, per link, when the old target answers:
+
+1. shape the new target's topics like the source's (the checkpoint must be
+   committed under topic-partitions that exist there);
+2. fence: ``init_transactions`` with the link's ``transactional.id`` of every
+   partition on the old target; any copy still running there is aborted and
+   can no longer commit;
+3. read the old target's checkpoints (now stable) and commit them again with
+   the metadata ``mirrorflow:switched-to=<new>``: a copier that still aims at
+   the old target reads that mark after its own fencing and stops, so a stale
+   run cannot move the cut;
+4. fence and read again: if a copy slipped in between 2 and 3 the offsets
+   differ, and the switch repeats from 2;
+5. replace the link's checkpoints on the new target with the cut.
+
+When the old target does not answer, its checkpoint cannot be read. With
+``force`` the cut is taken from provenance instead: on the new target, the
+highest origin offset of this source's messages per partition, plus one.
+Messages the old target had received but not yet passed on within the subtree
+are then copied again to the new target; if the old target comes back and
+passes them on too, the new target holds them twice. The report says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirrorflow import provenance
+from mirrorflow.audit import audit
+from mirrorflow.copy.job import TopicSelector, read_checkpoints
+from mirrorflow.copy.partition import SWITCHED_MARK, checkpoint_group, transactional_id
+from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
+from mirrorflow.kafka import admin
+from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.topics import sync_topic_shapes
+from mirrorflow.topology import Distributor
+
+log = logging.getLogger(__name__)
+_pause = threading.Event()  # never set: .wait(t) is a back-off
+
+
+class SwitchError(MirrorflowError):
+    """A target switch was refused or could not complete; nothing was switched."""
+
+
+@dataclass
+class SwitchReport:
+    link: str
+    source: str
+    old_target: str
+    new_target: str
+    mode: str  # "checkpoint", "provenance", "noop"
+    dry_run: bool
+    #: ``topic -> {partition: cut}``; ``None``: nothing copied yet, the new target starts at the beginning.
+    cuts: dict[str, dict[int, int | None]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    attempts: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def switch_target(link: Distributor, new_target: str, clients: dict[str, ClusterClient], topics: list[str],
+                  *, dry_run: bool = False, force: bool = False, timeout: float = 30.0,
+                  max_attempts: int = 5) -> SwitchReport:
+    """Move ``link`` (with its current target in ``link.default_target``) to ``new_target``.
+
+    ``clients`` holds the source, old and new target; ``topics`` the topology's topic patterns.
+    Raises :class:`SwitchError` naming the problem; nothing changes on any cluster then.
+    """
+    old_target = link.default_target
+    if not link.accepts(new_target):
+        raise SwitchError(f"{link.link_id}: {new_target!r} is not a leaf of the level-{link.level} sibling subtree "
+                          f"of {link.source}; allowed targets: {', '.join(link.sibling_leaves)}")
+    report = SwitchReport(link.link_id, link.source, old_target, new_target, "noop", dry_run)
+    if new_target == old_target:
+        report.warnings.append(f"{link.link_id} already copies to {new_target}: nothing to do")
+        return report
+    source, old, new = clients[link.source], clients[old_target], clients[new_target]
+    selector = TopicSelector(topics)
+    admin.probe(source, timeout)
+    admin.probe(new, timeout)
+    try:
+        admin.probe(old, min(timeout, 10.0))
+        old_up = True
+    except ClusterUnreachable as exc:
+        old_up = False
+        if not force:
+            raise SwitchError(f"{link.link_id}: the current target {old_target} is unreachable ({exc.detail}), so "
+                              f"its checkpoint cannot be read. Retry when it answers for an exact switch, or set "
+                              f"force to take the cut from provenance on {new_target} (messages {old_target} had "
+                              f"not yet passed on would be copied to {new_target} again, and duplicated there if "
+                              f"{old_target} comes back)") from None
+
+    partitions = {t: n for t, n in admin.list_topics(source, timeout).items() if selector.selects(t)}
+    tps = [TopicPartition(t, p) for t, n in sorted(partitions.items()) for p in range(n)]
+    if dry_run:
+        if old_up:
+            cuts = read_checkpoints(old, link.link_id, tps, timeout) if tps else {}
+            report.mode = "checkpoint"
+            report.cuts = _by_topic({k: v[0] for k, v in cuts.items()})
+        else:
+            report.mode = "provenance"
+            report.cuts = _by_topic(_provenance_cuts(new, link.source, tps, timeout))
+        return report
+
+    shape = sync_topic_shapes(source, new, selector, timeout=timeout)
+    if shape.blocked:
+        raise SwitchError(f"{link.link_id}: {new_target} cannot take these topics: "
+                          + "; ".join(f"{t}: {e}" for t, e in shape.blocked.items()))
+    if old_up:
+        report.mode = "checkpoint"
+        cuts = _cut_old_target(link.link_id, old, new_target, tps, report, timeout, max_attempts)
+    else:
+        report.mode = "provenance"
+        cuts = _provenance_cuts(new, link.source, tps, timeout)
+        report.warnings.append(
+            f"{old_target} was unreachable: the cut on {new_target} comes from provenance; messages {old_target} "
+            f"had received from {link.source} but not passed on are copied to {new_target} again, and are "
+            f"duplicated there if {old_target} comes back and passes them on")
+    _write_cut(new, link.link_id, cuts, timeout)
+    report.cuts = _by_topic(cuts)
+    audit("switch_target", link=link.link_id, source=link.source, level=link.level, old_target=old_target,
+          new_target=new_target, mode=report.mode, partitions=len(cuts), attempts=report.attempts,
+          cuts=report.cuts, warnings=report.warnings)
+    return report
+
+
+def _by_topic(cuts: dict[tuple[str, int], int | None]) -> dict[str, dict[int, int | None]]:
+    out: dict[str, dict[int, int | None]] = {}
+    for (topic, partition), offset in sorted(cuts.items()):
+        out.setdefault(topic, {})[partition] = offset
+    return out
+
+
+def _fence(client: ClusterClient, link_id: str, tps: list[TopicPartition], timeout: float) -> None:
+    """Bump the producer epoch of every partition's ``transactional.id`` on ``client``: running copies abort."""
+    for tp in tps:
+        producer = Producer(client.producer(**{"transactional.id": transactional_id(link_id, tp.topic, tp.partition)}))
+        try:
+            producer.init_transactions(timeout)
+        except KafkaException as exc:
+            raise KafkaOperationError(client.name, f"fence link {link_id} on {tp.topic}[{tp.partition}]",
+                                      exc.args[0]) from exc
+        finally:
+            producer.flush(1)
+
+
+def _commit(client: ClusterClient, link_id: str, offsets: list[TopicPartition], timeout: float) -> None:
+    """Commit checkpoint offsets (with metadata) for the link's group, which never has members."""
+    if not offsets:
+        return
+    consumer = Consumer(client.consumer(checkpoint_group(link_id)))
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                for tp in consumer.commit(offsets=offsets, asynchronous=False) or []:
+                    if tp.error is not None:
+                        raise KafkaException(tp.error)
+                return
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not err.retriable() or time.monotonic() > deadline:
+                    raise KafkaOperationError(client.name, f"commit checkpoints of link {link_id}", err) from exc
+                _pause.wait(0.2)
+    finally:
+        consumer.close()
+
+
+def _cut_old_target(link_id: str, old: ClusterClient, new_target: str, tps: list[TopicPartition],
+                    report: SwitchReport, timeout: float, max_attempts: int) -> dict[tuple[str, int], int | None]:
+    existing = admin.list_topics(old, timeout)
+    on_old = [tp for tp in tps if tp.partition < existing.get(tp.topic, 0)]
+    mark = f"{SWITCHED_MARK}{new_target}"
+    for attempt in range(1, max_attempts + 1):
+        report.attempts = attempt
+        _fence(old, link_id, on_old, timeout)
+        first = read_checkpoints(old, link_id, on_old, timeout) if on_old else {}
+        _commit(old, link_id, [TopicPartition(t, p, off if off is not None else 0, metadata=mark)
+                               for (t, p), (off, _) in first.items()], timeout)
+        _fence(old, link_id, on_old, timeout)
+        second = read_checkpoints(old, link_id, on_old, timeout) if on_old else {}
+        if all(second[k] == (first[k][0] if first[k][0] is not None else 0, mark) for k in first):
+            cuts = {k: v[0] for k, v in first.items()}
+            cuts.update({(tp.topic, tp.partition): None for tp in tps if tp.partition >= existing.get(tp.topic, 0)})
+            return cuts
+        log.warning("%s: a copy to the old target committed while switching (attempt %d); cutting again",
+                    link_id, attempt)
+    raise SwitchError(f"{link_id}: copies to the old target kept committing during {max_attempts} attempts to cut; "
+                      "pause the level DAG and retry")
+
+
+def _write_cut(new: ClusterClient, link_id: str, cuts: dict[tuple[str, int], int | None], timeout: float) -> None:
+    """Make the link's checkpoints on the new target exactly ``cuts`` (none where the cut is ``None``)."""
+    admin_client = AdminClient(new.admin())
+    group = checkpoint_group(link_id)
+    try:
+        admin_client.delete_consumer_groups([group], request_timeout=timeout)[group].result(timeout=timeout + 5)
+    except KafkaException as exc:
+        if exc.args[0].code() not in (KafkaError.GROUP_ID_NOT_FOUND,):
+            raise KafkaOperationError(new.name, f"clear old checkpoints of link {link_id}", exc.args[0]) from exc
+    _commit(new, link_id, [TopicPartition(t, p, off) for (t, p), off in cuts.items() if off is not None], timeout)
+
+
+def _provenance_cuts(new: ClusterClient, source: str, tps: list[TopicPartition], timeout: float
+                     ) -> dict[tuple[str, int], int | None]:
+    """Per source partition: one past the highest origin offset from ``source`` found on ``new``."""
+    cuts: dict[tuple[str, int], int | None] = {(tp.topic, tp.partition): None for tp in tps}
+    existing = admin.list_topics(new, timeout)
+    consumer = Consumer(new.consumer("_mirrorflow.switch-scan", **{"enable.partition.eof": True}))
+    try:
+        for topic in sorted({tp.topic for tp in tps if tp.topic in existing}):
+            for p, (low, high) in enumerate(admin.watermarks(new, topic, existing[topic], timeout)):
+                if high <= low:
+                    continue
+                consumer.assign([TopicPartition(topic, p, low)])
+                deadline = time.monotonic() + timeout
+                done = False
+                while not done:
+                    if time.monotonic() > deadline:
+                        raise SwitchError(f"scanning {new.name} {topic}[{p}] for provenance timed out")
+                    for msg in consumer.consume(500, timeout=1.0):
+                        if msg.error():
+                            if msg.error().code() == KafkaError._PARTITION_EOF:
+                                done = True
+                                continue
+                            raise KafkaOperationError(new.name, f"scan {topic}[{p}]", msg.error())
+                        origin = provenance.find(msg.headers())
+                        if origin and origin.cluster == source and origin.topic == topic:
+                            key = (topic, origin.partition)
+                            if key in cuts and (cuts[key] is None or origin.offset + 1 > cuts[key]):
+                                cuts[key] = origin.offset + 1
+                        if msg.offset() + 1 >= high:
+                            done = True
+    finally:
+        consumer.close()
+    return cuts

@@ -1,0 +1,171 @@
+"""The level job under faults and change: killed mid-batch, two attempts at once, topics that grow, a refused message."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+
+from mirrorflow.copy.job import JOB_ENV, run_job
+from mirrorflow.copy.links import build_spec, effective_links
+from mirrorflow.copy.partition import checkpoint_group
+from tests.fixtures.kafka import wait_for_topic
+from tests.integration.kafka_io import produce
+from tests.integration.mirroring import (
+    FOUR,
+    assert_exactly_once,
+    clients,
+    converge,
+    partitions_of,
+    run_level,
+    topology,
+    traffic,
+)
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+REPO = Path(__file__).resolve().parents[2]
+_pause = threading.Event()
+
+
+def _committed(bootstrap: str, link_id: str, topic: str, partitions: int) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": checkpoint_group(link_id)})
+    try:
+        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return sum(max(0, tp.offset) for tp in tps)
+    finally:
+        consumer.close()
+
+
+def test_job_killed_mid_batch_then_rerun_is_exactly_once(kafka_clusters, make_topic, spark):
+    topic = make_topic("c1", partitions=2)
+    for c in ("c2", "c3", "c4"):
+        make_topic(c, partitions=2, name=topic)
+    # A byte-rate cap slows this link down so that the kill lands mid-batch, many transactions in.
+    topo = topology(kafka_clusters, FOUR, [topic], extra="""
+replication:
+  links: {c1.L1: {max_bytes_per_second: 40000, txn_records: 200}}
+""")
+    expected = traffic(kafka_clusters, "c1", topic, 4000)  # ~20 bytes each: about 2 s of copying
+    links = [l for l in effective_links(topo, 1) if l.link_id == "c1.L1"]
+    spec = build_spec(topo, 1, "killed-run", links, clients(kafka_clusters, topo))
+    env = {**os.environ, JOB_ENV: spec.to_json()}
+    spark_submit = Path(sys.executable).with_name("spark-submit")
+    proc = subprocess.Popen([str(spark_submit), "--master", "local[2]", str(REPO / "spark_jobs" / "mirror_level.py")],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    c2 = kafka_clusters["c2"].bootstrap
+    deadline = time.monotonic() + 180
+    try:
+        while _committed(c2, "c1.L1", topic, 2) < 400:  # a few transactions committed on the target
+            assert proc.poll() is None, "the job ended before it could be killed"
+            assert time.monotonic() < deadline, "the job never committed a transaction"
+            _pause.wait(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the whole job: driver JVM and Python workers
+        proc.wait(30)
+    done = _committed(c2, "c1.L1", topic, 2)
+    assert 400 <= done < 4000, f"kill did not land mid-batch (checkpoint {done})"
+
+    converge(topo, clients(kafka_clusters, topo), spark)
+    assert_exactly_once(kafka_clusters, topo.leaves, topic, expected)
+
+
+def test_two_attempts_of_the_same_link_at_once_copy_exactly_once(kafka_clusters, make_topic, spark):
+    topic = make_topic("c1", partitions=3)
+    make_topic("c2", partitions=3, name=topic)
+    topo = topology(kafka_clusters, FOUR, [topic], extra="""
+replication:
+  links: {c1.L1: {txn_records: 100}}
+""")
+    expected = traffic(kafka_clusters, "c1", topic, 3000)
+    links = [l for l in effective_links(topo, 1) if l.link_id == "c1.L1"]
+    settings = clients(kafka_clusters, topo)
+    results = []
+
+    def attempt(name: str, use_spark: bool) -> None:
+        results.append(run_job(build_spec(topo, 1, name, links, settings), spark if use_spark else None))
+
+    threads = [threading.Thread(target=attempt, args=("attempt-a", True)),
+               threading.Thread(target=attempt, args=("attempt-b", False))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert len(results) == 2
+    # whichever attempt was fenced says so; the next run finishes what is left
+    for r in results:
+        for e in r.errors:
+            assert "fenced" in e.error.lower() or "epoch" in e.error.lower(), e
+    final = run_job(build_spec(topo, 1, "after", links, settings), spark)
+    assert final.ok, final.summary()["errors"]
+    assert_exactly_once(kafka_clusters, ["c1", "c2"], topic, expected)
+
+
+def test_partition_added_and_new_topic_are_copied_on_the_next_run(kafka_clusters, make_topic, spark):
+    first = make_topic("c1", partitions=1)
+    prefix = first.rsplit("-", 1)[0]
+    topo = topology(kafka_clusters, FOUR, [f"{prefix}-.*"])
+    settings = clients(kafka_clusters, topo)
+    expected = {first: traffic(kafka_clusters, "c1", first, 20)}
+    assert run_level(topo, 1, settings, spark).ok
+    assert partitions_of(kafka_clusters, "c2", first) == 1
+
+    admin = AdminClient({"bootstrap.servers": kafka_clusters["c1"].bootstrap})
+    admin.create_partitions([NewPartitions(first, 3)])[first].result(timeout=30)
+    wait_for_topic(admin, first, 3)
+    for p in (1, 2):
+        produce(kafka_clusters["c1"].bootstrap, first,
+                [(b"k", f"c1|new-p{p}|{i:06d}".encode(), None, None) for i in range(10)], partition=p)
+        expected[first] += [f"c1|new-p{p}|{i:06d}" for i in range(10)]
+    second = make_topic("c1", partitions=2, name=f"{prefix}-second")
+    expected[second] = traffic(kafka_clusters, "c1", second, 15)
+
+    result = run_level(topo, 1, settings, spark)
+    assert result.ok, result.summary()["errors"]
+    report = {l.link: l for l in result.links}["c1.L1"]
+    assert report.partitions_added == {first: 3} and report.created_topics == [second]
+    assert partitions_of(kafka_clusters, "c2", first) == 3
+    for topic, ids in expected.items():
+        assert_exactly_once(kafka_clusters, ["c1", "c2"], topic, ids)
+
+
+def test_oversized_message_stops_its_partition_only_and_completes_after_the_limit_is_raised(
+        kafka_clusters, make_topic, spark):
+    topic = make_topic("c1", partitions=2, config={"max.message.bytes": "2000000"})
+    make_topic("c2", partitions=2, name=topic, config={"max.message.bytes": "100000"})
+    topo = topology(kafka_clusters, FOUR, [topic])
+    settings = clients(kafka_clusters, topo)
+    c1 = kafka_clusters["c1"].bootstrap
+    small = [(b"k", f"c1|k|{i:06d}".encode(), None, None) for i in range(5)]
+    big = [(b"k", b"c1|k|000005" + b"x" * 500_000, None, None)]
+    after = [(b"k", f"c1|k|{i:06d}".encode(), None, None) for i in range(6, 10)]
+    for records in (small, big, after):
+        produce(c1, topic, records, partition=0)
+    other = [(b"o", f"c1|o|{i:06d}".encode(), None, None) for i in range(10)]
+    produce(c1, topic, other, partition=1)
+
+    result = run_level(topo, 1, settings, spark)
+    assert not result.ok
+    [error] = [e for e in result.errors if e.link == "c1.L1"]
+    assert (error.topic, error.partition, error.offset) == (topic, 0, 5)
+    assert "c1.L1" in str(error) and f"{topic}[0]" in str(error) and "offset 5" in str(error)
+    assert "MSG_SIZE_TOO_LARGE" in error.error or "too large" in error.error.lower(), error.error
+    by_partition = {(p["link_id"], p["partition"]): p for p in result.partitions}
+    assert by_partition[("c1.L1", 1)]["copied"] == 10 and by_partition[("c1.L1", 1)]["error"] is None
+    assert by_partition[("c1.L1", 0)]["next_offset"] == 5  # stays at the refused message
+
+    target_admin = AdminClient({"bootstrap.servers": kafka_clusters["c2"].bootstrap})  # kept: futures need it
+    resource = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("max.message.bytes", "2000000", incremental_operation=AlterConfigOpType.SET)])
+    target_admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+    again = run_level(topo, 1, settings, spark)
+    assert again.ok, again.summary()["errors"]
+    ids = [value.decode() for _, value, _, _ in small + big + after + other]
+    assert assert_exactly_once(kafka_clusters, ["c2"], topic, ids) == {"c2": 20}

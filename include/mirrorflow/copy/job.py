@@ -98,19 +98,29 @@ class JobSpec:
 
     @classmethod
     def from_json(cls, text: str) -> "JobSpec":
-        data = json.loads(text)
         try:
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise TypeError(f"expected a JSON object, got {type(data).__name__}")
+            topics, clusters, slots = data["topics"], data["clusters"], data.get("slots")
+            if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics):
+                raise TypeError("topics must be a list of strings")
+            if not isinstance(clusters, dict) or not all(isinstance(v, dict) for v in clusters.values()):
+                raise TypeError("clusters must map cluster names to client settings")
+            if slots is not None and (not isinstance(slots, int) or isinstance(slots, bool) or slots < 1):
+                raise TypeError("slots must be a positive integer or null")
             return cls(
                 level=int(data["level"]),
                 run_id=str(data["run_id"]),
-                topics=tuple(data["topics"]),
+                topics=tuple(topics),
                 links=tuple(LinkJob(**link) for link in data["links"]),
-                clusters={k: dict(v) for k, v in data["clusters"].items()},
-                slots=data.get("slots"),
+                clusters={k: dict(v) for k, v in clusters.items()},
+                slots=slots,
                 align_configs=bool(data.get("align_configs", False)),
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MirrorflowError(f"{JOB_ENV}: not a valid mirrorflow job spec: {exc}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise MirrorflowError(f"{JOB_ENV}: not a valid mirrorflow job spec: {problem}") from None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "JobSpec":

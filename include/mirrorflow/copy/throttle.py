@@ -18,7 +18,7 @@ class RateLimiter:
 
     def __init__(self, rate: float, *, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        if rate <= 0:
+        if not rate > 0:  # also refuses NaN
             raise ValueError(f"rate must be positive, got {rate}")
         self.rate = float(rate)
         self._clock = clock

@@ -388,6 +388,9 @@ class Topology(_Model):
         self.cluster(name)
         data = self.to_dict()
         del data["clusters"][name]
+        links = data.get("replication", {}).get("links", {})
+        for link_id in [l for l in links if l.startswith(f"{name}.L")]:
+            del links[link_id]  # settings of the removed cluster's own links go with it
         data["tree"] = _tree.remove_leaf(data["tree"], name)
         if _tree.is_leaf(data["tree"]):
             raise TopologyError("tree", f"removing {name!r} would leave a single cluster; a topology needs two")
@@ -409,16 +412,24 @@ def problems_from_validation_error(exc: ValidationError) -> list[tuple[str, str]
     return problems
 
 
+#: Mappings whose keys are integers (levels): their keys print as ``.3``, not as list positions ``[3]``.
+_INT_KEYED = frozenset({"levels"})
+
+
 def format_path(loc: tuple[Any, ...]) -> str:
     """``('tree', 'children', 1, '<node>', 'level')`` -> ``tree.children[1].level``."""
     out = ""
+    previous: Any = None
     for part in loc:
         if part in ("<node>", "<leaf>", "[key]"):
             continue
-        if isinstance(part, int):
+        if isinstance(part, int) and previous in _INT_KEYED:
+            out += f".{part}"
+        elif isinstance(part, int):
             out += f"[{part}]"
         else:
             out += f".{part}" if out else str(part)
+        previous = part
     return out or "<top level>"
 
 
@@ -429,6 +440,8 @@ def _problem_text(err: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
     if loc and loc[-1] == "[key]":
         if kind == "string_type":
             return f"names must be strings, got {_kind(value)}; quote it in YAML"
+        if kind in ("int_type", "int_parsing", "int_from_float"):
+            return f"keys here are levels (integers), got {_kind(value)}"
         return err["msg"]
     if kind == "extra_forbidden":
         return "unknown key" + _suggest(loc)

@@ -17,10 +17,15 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta, timezone
 
-from pydantic import Field, PositiveInt, StrictStr, field_validator
+from typing import Annotated
+
+from pydantic import Field, StrictInt, StrictStr, field_validator
 from pydantic_core import PydanticCustomError
 
 from mirrorflow.topology.base import Model
+
+#: A positive integer; booleans and strings are refused (``yes`` must not mean 1).
+PositiveInt = Annotated[StrictInt, Field(gt=0)]
 
 DEFAULT_SCHEDULE = "5m"
 DEFAULT_TXN_RECORDS = 5000
@@ -47,7 +52,10 @@ def parse_schedule(text: str) -> timedelta | str | None:
     if match:
         amount, unit = int(match.group(1)), match.group(2)
         unit_name = {"s": "seconds", "m": "minutes", "h": "hours"}[unit]
-        delta = timedelta(**{unit_name: amount})
+        try:
+            delta = timedelta(**{unit_name: amount})
+        except OverflowError:
+            raise ValueError(f"schedule {text!r} is too long to be a schedule") from None
         if delta < MIN_INTERVAL:
             raise ValueError(f"schedule {text!r} is shorter than the minimum {int(MIN_INTERVAL.total_seconds())}s")
         return delta
@@ -55,7 +63,13 @@ def parse_schedule(text: str) -> timedelta | str | None:
         return value
     fields = value.split()
     if len(fields) == 5 and all(_CRON_FIELD.fullmatch(f) for f in fields):
-        return value
+        try:  # Airflow's own cron parser, where it is installed (the core does not require it)
+            from croniter import croniter
+        except ImportError:
+            return value
+        if croniter.is_valid(value):
+            return value
+        raise ValueError(f"schedule {text!r} is not a valid cron expression")
     raise ValueError(f"schedule {text!r} is not a duration (30s, 5m, 1h), a 5-field cron expression, "
                      f"an Airflow preset (@hourly, @daily, ...) or 'manual'")
 
@@ -104,17 +118,22 @@ class Window:
         return s <= minute < e or s <= minute + 24 * 60 < e
 
 
+def _utc(now: datetime) -> datetime:
+    """``now`` in UTC; a naive datetime is taken to be UTC already (windows are UTC)."""
+    return now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now.astimezone(timezone.utc)
+
+
 def window_open(windows: list[Window] | None, now: datetime) -> bool:
     """Whether copying is allowed at ``now`` (UTC): no windows means always."""
     if not windows:
         return True
-    now = now.astimezone(timezone.utc)
+    now = _utc(now)
     return any(w.contains(now) for w in windows)
 
 
 def next_opening(windows: list[Window], now: datetime) -> datetime:
     """The next moment after ``now`` at which one of ``windows`` opens (UTC)."""
-    now = now.astimezone(timezone.utc)
+    now = _utc(now)
     candidates = []
     for w in windows:
         for days in (0, 1):
@@ -185,7 +204,7 @@ class ReplicationConfig(Model):
 
     #: Schedule of every ``mirror_level_<L>`` DAG unless ``levels.<L>.schedule`` says otherwise.
     schedule: StrictStr = DEFAULT_SCHEDULE
-    levels: dict[int, LevelSettings] = Field(default_factory=dict)
+    levels: dict[StrictInt, LevelSettings] = Field(default_factory=dict)
     defaults: LinkSettings = Field(default_factory=LinkSettings)
     links: dict[StrictStr, LinkSettings] = Field(default_factory=dict)
 

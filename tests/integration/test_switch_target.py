@@ -1,0 +1,75 @@
+"""Switching a link's target within its subtree while traffic flows: no loss, no duplicate."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirrorflow.copy.links import effective_links
+from mirrorflow.copy.switch import SwitchError, switch_target
+from mirrorflow.kafka.config import ClusterClient
+from tests.integration.mirroring import (
+    FOUR,
+    Traffic,
+    assert_exactly_once,
+    clients,
+    converge,
+    run_level,
+    topology,
+    traffic,
+)
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+
+def _clients(kafka_clusters, names=("c1", "c2", "c3", "c4")):
+    return {n: ClusterClient(n, {"bootstrap.servers": kafka_clusters[n].bootstrap}) for n in names}
+
+
+def test_switch_while_traffic_flows_loses_and_duplicates_nothing(kafka_clusters, make_topic, spark):
+    topic = make_topic("c1", partitions=2)
+    for c in ("c2", "c3", "c4"):
+        make_topic(c, partitions=2, name=topic)
+    topo = topology(kafka_clusters, FOUR, [topic])
+    settings = clients(kafka_clusters, topo)
+    expected = traffic(kafka_clusters, "c1", topic, 50) + traffic(kafka_clusters, "c3", topic, 50)
+    targets: dict[str, str] = {}
+
+    with Traffic(kafka_clusters, topic, ["c1", "c2"]) as flowing:
+        flowing.wait_for(100)
+        for level in topo.levels:  # some of c1's data reaches c3 (and c4 through c3) before the switch
+            assert run_level(topo, level, settings, spark).ok
+        flowing.wait_for(len(flowing.ids) + 100)
+        # c1.L3 copied to c3 (its default): it moves to c4, the other leaf of the sibling subtree
+        link = next(l for l in effective_links(topo, 3, targets) if l.link_id == "c1.L3")
+        report = switch_target(link, "c4", _clients(kafka_clusters), list(topo.topics))
+        targets["c1.L3"] = "c4"
+        assert report.mode == "checkpoint" and report.attempts >= 1
+        assert any(cut for cuts in report.cuts.values() for cut in cuts.values())  # something was copied before
+        # a stale run that still aims at c3 copies nothing for the link and says why
+        stale = run_level(topo, 3, settings, spark)
+        assert any("switched" in e.error and e.link == "c1.L3" for e in stale.errors), stale.summary()["errors"]
+        for level in topo.levels:
+            run_level(topo, level, settings, spark, targets)
+        flowing.wait_for(len(flowing.ids) + 100)
+    expected += flowing.stop()
+
+    converge(topo, settings, spark, targets)
+    assert_exactly_once(kafka_clusters, topo.leaves, topic, expected)
+
+
+def test_switch_to_a_leaf_outside_the_subtree_is_refused(kafka_clusters, make_topic):
+    topic = make_topic("c1")
+    topo = topology(kafka_clusters, FOUR, [topic])
+    link = next(l for l in effective_links(topo, 3) if l.link_id == "c1.L3")
+    with pytest.raises(SwitchError, match=r"'c2' is not a leaf of the level-3 sibling subtree of c1; allowed targets: c3, c4"):
+        switch_target(link, "c2", _clients(kafka_clusters), [topic])
+
+
+def test_switch_away_from_an_unreachable_target_needs_force(kafka_clusters, make_topic):
+    topic = make_topic("c1")
+    topo = topology(kafka_clusters, FOUR, [topic])
+    link = next(l for l in effective_links(topo, 3) if l.link_id == "c1.L3")
+    cl = _clients(kafka_clusters)
+    cl["c3"] = ClusterClient("c3", {"bootstrap.servers": "127.0.0.1:9", "socket.connection.setup.timeout.ms": 2000})
+    with pytest.raises(SwitchError, match="c3 is unreachable"):
+        switch_target(link, "c4", cl, [topic])

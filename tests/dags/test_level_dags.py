@@ -87,3 +87,23 @@ def test_unreachable_cluster_fails_the_run_naming_it(airflow_home, kafka_cluster
     assert any("c2" in e and "c1.L1" in e for e in summary["errors"]), summary["errors"]
     # the link between healthy clusters was still copied
     assert {l["link"]: l["error"] for l in summary["links"]}["c3.L1"] is None
+
+
+def test_links_outside_their_window_skip_the_run_and_say_when_it_opens(airflow_home, kafka_clusters, make_topic,
+                                                                        caplog):
+    from datetime import datetime, timedelta, timezone
+
+    topic = make_topic("c1")
+    now = datetime.now(timezone.utc)
+    start, end = now + timedelta(hours=2), now + timedelta(hours=3)
+    window = f"{start:%H:%M}-{end:%H:%M}"
+    topo = topology(kafka_clusters, FOUR, [topic], extra=f"""
+replication:
+  defaults: {{windows: ["{window}"]}}
+""")
+    dag = build_level_dags(topo)["mirror_level_1"]
+    run = dag.test()
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states == {"plan": "skipped", "copy": "skipped"}
+    assert f"outside its replication window(s) {window}" in caplog.text
+    assert f"next window opens at {start.replace(second=0, microsecond=0).isoformat()}" in caplog.text

@@ -1,7 +1,9 @@
 """The README demo command, run as a user would, in an isolated run dir and ports.
 
 It must leave four reachable, independent clusters and an Airflow UI whose API,
-logged in as the demo user, lists the mirrorflow DAGs; and `stop` must end it all.
+logged in as the demo user, lists the mirrorflow DAGs; its sample traffic,
+mirrored by the level DAGs it triggers, must end on every cluster exactly once
+(its final table says so); and `stop` must end it all.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 REPO = Path(__file__).resolve().parents[2]
+CLUSTERS = ("c1", "c2", "c3", "c4")
+MESSAGES = 200  # per cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -40,7 +44,21 @@ def _accepts(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def test_demo_starts_clusters_and_airflow_then_stops(tmp_path):
+def _final_table(stdout: str) -> dict[str, dict[str, str]]:
+    """The demo's per-cluster table (``|``-separated, a header then a rule), as {cluster: {column: cell}}."""
+    lines = stdout.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("cluster ") and "|" in line)
+    header = [cell.strip() for cell in lines[start].split("|")]
+    table = {}
+    for line in lines[start + 2:]:
+        if "|" not in line:
+            break
+        cells = dict(zip(header, (cell.strip() for cell in line.split("|"))))
+        table[cells["cluster"]] = cells
+    return table
+
+
+def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path):
     k1, k2, k3, k4, ui, worker_logs, trigger_logs = _free_ports(7)
     topology = tmp_path / "topology.yaml"
     topology.write_text(
@@ -57,14 +75,26 @@ def test_demo_starts_clusters_and_airflow_then_stops(tmp_path):
         "MIRRORFLOW_DEMO_TOPOLOGY": str(topology),
         "MIRRORFLOW_DEMO_UI_PORT": str(ui),
         "MIRRORFLOW_DEMO_PASSWORD": "e2e-only-password",
+        "MIRRORFLOW_DEMO_MESSAGES": str(MESSAGES),
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
     })
     demo = [sys.executable, str(REPO / "scripts" / "demo.py")]
     try:
-        started = subprocess.run(demo + ["start"], env=env, capture_output=True, text=True, timeout=600)
-        assert started.returncode == 0, started.stdout[-4000:] + started.stderr[-4000:]
+        # Start-up, then a few rounds of two level runs, each a spark-submit: minutes on a small machine.
+        started = subprocess.run(demo + ["start"], env=env, capture_output=True, text=True, timeout=1800)
+        assert started.returncode == 0, started.stdout[-6000:] + started.stderr[-4000:]
         assert "mirrorflow DAGs: mirror_level_1, mirror_level_3" in started.stdout, started.stdout
+
+        table = _final_table(started.stdout)
+        assert set(table) == set(CLUSTERS), started.stdout
+        for cluster, row in table.items():
+            assert row["duplicates"] == "0" and row["missing"] == "0", (cluster, row)
+            assert row["messages"] == row["distinct"] == str(MESSAGES * len(CLUSTERS)), (cluster, row)
+            assert all(row[f"from {origin}"] == str(MESSAGES) for origin in CLUSTERS), (cluster, row)
+        results = [line for line in started.stdout.splitlines() if line.startswith("==> Result:")]
+        assert results == [f"==> Result: every cluster holds every message exactly once "
+                           f"({MESSAGES * len(CLUSTERS)} messages on each of c1, c2, c3, c4)"], started.stdout[-3000:]
 
         ids = set()
         for port in (k1, k2, k3, k4):

@@ -21,7 +21,9 @@ from pathlib import Path
 import mirrorflow
 
 REPO = Path(__file__).resolve().parents[2]
-JOB_SCRIPT = REPO / "spark_jobs" / "mirror_level.py"
+#: Where the Spark entry points are; containers mount them elsewhere than a checkout.
+SPARK_JOBS = Path(os.environ.get("MIRRORFLOW_SPARK_JOBS", REPO / "spark_jobs"))
+JOB_SCRIPT = SPARK_JOBS / "mirror_level.py"
 ARCHIVE_ENV = "MIRRORFLOW_SPARK_ARCHIVE"
 _ARCHIVE_ALIAS = "mirrorflow_env"
 

@@ -9,7 +9,16 @@ import pytest
 from mirrorflow_airflow.factories.switch import build_switch_dag
 from mirrorflow_airflow.state import TARGETS_VARIABLE
 from tests.dags.test_level_dags import xcom
-from tests.integration.mirroring import FOUR, assert_exactly_once, clients, converge, run_level, topology, traffic
+from tests.integration.mirroring import (
+    FOUR,
+    assert_exactly_once,
+    clients,
+    converge,
+    run_level,
+    topic_everywhere,
+    topology,
+    traffic,
+)
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
@@ -27,9 +36,7 @@ def stored_targets(airflow_home):
 
 
 def test_switch_dag_moves_the_link_and_the_level_runs_follow(kafka_clusters, make_topic, stored_targets):
-    topic = make_topic("c1", partitions=2)
-    for c in ("c2", "c3", "c4"):
-        make_topic(c, partitions=2, name=topic)
+    topic = topic_everywhere(make_topic)
     topo = topology(kafka_clusters, FOUR, [topic])
     settings = clients(kafka_clusters, topo)
     expected = traffic(kafka_clusters, "c1", topic, 40)

@@ -44,6 +44,16 @@ def topology(kafka_clusters, tree: str, topics: Iterable[str], names: Iterable[s
     return parse_topology(f"clusters:\n{clusters}\ntree:{tree}\ntopics: [{patterns}]\n{extra}", source="test")
 
 
+def topic_everywhere(make_topic, names: Iterable[str] = ("c1", "c2", "c3", "c4"), partitions: int = 2,
+                     config: Mapping[str, str] | None = None) -> str:
+    """One new topic, created with the same name and partition count on every named cluster."""
+    names = list(names)
+    topic = make_topic(names[0], partitions=partitions, config=config)
+    for name in names[1:]:
+        make_topic(name, partitions=partitions, name=topic, config=config)
+    return topic
+
+
 def clients(kafka_clusters, topology: Topology) -> dict[str, dict]:
     return {n: {"bootstrap.servers": kafka_clusters[n].bootstrap} for n in topology.clusters}
 

@@ -10,6 +10,7 @@ from tests.integration.mirroring import (
     assert_exactly_once,
     clients,
     converge,
+    topic_everywhere,
     topology,
     traffic,
 )
@@ -34,9 +35,7 @@ def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, sp
 
 def test_unbalanced_five_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, spark):
     names = ("c1", "c2", "c3", "c4", "c5")
-    topic = make_topic("c1", partitions=2)
-    for c in names[1:]:
-        make_topic(c, partitions=2, name=topic)
+    topic = topic_everywhere(make_topic, names)
     topo = topology(kafka_clusters, UNBALANCED, [topic], names=names)
     assert topo.levels == [1, 2, 3]
     expected = []

@@ -26,6 +26,7 @@ from tests.integration.mirroring import (
     converge,
     partitions_of,
     run_level,
+    topic_everywhere,
     topology,
     traffic,
 )
@@ -45,9 +46,7 @@ def _committed(bootstrap: str, link_id: str, topic: str, partitions: int) -> int
 
 
 def test_job_killed_mid_batch_then_rerun_is_exactly_once(kafka_clusters, make_topic, spark):
-    topic = make_topic("c1", partitions=2)
-    for c in ("c2", "c3", "c4"):
-        make_topic(c, partitions=2, name=topic)
+    topic = topic_everywhere(make_topic)
     # A byte-rate cap slows this link down so that the kill lands mid-batch, many transactions in.
     topo = topology(kafka_clusters, FOUR, [topic], extra="""
 replication:

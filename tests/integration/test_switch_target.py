@@ -14,6 +14,7 @@ from tests.integration.mirroring import (
     clients,
     converge,
     run_level,
+    topic_everywhere,
     topology,
     traffic,
 )
@@ -26,9 +27,7 @@ def _clients(kafka_clusters, names=("c1", "c2", "c3", "c4")):
 
 
 def test_switch_while_traffic_flows_loses_and_duplicates_nothing(kafka_clusters, make_topic, spark):
-    topic = make_topic("c1", partitions=2)
-    for c in ("c2", "c3", "c4"):
-        make_topic(c, partitions=2, name=topic)
+    topic = topic_everywhere(make_topic)
     topo = topology(kafka_clusters, FOUR, [topic])
     settings = clients(kafka_clusters, topo)
     expected = traffic(kafka_clusters, "c1", topic, 50) + traffic(kafka_clusters, "c3", topic, 50)

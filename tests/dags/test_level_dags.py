@@ -41,7 +41,11 @@ def run_until_quiescent(dags: dict, levels: list[int], max_rounds: int = 6) -> l
     raise AssertionError(f"not quiescent after {max_rounds} rounds")
 
 
-def test_level_dags_mirror_the_four_cluster_tree_exactly_once(airflow_home, kafka_clusters, make_topic, monkeypatch):
+SECRET = "s3cr3t-never-in-a-log"
+
+
+def test_level_dags_mirror_the_four_cluster_tree_exactly_once(airflow_home, kafka_clusters, make_topic, monkeypatch,
+                                                            caplog, capfd):
     topic = make_topic("c1", partitions=2)
     make_topic("c3", partitions=2, name=topic)
     base = topology(kafka_clusters, FOUR, [topic])
@@ -51,8 +55,9 @@ def test_level_dags_mirror_the_four_cluster_tree_exactly_once(airflow_home, kafk
     from mirrorflow.topology import Topology
 
     topo = Topology.parse(data)
-    monkeypatch.setenv("AIRFLOW_CONN_MF_TEST_C2", json.dumps(
-        {"conn_type": "kafka", "extra": {"bootstrap.servers": kafka_clusters["c2"].bootstrap}}))
+    # Its credentials (unused by a plaintext broker, but real client settings) must never be logged.
+    monkeypatch.setenv("AIRFLOW_CONN_MF_TEST_C2", json.dumps({"conn_type": "kafka", "extra": {
+        "bootstrap.servers": kafka_clusters["c2"].bootstrap, "sasl.username": "mirror", "sasl.password": SECRET}}))
     expected = []
     for c in ("c1", "c3"):  # the other clusters get the topic from the copy job
         expected += traffic(kafka_clusters, c, topic, 25)
@@ -67,6 +72,9 @@ def test_level_dags_mirror_the_four_cluster_tree_exactly_once(airflow_home, kafk
     assert by_link["c1.L1"]["created_topics"] == [topic]  # created on c2 with the source's shape
     assert sum(s["copied"] for s in summaries) == 2 * 25 * 3
     assert_exactly_once(kafka_clusters, topo.leaves, topic, expected)
+    out, err = capfd.readouterr()
+    assert "spark_submit" in caplog.text + out + err  # the job's output was in the task log
+    assert SECRET not in caplog.text + out + err
 
 
 def test_unreachable_cluster_fails_the_run_naming_it(airflow_home, kafka_clusters, make_topic, monkeypatch):

@@ -184,11 +184,43 @@ replication:
     assert first.ok, first.summary()["errors"]
     rows = [p for p in first.partitions if p["link_id"] == "c1.L1"]
     for row in rows:
-        # max_bytes_per_run stops at 4000 bytes (200 records) before max_records_per_run (300)
-        assert row["copied"] == 200 and row["bytes"] == 4000, row
+        # max_records_per_run (300) caps the planned range; max_bytes_per_run stops at 4000 bytes (200 records)
+        available = row["end_offset"] - row["start_offset"]
+        assert available <= 300, row
+        assert row["copied"] == min(200, available) and row["bytes"] == 20 * row["copied"], row
         # the cap is shared by the partitions copying at once; never above it, with one second of burst
-        assert row["throttled_s"] > 0
         assert row["bytes"] <= 2000 * (row["duration_s"] + 1), row
+    assert any(row["copied"] == 200 and row["throttled_s"] > 0 for row in rows), rows
     results = converge(topo, settings)
     assert sum(r.copied for r in results) >= 200
+    assert_exactly_once(kafka_clusters, ["c1", "c2"], topic, expected)
+
+
+def test_target_broker_killed_mid_batch_then_next_run_is_exactly_once(kafka_clusters, make_topic):
+    topic = topic_everywhere(make_topic, ("c1", "c2"))
+    topo = topology(kafka_clusters, FOUR, [topic], extra="""
+replication:
+  links: {c1.L1: {max_bytes_per_second: 20000, txn_records: 100}}
+""")
+    settings = clients(kafka_clusters, topo)
+    expected = traffic(kafka_clusters, "c1", topic, 3000)  # ~60 KB: about 3 s at the cap
+    c2 = kafka_clusters["c2"]
+    results = []
+    run = threading.Thread(target=lambda: results.append(run_level(topo, 1, settings)))
+    run.start()
+    try:
+        deadline = time.monotonic() + 120
+        while _committed(c2.bootstrap, "c1.L1", topic, 2) < 300:
+            assert run.is_alive(), "the run ended before the broker could be killed"
+            assert time.monotonic() < deadline, "the run never committed a transaction"
+            _pause.wait(0.05)
+        c2.kill()  # SIGKILL: the target's only broker dies mid-transaction
+        run.join(300)
+        assert not run.is_alive()
+    finally:
+        if not c2.is_running():
+            c2.start()
+    [interrupted] = results
+    assert any(e.link == "c1.L1" for e in interrupted.errors), interrupted.summary()["errors"]
+    converge(topo, settings)
     assert_exactly_once(kafka_clusters, ["c1", "c2"], topic, expected)

@@ -11,12 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 
 from mirrorflow.copy.job import JOB_ENV, run_job
 from mirrorflow.copy.links import build_spec, effective_links
-from mirrorflow.copy.partition import checkpoint_group
+from mirrorflow.copy.partition import RETRIABLE_COORDINATOR, checkpoint_group
 from tests.fixtures.kafka import wait_for_topic
 from tests.integration.kafka_io import produce
 from tests.integration.mirroring import (
@@ -36,11 +36,29 @@ REPO = Path(__file__).resolve().parents[2]
 _pause = threading.Event()
 
 
-def _committed(bootstrap: str, link_id: str, topic: str, partitions: int) -> int:
+def _committed(bootstrap: str, link_id: str, topic: str, partitions: int, wait: float = 0.0) -> int:
+    """Sum of the link's checkpoints.
+
+    With ``wait`` 0, a retriable answer (coordinator loading or moving, or an open
+    transaction's offsets not yet stable) counts as 0, for polling loops; otherwise
+    it is retried until ``wait`` seconds have passed. A killed producer's open
+    transaction keeps its offsets unstable until the broker times it out (60 s).
+    """
+    deadline = time.monotonic() + wait
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": checkpoint_group(link_id)})
     try:
-        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
-        return sum(max(0, tp.offset) for tp in tps)
+        while True:
+            try:
+                tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+                return sum(max(0, tp.offset) for tp in tps)
+            except KafkaException as exc:
+                if not (exc.args[0].retriable() or exc.args[0].code() in RETRIABLE_COORDINATOR):
+                    raise
+                if time.monotonic() >= deadline:
+                    if wait:
+                        raise
+                    return 0
+                _pause.wait(0.5)
     finally:
         consumer.close()
 
@@ -69,7 +87,7 @@ replication:
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the whole job: driver JVM and Python workers
         proc.wait(30)
-    done = _committed(c2, "c1.L1", topic, 2)
+    done = _committed(c2, "c1.L1", topic, 2, wait=120)
     assert 400 <= done < 4000, f"kill did not land mid-batch (checkpoint {done})"
 
     converge(topo, clients(kafka_clusters, topo), spark)
@@ -205,8 +223,10 @@ replication:
     settings = clients(kafka_clusters, topo)
     expected = traffic(kafka_clusters, "c1", topic, 3000)  # ~60 KB: about 3 s at the cap
     c2 = kafka_clusters["c2"]
+    links = [l for l in effective_links(topo, 1) if l.link_id == "c1.L1"]
     results = []
-    run = threading.Thread(target=lambda: results.append(run_level(topo, 1, settings)))
+    run = threading.Thread(target=lambda: results.append(run_job(build_spec(topo, 1, "broker-killed", links,
+                                                                            settings))))
     run.start()
     try:
         deadline = time.monotonic() + 120
@@ -215,12 +235,16 @@ replication:
             assert time.monotonic() < deadline, "the run never committed a transaction"
             _pause.wait(0.05)
         c2.kill()  # SIGKILL: the target's only broker dies mid-transaction
+        killed = time.monotonic()
         run.join(300)
+        print(f"run ended {time.monotonic() - killed:.1f}s after the kill")
         assert not run.is_alive()
     finally:
         if not c2.is_running():
             c2.start()
     [interrupted] = results
     assert any(e.link == "c1.L1" for e in interrupted.errors), interrupted.summary()["errors"]
+    started = time.monotonic()
     converge(topo, settings)
+    print(f"converged {time.monotonic() - started:.1f}s after the restart")
     assert_exactly_once(kafka_clusters, ["c1", "c2"], topic, expected)

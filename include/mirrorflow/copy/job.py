@@ -37,14 +37,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.audit import audit
 from mirrorflow.copy.partition import RETRIABLE_COORDINATOR, SWITCHED_MARK, PartitionResult, PartitionTask, checkpoint_group, copy_partition
 from mirrorflow.copy.plan import PartitionWork, cap, pack
-from mirrorflow.errors import KafkaOperationError, MirrorflowError
-from mirrorflow.kafka.admin import list_topics
+from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
+from mirrorflow.kafka.admin import list_topics, probe
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
 from mirrorflow.topology.model import is_internal_topic
@@ -358,11 +358,41 @@ def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
 # --------------------------------------------------------------------------- copying (executors)
 
 
+_UNREACHABLE_CODES = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
+
+
 def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[PartitionTask]) -> Iterator[dict[str, Any]]:
-    """Executor side: copy each task's partition; one result dict per task, errors included."""
+    """Executor side: copy each task's partition; one result dict per task, errors included.
+
+    When a partition fails because a cluster stopped answering (each such failure
+    costs the client's timeouts, about a minute), the cluster is probed once; if it
+    is down, this task's remaining partitions on it are reported failed at their
+    checkpoint straight away instead of waiting out the same timeouts one by one.
+    """
     clients = {name: ClusterClient(name, dict(settings)) for name, settings in clusters.items()}
+    down: dict[str, str] = {}
     for task in tasks:
-        result = copy_partition(task, clients[task.source], clients[task.target])
+        dead = next((c for c in (task.source, task.target) if c in down), None)
+        if dead is not None:
+            result = PartitionResult(task.link_id, task.source, task.target, task.topic, task.partition,
+                                     end_offset=task.end_offset,
+                                     error=f"not attempted: cluster {dead} is unreachable ({down[dead]})")
+            yield result.to_dict()
+            continue
+        try:
+            result = copy_partition(task, clients[task.source], clients[task.target])
+        except Exception as exc:  # never let one partition end the Spark task of the others
+            log.exception("%s %s[%d]: copier failed", task.link_id, task.topic, task.partition)
+            result = PartitionResult(task.link_id, task.source, task.target, task.topic, task.partition,
+                                     end_offset=task.end_offset, error=f"{type(exc).__name__}: {exc}")
+        if result.error_code in _UNREACHABLE_CODES:
+            for name in (task.target, task.source):
+                try:
+                    probe(clients[name], timeout=5.0)
+                except ClusterUnreachable as exc:
+                    down[name] = exc.detail
+                    log.error("cluster %s is unreachable; the remaining partitions of this task that use it are "
+                              "left at their checkpoints", name)
         yield result.to_dict()
 
 

@@ -219,7 +219,10 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
     finally:
         reader.close()
         checkpoint.close()
-        producer.flush(5)
+        try:
+            producer.flush(5)
+        except KafkaException:
+            pass  # a fenced or fatal producer reports again here; the result already holds the error
         result.duration_s = round(time.monotonic() - started, 3)
     return result
 
@@ -386,7 +389,10 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
                     commit(position)
                     _fold(result, pending)
                     producer.begin_transaction()
-        commit(position)
+        if in_txn or position != result.next_offset:
+            commit(position)
+        else:  # the range ended on a transaction boundary: the open transaction is empty
+            producer.commit_transaction(op_timeout)
         _fold(result, pending)
         result.throttled_s = round(result.throttled_s, 3)
     except _Abort:

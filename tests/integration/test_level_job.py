@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import logging
+
 import pytest
 
 from tests.integration.mirroring import (
@@ -18,7 +21,7 @@ from tests.integration.mirroring import (
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
-def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, spark):
+def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, spark, caplog):
     topic = make_topic("c1", partitions=3)
     topo = topology(kafka_clusters, FOUR, [topic])
     for c in ("c2", "c3", "c4"):
@@ -26,11 +29,25 @@ def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, sp
     expected = []
     for c in ("c1", "c2", "c3", "c4"):
         expected += traffic(kafka_clusters, c, topic, 60)
+    caplog.set_level(logging.INFO, logger="mirrorflow.audit")
     results = converge(topo, clients(kafka_clusters, topo), spark)
     table = assert_exactly_once(kafka_clusters, topo.leaves, topic, expected)
     assert table == {c: 240 for c in topo.leaves}
     # each cluster's 60 reach 3 others: 180 copies per origin
     assert sum(r.copied for r in results) == 4 * 60 * 3
+
+    # one audit line per partition copied, with everything an operator needs to reconcile
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "mirrorflow.audit"]
+    copies = [line for line in lines if line["event"] == "copy"]
+    assert sum(line["copied"] for line in copies) == 4 * 60 * 3
+    first = next(line for line in copies if line["link"]["id"] == "c1.L1" and line["copied"])
+    assert first["link"] == {"id": "c1.L1", "source": "c1", "level": 1, "target": "c2"}
+    assert first["run_id"] == results[0].run_id and first["topic"] == topic
+    start, end = first["source_offsets"]
+    assert end - start >= first["copied"] + first["skipped"]  # transaction markers take offsets too
+    assert first["target_offsets"][0] is not None and first["checksum"].startswith("crc32:")
+    assert {"bytes", "duration_s", "partition", "error", "at"} <= set(first)
+    assert [line["run_id"] for line in lines if line["event"] == "copy_run"] == [r.run_id for r in results]
 
 
 def test_unbalanced_five_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, spark):

@@ -115,3 +115,25 @@ replication:
     assert states == {"plan": "skipped", "copy": "skipped"}
     assert f"outside its replication window(s) {window}" in caplog.text
     assert f"next window opens at {start.replace(second=0, microsecond=0).isoformat()}" in caplog.text
+
+
+@pytest.mark.spark
+def test_level_dag_runs_on_a_spark_standalone_cluster(airflow_home, kafka_clusters, make_topic, spark_standalone,
+                                                      monkeypatch):
+    master, work_dir = spark_standalone
+    host, port = master.removeprefix("spark://").split(":")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({
+        "conn_type": "spark", "host": f"spark://{host}", "port": int(port),
+        "extra": {"deploy-mode": "client", "spark-binary": "spark-submit"}}))
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # the driver advertises loopback to the executors
+    topic = make_topic("c1", partitions=2)
+    topo = topology(kafka_clusters, FOUR, [topic])
+    expected = traffic(kafka_clusters, "c1", topic, 30)
+
+    run = build_level_dags(topo)["mirror_level_1"].test()
+    summary = xcom(run, "copy")
+    assert run.state == "success", summary
+    assert {l["link"]: l["copied"] for l in summary["links"]}["c1.L1"] == 30
+    assert_exactly_once(kafka_clusters, ["c2"], topic, expected)
+    # the executors got the core package the way a cluster needs it: shipped with the job
+    assert list(work_dir.glob("app-*/*/mirrorflow.zip")), sorted(str(p) for p in work_dir.rglob("*"))[:20]

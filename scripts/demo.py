@@ -104,6 +104,8 @@ def airflow_env() -> dict[str, str]:
         "MIRROR_TOPOLOGY": str(TOPOLOGY),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
+        # Spark binds and advertises loopback only, like everything else of the demo.
+        "SPARK_LOCAL_IP": "127.0.0.1",
         # The Spark provider falls back to YARN without a connection: run locally.
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
     })

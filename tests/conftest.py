@@ -32,6 +32,8 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 # the Spark provider, whose connection says where: local[*] here.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 os.environ.setdefault("AIRFLOW_CONN_SPARK_DEFAULT", '{"conn_type": "spark", "host": "local[*]"}')
+# Spark binds and advertises loopback only (it would pick the machine's interface address).
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 # plugins/ is on sys.path inside Airflow; make the same true for tests.
 for path in (REPO / "plugins", REPO / "include"):

@@ -34,6 +34,34 @@ def test_balances_by_bytes_when_known():
     assert heavy == [_w(0, 100, 1000.0)]  # the big partition gets a task of its own
 
 
+def _optimum(weights: list[float], slots: int) -> float:
+    """The smallest possible largest load (exhaustive; small inputs only)."""
+    best = float("inf")
+
+    def place(i: int, loads: list[float]) -> None:
+        nonlocal best
+        if max(loads) >= best:
+            return
+        if i == len(weights):
+            best = max(loads)
+            return
+        for j in range(slots):
+            loads[j] += weights[i]
+            place(i + 1, loads)
+            loads[j] -= weights[i]
+            if loads[j] == 0:
+                break  # empty bins are interchangeable
+
+    place(0, [0.0] * slots)
+    return best
+
+
+def test_lpt_finds_the_optimum_where_a_naive_lower_bound_is_not_reached():
+    # 5 ranges, 4 slots: two must share a task, so the best is 218 + 249 = 467, above max(346, total/4)
+    bins = pack([_w(p, n) for p, n in enumerate([249, 218, 268, 282, 346])], 4)
+    assert max(sum(w.weight for w in b) for b in bins) == _optimum([249, 218, 268, 282, 346], 4) == 467
+
+
 def test_rejects_no_slots():
     import pytest
 
@@ -51,7 +79,9 @@ def test_every_partition_exactly_once_and_lpt_bound(sizes, slots):
     assert len(bins) <= slots and all(bins)
     if packed:
         loads = [sum(w.weight for w in b) for b in bins]
-        total, biggest = sum(loads), max(w.weight for w in packed)
-        best_possible = max(total / len(bins), biggest)
-        assert max(loads) <= best_possible * 4 / 3 + 1e-9
+        total, biggest, m = sum(loads), max(w.weight for w in packed), len(bins)
+        # Graham's bound holds for any list scheduling, LPT included
+        assert max(loads) <= total / m + (1 - 1 / m) * biggest + 1e-9
+        if len(packed) <= 7:  # LPT's 4/3 guarantee is against the true optimum: find it by brute force
+            assert max(loads) <= _optimum([w.weight for w in packed], m) * 4 / 3 + 1e-9
     assert pack(works, slots) == bins  # deterministic

@@ -30,7 +30,6 @@ import functools
 import json
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -47,7 +46,7 @@ from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, Mirrorflo
 from mirrorflow.kafka.admin import list_topics, probe
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
-from mirrorflow.topology.model import is_internal_topic
+from mirrorflow.topology.model import TopicSelector
 from mirrorflow.topology.replication import DEFAULT_TXN_RECORDS
 
 log = logging.getLogger(__name__)
@@ -135,16 +134,6 @@ class JobSpec:
             return ClusterClient(cluster, dict(self.clusters[cluster]))
         except KeyError:
             raise MirrorflowError(f"job spec has no client settings for cluster {cluster!r}") from None
-
-
-class TopicSelector:
-    """The topology's topic rule (full match of any pattern, internal topics never) without the topology."""
-
-    def __init__(self, patterns: Iterable[str]) -> None:
-        self._patterns = [re.compile(p) for p in patterns]
-
-    def selects(self, topic: str) -> bool:
-        return not is_internal_topic(topic) and any(p.fullmatch(topic) for p in self._patterns)
 
 
 # --------------------------------------------------------------------------- results

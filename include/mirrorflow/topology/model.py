@@ -20,7 +20,7 @@ from __future__ import annotations
 import difflib
 import re
 import types
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import (
@@ -62,6 +62,20 @@ INTERNAL_TOPIC_PREFIXES = ("__", INTERNAL_TOPIC_PREFIX)
 def is_internal_topic(topic: str) -> bool:
     """Kafka's own topics (``__*``), the schema registry's ``_schemas`` and mirrorflow's ``_mirrorflow*``."""
     return topic in INTERNAL_TOPIC_NAMES or topic.startswith(INTERNAL_TOPIC_PREFIXES)
+
+
+class TopicSelector:
+    """The topic rule: a full match of any pattern, and never an internal topic.
+
+    Separate from :class:`Topology` so a Spark driver can select topics from the
+    patterns alone (the job spec carries the patterns, not the topology).
+    """
+
+    def __init__(self, patterns: "Iterable[str | re.Pattern[str]]") -> None:
+        self._patterns = tuple(p if isinstance(p, re.Pattern) else re.compile(p) for p in patterns)
+
+    def selects(self, topic: str) -> bool:
+        return not is_internal_topic(topic) and any(p.fullmatch(topic) for p in self._patterns)
 
 
 
@@ -344,9 +358,7 @@ class Topology(_Model):
 
     def selects(self, topic: str) -> bool:
         """Whether ``topic`` is mirrored: it full-matches an entry of ``topics`` and is not internal."""
-        if is_internal_topic(topic):
-            return False
-        return any(p.fullmatch(topic) for p in self._patterns)
+        return TopicSelector(self._patterns).selects(topic)
 
     # ----------------------------------------------------------------- changes
 

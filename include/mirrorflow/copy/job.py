@@ -36,14 +36,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirrorflow.audit import audit
-from mirrorflow.copy.partition import RETRIABLE_COORDINATOR, SWITCHED_MARK, PartitionResult, PartitionTask, checkpoint_group, copy_partition
+from mirrorflow.copy.partition import (RETRIABLE_COORDINATOR, SWITCHED_MARK, UNREACHABLE_CODES, PartitionResult,
+                                       PartitionTask, checkpoint_group, copy_partition)
 from mirrorflow.copy.plan import PartitionWork, cap, pack
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
-from mirrorflow.kafka.admin import list_topics, probe
+from mirrorflow.kafka.admin import earliest_and_stable, list_topics, probe
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
 from mirrorflow.topology.model import TopicSelector
@@ -254,7 +254,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
     if moved:
         raise MirrorflowError(f"link {link.link_id} was switched from {link.target} to {', '.join(sorted(moved))}; "
                               f"this run still aims at {link.target} (stale effective target): nothing copied")
-    lows, ends = _source_offsets(source, tps, timeout)
+    lows, ends = earliest_and_stable(source, tps, timeout)
 
     for tp in tps:
         key = (tp.topic, tp.partition)
@@ -313,22 +313,6 @@ def read_checkpoints(target: ClusterClient, link_id: str, tps: list[TopicPartiti
     return out
 
 
-def _source_offsets(source: ClusterClient, tps: list[TopicPartition], timeout: float
-                    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
-    """Earliest offsets and last stable offsets (the end a read_committed reader can reach) of ``tps``."""
-    admin_client = AdminClient(source.admin())
-    out = []
-    for spec, isolation in ((OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
-                            (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)):
-        try:
-            futures = admin_client.list_offsets({tp: spec for tp in tps}, isolation_level=isolation,
-                                                request_timeout=timeout)
-            out.append({(tp.topic, tp.partition): f.result(timeout=timeout + 5).offset for tp, f in futures.items()})
-        except KafkaException as exc:
-            raise KafkaOperationError(source.name, "list offsets", exc.args[0]) from exc
-    return out[0], out[1]
-
-
 def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
     """Plan every link of the spec; a link whose clusters fail is reported, the others still planned."""
     selector = TopicSelector(spec.topics)
@@ -345,9 +329,6 @@ def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
 
 
 # --------------------------------------------------------------------------- copying (executors)
-
-
-_UNREACHABLE_CODES = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
 
 
 def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[PartitionTask]) -> Iterator[dict[str, Any]]:
@@ -374,7 +355,7 @@ def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[Partit
             log.exception("%s %s[%d]: copier failed", task.link_id, task.topic, task.partition)
             result = PartitionResult(task.link_id, task.source, task.target, task.topic, task.partition,
                                      end_offset=task.end_offset, error=f"{type(exc).__name__}: {exc}")
-        if result.error_code in _UNREACHABLE_CODES:
+        if result.error_code in UNREACHABLE_CODES:
             for name in (task.target, task.source):
                 try:
                     probe(clients[name], timeout=5.0)

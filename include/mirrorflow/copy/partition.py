@@ -45,6 +45,9 @@ from mirrorflow.topology.model import INTERNAL_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
 
+#: errors meaning a cluster is not answering at all
+UNREACHABLE_CODES = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT})
+
 _FENCED_CODES = {
     KafkaError._FENCED,
     KafkaError.PRODUCER_FENCED,
@@ -309,12 +312,23 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
 
     def commit(next_offset: int) -> None:
         nonlocal batch, in_txn, txn_started
-        producer.flush(op_timeout)
+        unacknowledged = producer.flush(op_timeout)
         if batch.first_error is not None:
             raise _Abort()
-        producer.send_offsets_to_transaction([TopicPartition(task.topic, task.partition, next_offset)],
-                                             group_meta, op_timeout)
-        producer.commit_transaction(op_timeout)
+        if unacknowledged:
+            # The target stopped answering: fail now instead of spending another
+            # timeout on each transactional call that would follow.
+            raise _TargetSilent(KafkaError(KafkaError._TIMED_OUT,
+                                           f"{unacknowledged} copies not acknowledged by target {task.target} "
+                                           f"within {op_timeout:.0f}s"))
+        try:
+            producer.send_offsets_to_transaction([TopicPartition(task.topic, task.partition, next_offset)],
+                                                 group_meta, op_timeout)
+            producer.commit_transaction(op_timeout)
+        except KafkaException as exc:
+            if exc.args[0].code() in UNREACHABLE_CODES:
+                raise _TargetSilent(exc.args[0]) from exc
+            raise
         result.transactions += 1
         result.next_offset = next_offset
         result.checksum = crc
@@ -407,12 +421,21 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
         _fold(result, pending)
         result.error = exc.reason
         result.error_offset = exc.offset
+    except _TargetSilent:
+        # An abort would only time out as well. The open transaction is aborted by the
+        # target's coordinator (transaction.timeout.ms) or fenced by the next attempt's
+        # init_transactions with the same transactional.id; either way nothing of it shows.
+        raise
     except KafkaException:
         try:
             producer.abort_transaction(op_timeout)
         except KafkaException:
             pass  # fenced or fatal: the next attempt's init_transactions cleans up
         raise
+
+
+class _TargetSilent(KafkaException):
+    """The target did not answer a transactional step in time."""
 
 
 class _ProduceRejected(Exception):

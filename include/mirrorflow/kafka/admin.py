@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError
 from mirrorflow.kafka.config import ClusterClient
@@ -71,3 +71,19 @@ def watermarks(client: ClusterClient, topic: str, partitions: int, timeout: floa
         return result
     finally:
         consumer.close()
+
+
+def earliest_and_stable(source: ClusterClient, tps: list[TopicPartition], timeout: float = 30.0
+                        ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """Earliest offsets and last stable offsets (the end a read_committed reader can reach) of ``tps``."""
+    admin_client = _admin(source)  # referenced until its futures are done
+    out = []
+    for spec, isolation in ((OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
+                            (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)):
+        try:
+            futures = admin_client.list_offsets({tp: spec for tp in tps}, isolation_level=isolation,
+                                                request_timeout=timeout)
+            out.append({(tp.topic, tp.partition): f.result(timeout=timeout + 5).offset for tp, f in futures.items()})
+        except KafkaException as exc:
+            raise KafkaOperationError(source.name, "list offsets", exc.args[0]) from exc
+    return out[0], out[1]

@@ -42,6 +42,8 @@ from mirrorflow.errors import TopologyError, UnknownClusterError, UnknownLinkErr
 from mirrorflow.secrets import is_secret_config
 from mirrorflow.topology import tree as _tree
 from mirrorflow.topology.base import Model
+from mirrorflow.topology.lag import LagConfig
+from mirrorflow.topology.offsets import OffsetsConfig
 from mirrorflow.topology.replication import LinkSettings, ReplicationConfig
 from mirrorflow.topology.tree import Distributor
 
@@ -229,6 +231,10 @@ class Topology(_Model):
     topics: list[Annotated[str, Field(strict=True)]] = Field(min_length=1)
     #: Schedules, windows, throttles and per-run limits (all optional; see replication.py).
     replication: ReplicationConfig = Field(default_factory=ReplicationConfig)
+    #: Which consumer groups travel, and how precisely (see offsets.py).
+    offsets: OffsetsConfig = Field(default_factory=OffsetsConfig)
+    #: Lag service levels for mirror_lag_monitor (see lag.py).
+    lag: LagConfig = Field(default_factory=LagConfig)
 
     _patterns: tuple[re.Pattern[str], ...] = PrivateAttr(default=())
     _leaves: tuple[str, ...] = PrivateAttr(default=())
@@ -299,6 +305,9 @@ class Topology(_Model):
                     hint = f"; did you mean {close[0]!r}?" if close else ""
                     problems.append((f"replication.links.{link_id}",
                                      f"unknown link id{hint} (links: {', '.join(links)})"))
+            for link_id in self.lag.links:
+                if link_id not in links:
+                    problems.append((f"lag.links.{link_id}", f"unknown link id (links: {', '.join(links)})"))
         if problems:
             raise TopologyError(problems)
         self._patterns = tuple(patterns)
@@ -368,11 +377,12 @@ class Topology(_Model):
         for cluster in data["clusters"].values():
             if not cluster.get("config"):
                 cluster.pop("config", None)
-        replication = self.replication.model_dump(mode="python", exclude_defaults=True)
-        if replication:
-            data["replication"] = replication
-        else:
-            data.pop("replication", None)
+        for section in ("replication", "offsets", "lag"):
+            settings = getattr(self, section).model_dump(mode="python", exclude_defaults=True)
+            if settings:
+                data[section] = settings
+            else:
+                data.pop(section, None)
         return data
 
     def to_yaml(self) -> str:

@@ -1,0 +1,165 @@
+"""Consumer groups on one cluster: who is active, what they committed, and committing for them.
+
+Committed offsets are read with a consumer's ``committed()`` (one OffsetFetch),
+not ``AdminClient.list_consumer_group_offsets``, which crashes librdkafka 2.16
+when the coordinator answers with an error (see ``copy.job.read_checkpoints``).
+Offsets are committed by a consumer that never joins the group: the broker
+accepts such a commit only while the group has no members, which is exactly
+the rule (never alter an active group), enforced by Kafka itself as well as
+checked here first.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirrorflow.copy.partition import RETRIABLE_COORDINATOR
+from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
+from mirrorflow.kafka.config import ClusterClient
+
+#: Commit metadata mirrorflow writes, so the next commit knows where it left the group.
+CUT_MARK = "mirrorflow:cut"
+
+_pause = threading.Event()  # never set: .wait(t) is a back-off between retries
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    group: str
+    state: str
+    members: int
+
+    @property
+    def active(self) -> bool:
+        return self.members > 0
+
+
+class GroupActiveError(MirrorflowError):
+    """A group has members where mirrorflow was asked to change it."""
+
+    def __init__(self, cluster: str, group: str, members: int) -> None:
+        self.cluster, self.group, self.members = cluster, group, members
+        super().__init__(f"consumer group {group} has {members} active member(s) on {cluster}; "
+                         f"stop its consumers there first")
+
+
+def describe_groups(client: ClusterClient, selects: Callable[[str], bool], timeout: float = 30.0
+                    ) -> dict[str, GroupInfo]:
+    """The selected groups known to the cluster, with their state and member count."""
+    admin = AdminClient(client.admin())  # referenced until the futures are done
+    try:
+        listing = admin.list_consumer_groups(request_timeout=timeout).result(timeout=timeout + 5)
+    except KafkaException as exc:
+        raise ClusterUnreachable(client.name, client.bootstrap, str(exc.args[0])) from exc
+    except Exception as exc:  # concurrent.futures.TimeoutError
+        raise ClusterUnreachable(client.name, client.bootstrap, f"{type(exc).__name__}: {exc}") from exc
+    names = sorted(g.group_id for g in listing.valid if selects(g.group_id))
+    return describe(client, names, timeout, admin=admin)
+
+
+def describe(client: ClusterClient, groups: Iterable[str], timeout: float = 30.0,
+             admin: AdminClient | None = None) -> dict[str, GroupInfo]:
+    """State and member count of ``groups`` (a group unknown to the cluster is reported as ``DEAD``, 0 members)."""
+    names = list(groups)
+    if not names:
+        return {}
+    admin = admin or AdminClient(client.admin())
+    out: dict[str, GroupInfo] = {}
+    deadline = time.monotonic() + timeout
+    pending = names
+    while pending:
+        futures = admin.describe_consumer_groups(pending, request_timeout=timeout)
+        retry = []
+        for name, future in futures.items():
+            try:
+                desc = future.result(timeout=timeout + 5)
+                out[name] = GroupInfo(name, desc.state.name, len(desc.members))
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.code() in RETRIABLE_COORDINATOR and time.monotonic() < deadline:
+                    retry.append(name)
+                else:
+                    raise KafkaOperationError(client.name, f"describe consumer group {name}", err) from exc
+        pending = retry
+        if pending:
+            _pause.wait(0.3)
+    return out
+
+
+def committed(client: ClusterClient, group: str, tps: list[TopicPartition], timeout: float = 30.0
+              ) -> dict[tuple[str, int], tuple[int, str]]:
+    """``(topic, partition) -> (offset, metadata)`` for the partitions where ``group`` has committed."""
+    if not tps:
+        return {}
+    consumer = Consumer(client.consumer(group))
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                answer = consumer.committed(list(tps), timeout=timeout)
+                break
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.code() not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
+                    raise KafkaOperationError(client.name, f"read offsets of group {group}", err) from exc
+                _pause.wait(0.2)
+    finally:
+        consumer.close()
+    out = {}
+    for tp in answer:
+        if tp.error is not None:
+            raise KafkaOperationError(client.name, f"read offset of group {group} for {tp.topic}[{tp.partition}]",
+                                      tp.error)
+        if tp.offset >= 0:
+            out[(tp.topic, tp.partition)] = (tp.offset, tp.metadata or "")
+    return out
+
+
+def commit(client: ClusterClient, group: str, offsets: Mapping[tuple[str, int], tuple[int, str]],
+           timeout: float = 30.0) -> None:
+    """Commit ``offsets`` for ``group``, which must have no members on this cluster."""
+    if not offsets:
+        return
+    [info] = describe(client, [group], timeout).values()
+    if info.active:
+        raise GroupActiveError(client.name, group, info.members)
+    consumer = Consumer(client.consumer(group))
+    deadline = time.monotonic() + timeout
+    try:
+        tps = [TopicPartition(t, p, off, metadata=meta) for (t, p), (off, meta) in sorted(offsets.items())]
+        while True:
+            try:
+                answer = consumer.commit(offsets=tps, asynchronous=False)
+                break
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.code() not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
+                    raise KafkaOperationError(client.name, f"commit offsets of group {group}", err) from exc
+                _pause.wait(0.2)
+        for tp in answer or []:
+            if tp.error is not None:
+                raise KafkaOperationError(client.name, f"commit offset of group {group} for {tp.topic}[{tp.partition}]",
+                                          tp.error)
+    finally:
+        consumer.close()
+
+
+def cut_metadata(owner: str, owner_offset: int) -> str:
+    return f"{CUT_MARK} owner={owner} offset={owner_offset}"
+
+
+def parse_cut_metadata(metadata: str) -> tuple[str, int] | None:
+    """(owner, owner offset) of a commit mirrorflow made, else ``None``."""
+    if not metadata.startswith(CUT_MARK):
+        return None
+    try:
+        fields = dict(part.split("=", 1) for part in metadata[len(CUT_MARK):].split())
+        return fields["owner"], int(fields["offset"])
+    except (KeyError, ValueError):
+        return None

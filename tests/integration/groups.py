@@ -1,0 +1,81 @@
+"""Real consumer groups for offset tests: consume and commit a known prefix, read on from a committed position."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.integration.kafka_io import stable_end_offsets
+
+
+def consume_and_commit(bootstrap: str, topic: str, group: str, count: int, timeout: float = 60.0) -> list[str]:
+    """Join ``group``, consume exactly ``count`` messages, commit them, leave. Returns their values.
+
+    Messages fetched beyond ``count`` are not committed: they count as not consumed.
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe([topic])
+    taken: list[str] = []
+    nexts: dict[int, int] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(taken) < count:
+            assert time.monotonic() < deadline, f"{group}: consumed only {len(taken)} of {count} on {bootstrap}"
+            for msg in consumer.consume(num_messages=count - len(taken), timeout=1.0):
+                if msg.error():
+                    continue
+                taken.append(msg.value().decode())
+                nexts[msg.partition()] = msg.offset() + 1
+        # every assigned partition gets a commit (0 where nothing was taken), so the test knows where each stands
+        assigned = {tp.partition for tp in consumer.assignment()} | set(nexts)
+        consumer.commit(offsets=[TopicPartition(topic, p, nexts.get(p, 0)) for p in sorted(assigned)],
+                        asynchronous=False)
+    finally:
+        consumer.close()  # leaves the group: no members remain
+    return taken
+
+
+def read_from_committed(bootstrap: str, topic: str, group: str, partitions: int, timeout: float = 60.0
+                        ) -> list[str]:
+    """What ``group`` would read on this cluster from its committed offsets up to the stable end.
+
+    A partition without a committed offset is an error: the test must know where the group stands.
+    """
+    ends = stable_end_offsets(bootstrap, topic, partitions)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "enable.partition.eof": True,
+                         "auto.offset.reset": "error"})
+    try:
+        positions = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        missing = [tp.partition for tp in positions if tp.offset < 0]
+        assert not missing, f"{group} has no committed offset on {bootstrap} for {topic} partitions {missing}"
+        todo = {tp.partition for tp in positions if tp.offset < ends[tp.partition]}
+        consumer.assign(positions)
+        values: list[str] = []
+        deadline = time.monotonic() + timeout
+        while todo:
+            assert time.monotonic() < deadline, f"{group}: reading {topic} on {bootstrap} stalled"
+            for msg in consumer.consume(500, timeout=0.5):
+                p = msg.partition()
+                if msg.error():
+                    if msg.offset() >= ends[p]:
+                        todo.discard(p)
+                    continue
+                if msg.offset() < ends[p]:
+                    values.append(msg.value().decode())
+                if msg.offset() + 1 >= ends[p]:
+                    todo.discard(p)
+        return values
+    finally:
+        consumer.close()
+
+
+def committed_offsets(bootstrap: str, topic: str, group: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        return [tp.offset for tp in consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                                         timeout=30)]
+    finally:
+        consumer.close()

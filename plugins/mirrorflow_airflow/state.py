@@ -34,3 +34,28 @@ def set_link_target(link_id: str, target: str, default_target: str) -> dict[str,
     Variable.set(TARGETS_VARIABLE, json.dumps(targets, sort_keys=True),
                  description="mirrorflow: effective targets of switched links (written by mirror_switch_target)")
     return targets
+
+
+# --------------------------------------------------------------------------- consumer group owners
+
+OWNERS_VARIABLE = "mirrorflow_group_owners"
+
+
+def group_owners() -> dict[str, str]:
+    """Which cluster each distributed consumer group runs on (Variable ``mirrorflow_group_owners``).
+
+    ``mirror_offsets`` records the cluster where a group has members; a
+    failover records its target. A group idle everywhere keeps its last owner,
+    whose committed offsets stay the truth the other clusters follow.
+    """
+    raw = Variable.get(OWNERS_VARIABLE, default=None)
+    if not raw:
+        return {}
+    data = json.loads(raw) if isinstance(raw, str) else raw
+    return {str(k): str(v) for k, v in dict(data).items()}
+
+
+def set_group_owners(owners: dict[str, str]) -> None:
+    Variable.set(OWNERS_VARIABLE, json.dumps(dict(sorted(owners.items()))),
+                 description="mirrorflow: cluster each consumer group runs on (written by mirror_offsets and "
+                             "mirror_failover_consumer_group)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable
 
@@ -10,11 +11,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.errors import KafkaOperationError
-from mirrorflow.kafka.admin import earliest_and_stable
+from mirrorflow.kafka.admin import earliest_and_stable, list_topics
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.offsets.position import OFFSETS_TOPIC, Position
 
 log = logging.getLogger(__name__)
+_pause = threading.Event()  # never set: .wait(t) is a back-off between retries
 
 #: Compacted: each cluster keeps the latest record of every (owner, group, topic, partition).
 TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}
@@ -39,7 +41,7 @@ def ensure_topic(client: ClusterClient, timeout: float = 30.0) -> bool:
         topic = admin.list_topics(OFFSETS_TOPIC, timeout=timeout).topics.get(OFFSETS_TOPIC)
         if topic is not None and topic.error is None and topic.partitions and topic.partitions[0].leader >= 0:
             break
-        time.sleep(0.2)  # noqa: metadata propagation has no event to wait on
+        _pause.wait(0.2)  # back-off while the new partition gets its leader
     return True
 
 
@@ -70,6 +72,8 @@ def read_positions(client: ClusterClient, timeout: float = 30.0) -> dict[bytes, 
     Records mirrorflow cannot parse are skipped with a warning naming their
     offset, never guessed at.
     """
+    if OFFSETS_TOPIC not in list_topics(client, timeout):
+        return {}  # nothing published or distributed to this cluster yet
     tp = TopicPartition(OFFSETS_TOPIC, 0)
     lows, ends = earliest_and_stable(client, [tp], timeout)
     low, end = lows[(OFFSETS_TOPIC, 0)], ends[(OFFSETS_TOPIC, 0)]

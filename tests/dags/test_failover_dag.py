@@ -1,0 +1,206 @@
+"""mirror_failover_consumer_group and mirror_offsets under dag.test(), with real groups on real clusters.
+
+Counts are asserted: what the group reads on the new cluster after the DAG,
+against what it consumed on the old one.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+
+import pytest
+from confluent_kafka import Consumer
+
+from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.offsets.position import OFFSETS_TOPIC
+from mirrorflow_airflow.factories.failover import build_failover_dag
+from mirrorflow_airflow.factories.offsets import build_offsets_dag
+from mirrorflow_airflow.state import OWNERS_VARIABLE
+from tests.dags.test_level_dags import xcom
+from tests.integration.groups import committed_offsets, consume_and_commit, read_from_committed
+from tests.integration.mirroring import FOUR, Traffic, clients, converge, topic_everywhere, topology, traffic
+
+pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
+
+
+@pytest.fixture
+def as_current(tmp_path, monkeypatch):
+    """Make a test topology the one MIRROR_TOPOLOGY names (sensors and triggers load it from there)."""
+    def use(topo):
+        path = tmp_path / "topology.yaml"
+        path.write_text(topo.to_yaml())
+        monkeypatch.setenv("MIRROR_TOPOLOGY", str(path))
+        return topo
+    return use
+
+
+@pytest.fixture
+def owners(airflow_home):
+    from airflow.models import Variable
+
+    yield lambda: json.loads(Variable.get(OWNERS_VARIABLE, default_var="{}"))
+    Variable.delete(OWNERS_VARIABLE)
+
+
+def _conf(**kw):
+    conf = {"groups": [], "from_cluster": "c1", "to_cluster": "c4", "mode": "planned", "precision": "exact",
+            "dry_run": False, "force": False}
+    conf.update(kw)
+    return conf
+
+
+class Member:
+    """A live member of a group (subscribed and polling) until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                                   "auto.offset.reset": "latest"})
+        self._consumer.subscribe([topic])
+        self._stop = threading.Event()
+        self.assigned = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._consumer.poll(0.2)
+            if self._consumer.assignment():
+                self.assigned.set()
+        self._consumer.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def test_planned_exact_failover_two_hops_skips_nothing_and_replays_nothing(kafka_clusters, make_topic, as_current,
+                                                                          owners):
+    topic = topic_everywhere(make_topic)
+    topo = as_current(topology(kafka_clusters, FOUR, [topic]))
+    settings = clients(kafka_clusters, topo)
+    expected = traffic(kafka_clusters, "c1", topic, 300)
+    converge(topo, settings)
+    expected += traffic(kafka_clusters, "c1", topic, 100, start=300)  # not on c4 yet
+    done = consume_and_commit(kafka_clusters["c1"].bootstrap, topic, "fo-planned", 350)
+    dag = build_failover_dag(topo)
+
+    dry = dag.test(run_conf=_conf(groups=["fo-planned"], dry_run=True))
+    assert dry.state == "success"
+    assert committed_offsets(kafka_clusters["c4"].bootstrap, topic, "fo-planned", 2) == [-1001, -1001]
+    assert xcom(dry, "switch")["dry_run"] is True
+
+    # the wait must hold the switch until c4 holds what the group consumed: mirror meanwhile
+    mirrored = threading.Thread(target=converge, args=(topo, settings))
+    mirrored.start()
+    run = dag.test(run_conf=_conf(groups=["fo-planned"], dry_run=False))
+    mirrored.join(300)
+    assert run.state == "success"
+    rows = xcom(run, "switch")["plan"]["rows"]
+    assert [r["expected_replay"] for r in rows] == [0, 0]
+    assert xcom(run, "verify")["verified"] is True
+
+    rest = read_from_committed(kafka_clusters["c4"].bootstrap, topic, "fo-planned", 2)
+    assert Counter(done) + Counter(rest) == Counter(expected), "skipped or replayed on c4"
+    assert owners()["fo-planned"] == "c4"
+
+
+def test_refuses_a_group_with_members_on_the_source_or_the_target(kafka_clusters, make_topic, as_current, owners):
+    topic = topic_everywhere(make_topic)
+    topo = as_current(topology(kafka_clusters, FOUR, [topic]))
+    traffic(kafka_clusters, "c1", topic, 50)
+    converge(topo, clients(kafka_clusters, topo))
+    consume_and_commit(kafka_clusters["c1"].bootstrap, topic, "fo-busy", 20)
+    dag = build_failover_dag(topo)
+
+    for where in ("c1", "c4"):
+        member = Member(kafka_clusters[where].bootstrap, topic, "fo-busy")
+        try:
+            deadline = time.monotonic() + 60
+            while not member.assigned.is_set():
+                assert time.monotonic() < deadline, f"the member never joined on {where}"
+                member.assigned.wait(0.2)
+            run = dag.test(run_conf=_conf(groups=["fo-busy"]))
+        finally:
+            member.stop()
+        assert run.state == "failed", f"a member on {where} must stop the failover"
+        assert committed_offsets(kafka_clusters["c4"].bootstrap, topic, "fo-busy", 2) == [-1001, -1001]
+        assert "fo-busy" not in owners()
+
+
+def test_active_active_exact_failover_to_the_sibling_skips_nothing(kafka_clusters, make_topic, as_current, owners):
+    topic = topic_everywhere(make_topic)
+    topo = as_current(topology(kafka_clusters, FOUR, [topic]))
+    settings = clients(kafka_clusters, topo)
+    with Traffic(kafka_clusters, topic, ["c1", "c3"]) as flowing:  # written on c1 and c3 at once
+        flowing.wait_for(200)
+        converge(topo, settings)
+        done = consume_and_commit(kafka_clusters["c1"].bootstrap, topic, "fo-aa", 150)
+        expected = flowing.stop()
+    converge(topo, settings)
+    run = build_failover_dag(topo).test(run_conf=_conf(groups=["fo-a.*"], to_cluster="c2"))
+    assert run.state == "success"
+    rest = read_from_committed(kafka_clusters["c2"].bootstrap, topic, "fo-aa", 2)
+    skipped = set(expected) - set(done) - set(rest)
+    assert not skipped, f"{len(skipped)} messages skipped, e.g. {sorted(skipped)[:3]}"
+    replayed = len(set(done) & set(rest))
+    assert replayed == sum(r["expected_replay"] for r in xcom(run, "switch")["plan"]["rows"])
+
+
+def test_mirror_offsets_positions_idle_clusters_and_is_idempotent(kafka_clusters, make_topic, as_current, owners):
+    topic = topic_everywhere(make_topic)
+    topo = as_current(topology(kafka_clusters, FOUR, [topic]))
+    expected = traffic(kafka_clusters, "c1", topic, 120)
+    converge(topo, clients(kafka_clusters, topo))
+    done = consume_and_commit(kafka_clusters["c1"].bootstrap, topic, "mo-group", 70)
+    member = Member(kafka_clusters["c1"].bootstrap, topic, "mo-group")  # runs on c1, no new commits
+    try:
+        deadline = time.monotonic() + 60
+        while not member.assigned.is_set():
+            assert time.monotonic() < deadline
+            member.assigned.wait(0.2)
+        dag = build_offsets_dag(topo)
+        first = dag.test()
+        assert first.state == "success"
+        assert owners()["mo-group"] == "c1"
+        assert xcom(first, "commit")["committed"]["c4"] == 2
+        second = dag.test()
+        assert second.state == "success"
+        assert xcom(second, "commit")["committed"] == {"c1": 0, "c2": 0, "c3": 0, "c4": 0}
+    finally:
+        member.stop()
+    for cluster in ("c2", "c3", "c4"):
+        rest = read_from_committed(kafka_clusters[cluster].bootstrap, topic, "mo-group", 2)
+        assert Counter(done) + Counter(rest) == Counter(expected), cluster
+
+
+def test_emergency_failover_with_the_source_killed(kafka_clusters, make_topic, as_current, owners):
+    topic = topic_everywhere(make_topic)
+    topo = as_current(topology(kafka_clusters, FOUR, [topic]))
+    expected = traffic(kafka_clusters, "c1", topic, 200)
+    converge(topo, clients(kafka_clusters, topo))
+    done = consume_and_commit(kafka_clusters["c1"].bootstrap, topic, "fo-emergency", 90)
+    from airflow.models import Variable
+
+    Variable.set(OWNERS_VARIABLE, json.dumps({"fo-emergency": "c1"}))
+    assert build_offsets_dag(topo).test().state == "success"
+    published = time.time()
+    c1 = kafka_clusters["c1"]
+    c1.kill()
+    try:
+        run = build_failover_dag(topo).test(run_conf=_conf(groups=["fo-emergency"], mode="emergency"))
+        observed = time.time() - published
+        assert run.state == "success"
+        reported = xcom(run, "switch")["oldest_position_s"]
+        ran_for = time.time() - published
+        assert observed - 60 <= reported <= ran_for + 1, (reported, observed)
+    finally:
+        if not c1.is_running():
+            c1.start()
+    rest = read_from_committed(kafka_clusters["c4"].bootstrap, topic, "fo-emergency", 2)
+    assert Counter(done) + Counter(rest) == Counter(expected)
+    assert owners()["fo-emergency"] == "c4"
+    assert ClusterClient  # noqa: the import documents what the DAG resolves clusters to
+    assert OFFSETS_TOPIC

@@ -25,6 +25,28 @@ java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9][0-9]*\).*/\1/p' |
 
 command -v mvn >/dev/null 2>&1 || die "Maven is required to fetch Apache Kafka from Maven Central (not found on PATH). On Debian: apt-get install maven"
 
+# --- Chromium (the UI tests drive it headless) ------------------------------
+# Debian's chromium, driven by Playwright (its own browser download is not used).
+chromium=${MIRRORFLOW_CHROMIUM:-/usr/bin/chromium}
+if [ -x "$chromium" ]; then
+  say "Chromium is installed: $("$chromium" --version 2>/dev/null | head -n1)"
+else
+  command -v apt-get >/dev/null 2>&1 || die "Chromium is required for the UI tests ($chromium not found) and there is no apt-get here: install Chromium and set MIRRORFLOW_CHROMIUM to its executable"
+  if [ "$(id -u)" -eq 0 ]; then
+    as_root=()
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    as_root=(sudo -n)
+  else
+    die "Chromium is required for the UI tests ($chromium not found); installing it needs root. Run: sudo apt-get update && sudo apt-get install -y --no-install-recommends chromium chromium-driver"
+  fi
+  say "Installing Chromium for the UI tests (apt-get: chromium, chromium-driver)"
+  "${as_root[@]}" apt-get update -qq || die "apt-get update failed; Chromium (chromium, chromium-driver) is needed for the UI tests"
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null ||
+    die "apt-get install chromium chromium-driver failed; Chromium is needed for the UI tests"
+  [ -x "$chromium" ] || die "Chromium was installed but $chromium is still missing; set MIRRORFLOW_CHROMIUM to its executable"
+  say "Chromium is installed: $("$chromium" --version 2>/dev/null | head -n1)"
+fi
+
 # --- virtualenv ------------------------------------------------------------
 stamp_src=$(cat requirements.txt requirements-dev.txt constraints.txt pyproject.toml | sha256sum | cut -c1-16)
 stamp=.venv/.mirrorflow-stamp

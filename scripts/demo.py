@@ -101,6 +101,9 @@ def airflow_env() -> dict[str, str]:
         "AIRFLOW__API__PORT": str(UI_PORT),
         # Task processes report to the API server: follow the port we chose.
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{UI_PORT}/execution/",
+        # A busy two-core machine can stall the API server for tens of seconds; the default 5 s
+        # makes task processes give up and die (seen in the browser test). Airflow's docs say raise it.
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": os.environ.get("AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT", "60"),
         "MIRROR_TOPOLOGY": str(TOPOLOGY),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,

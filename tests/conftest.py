@@ -44,4 +44,6 @@ pytest_plugins = [
     "tests.fixtures.kafka",
     "tests.fixtures.airflow",
     "tests.fixtures.spark",
+    "tests.fixtures.standalone",
+    "tests.fixtures.browser",
 ]

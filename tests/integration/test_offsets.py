@@ -9,18 +9,15 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pytest
-
 from mirrorflow.copy.links import effective_links
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.offsets.distribute import distribute
 from mirrorflow.offsets.failover import missing_on_target, distributed_positions, plan_failover
 from mirrorflow.offsets.groups import describe
-from mirrorflow.offsets.sync import commit_positions, publish_owned
+from mirrorflow.offsets.sync import apply_commits, commit_positions, publish_owned
 from mirrorflow.offsets.topic import ensure_topic
 from tests.integration.groups import consume_and_commit, read_from_committed
 from tests.integration.mirroring import FOUR, clients, converge, topic_everywhere, topology, traffic
-
 
 
 def _clients(kafka_clusters, topo):
@@ -103,7 +100,6 @@ def test_exact_active_active_never_skips_and_predicts_its_replay(kafka_clusters,
         assert missing_on_target(cc[target], positions) == {}
         plan = plan_failover(cc[target], positions, source="c1", mode="planned", precision="exact", margin_s=60,
                              groups=["g-aa"])
-        from mirrorflow.offsets.sync import apply_commits
         apply_commits(cc[target], plan.commit_rows())
         rest = read_from_committed(kafka_clusters[target].bootstrap, topic, "g-aa", 2)
         assert not set(expected) - set(done) - set(rest), f"{target}: skipped messages"

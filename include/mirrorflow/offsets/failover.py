@@ -13,7 +13,7 @@ lands a margin before the last consumed message.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from confluent_kafka import TopicPartition

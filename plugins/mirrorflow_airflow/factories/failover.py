@@ -27,7 +27,7 @@ import logging
 from typing import Any
 
 from airflow.sdk import DAG, Param, task
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from mirrorflow.audit import audit
 from mirrorflow.copy.links import effective_links
@@ -218,20 +218,26 @@ def build_failover_dag(topology: Topology) -> DAG:
         },
     ) as dag:
 
-        @task(retries=0)
+        @task
         def preflight_(params: dict | None = None) -> dict:
-            """The request checked: groups resolved, refusals with the reason."""
-            return preflight(topology, params)
+            """The request checked: groups resolved, refusals with the reason (a refusal is not retried)."""
+            try:
+                return preflight(topology, params)
+            except FailoverRefused as exc:
+                raise AirflowFailException(f"failover refused, nothing changed: {exc}") from exc
 
         @task
         def publish_final_(plan: dict) -> dict:
             """Planned: the final positions, published and carried to every cluster."""
             return publish_final(topology, plan)
 
-        @task(retries=0)
+        @task
         def switch_(plan: dict, published: dict) -> dict:
-            """The per-partition table, and the commit on the target."""
-            return switch(topology, plan)
+            """The per-partition table, and the commit on the target (a retry recomputes it: idempotent)."""
+            try:
+                return switch(topology, plan)
+            except FailoverRefused as exc:
+                raise AirflowFailException(f"failover refused, nothing changed: {exc}") from exc
 
         @task
         def verify_(summary: dict) -> dict:

@@ -7,7 +7,6 @@ timestamp rule's bound: nothing skipped, replay within the margin.
 
 from __future__ import annotations
 
-
 from mirrorflow.copy.links import effective_links
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.offsets.distribute import distribute

@@ -83,7 +83,7 @@ class Member:
         self._thread.join(30)
 
 
-def test_planned_exact_failover_two_hops_skips_nothing_and_replays_nothing(kafka_clusters, make_topic, as_current,
+def test_planned_exact_failover_two_hops_and_back_skips_nothing_and_replays_nothing(kafka_clusters, make_topic, as_current,
                                                                           owners):
     topic = topic_everywhere(make_topic)
     topo = as_current(topology(kafka_clusters, FOUR, [topic]))
@@ -112,6 +112,14 @@ def test_planned_exact_failover_two_hops_skips_nothing_and_replays_nothing(kafka
     rest = read_from_committed(kafka_clusters["c4"].bootstrap, topic, "fo-planned", 2)
     assert Counter(done) + Counter(rest) == Counter(expected), "skipped or replayed on c4"
     assert owners()["fo-planned"] == "c4"
+
+    # failback: the same DAG the other way round, after the group consumed a little more on c4
+    done += consume_and_commit(kafka_clusters["c4"].bootstrap, topic, "fo-planned", 20)
+    back = dag.test(run_conf=_conf(groups=["fo-planned"], from_cluster="c4", to_cluster="c1"))
+    assert back.state == "success"
+    rest = read_from_committed(kafka_clusters["c1"].bootstrap, topic, "fo-planned", 2)
+    assert Counter(done) + Counter(rest) == Counter(expected), "skipped or replayed on c1 after the failback"
+    assert owners()["fo-planned"] == "c1"
 
 
 def test_refuses_a_group_with_members_on_the_source_or_the_target(kafka_clusters, make_topic, as_current, owners):

@@ -28,10 +28,11 @@ def consume_and_commit(bootstrap: str, topic: str, group: str, count: int, timeo
                     continue
                 taken.append(msg.value().decode())
                 nexts[msg.partition()] = msg.offset() + 1
-        # every assigned partition gets a commit (0 where nothing was taken), so the test knows where each stands
-        assigned = {tp.partition for tp in consumer.assignment()} | set(nexts)
-        consumer.commit(offsets=[TopicPartition(topic, p, nexts.get(p, 0)) for p in sorted(assigned)],
-                        asynchronous=False)
+        # a partition with nothing taken and no commit yet gets offset 0, so the test knows where each stands
+        never = [tp.partition for tp in consumer.committed(consumer.assignment(), timeout=30)
+                 if tp.offset < 0 and tp.partition not in nexts]
+        nexts.update({p: 0 for p in never})
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in sorted(nexts.items())], asynchronous=False)
     finally:
         consumer.close()  # leaves the group: no members remain
     return taken

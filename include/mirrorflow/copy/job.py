@@ -30,20 +30,19 @@ import functools
 import json
 import logging
 import os
-import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit
-from mirrorflow.copy.partition import (RETRIABLE_COORDINATOR, SWITCHED_MARK, UNREACHABLE_CODES, PartitionResult,
+from mirrorflow.copy.partition import (SWITCHED_MARK, UNREACHABLE_CODES, PartitionResult,
                                        PartitionTask, checkpoint_group, copy_partition)
 from mirrorflow.copy.plan import PartitionWork, cap, pack
-from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
-from mirrorflow.kafka.admin import earliest_and_stable, list_topics, probe
+from mirrorflow.errors import ClusterUnreachable, MirrorflowError
+from mirrorflow.kafka.admin import committed_offsets, earliest_and_stable, list_topics, probe
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
 from mirrorflow.topology.model import TopicSelector
@@ -51,7 +50,6 @@ from mirrorflow.topology.replication import DEFAULT_TXN_RECORDS
 
 log = logging.getLogger(__name__)
 
-_pause = threading.Event()  # never set: .wait(t) is a back-off between retries
 
 #: Environment variable that carries the job spec into ``spark-submit``.
 JOB_ENV = "MIRRORFLOW_JOB"
@@ -283,32 +281,10 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
 
 def read_checkpoints(target: ClusterClient, link_id: str, tps: list[TopicPartition],
                      timeout: float = 30.0) -> dict[tuple[str, int], tuple[int | None, str]]:
-    """``(topic, partition) -> (committed offset or None, metadata)`` of the link's group on the target.
-
-    Read with a consumer's ``committed()`` (one OffsetFetch for all partitions), not
-    ``AdminClient.list_consumer_group_offsets``: librdkafka 2.16 crashes the process
-    (SIGSEGV in ``rd_kafka_cgrp_op``) when an admin client's OffsetFetch answer carries a
-    coordinator error, as it does while a fresh cluster loads ``__consumer_offsets``.
-    """
-    consumer = Consumer(target.consumer(checkpoint_group(link_id)))
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            try:
-                answer = consumer.committed(list(tps), timeout=timeout)
-                break
-            except KafkaException as exc:
-                err = exc.args[0]
-                if not err.retriable() and err.code() not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
-                    raise KafkaOperationError(target.name, f"read checkpoints of link {link_id}", err) from exc
-                _pause.wait(0.2)  # back-off while the group coordinator moves or loads
-    finally:
-        consumer.close()
+    """``(topic, partition) -> (committed offset or None, metadata)`` of the link's group on the target."""
+    answer = committed_offsets(target, checkpoint_group(link_id), tps, f"checkpoints of link {link_id}", timeout)
     out: dict[tuple[str, int], tuple[int | None, str]] = {}
     for tp in answer:
-        if tp.error is not None:
-            raise KafkaOperationError(target.name, f"read checkpoint of link {link_id} for {tp.topic}[{tp.partition}]",
-                                      tp.error)
         out[(tp.topic, tp.partition)] = (tp.offset if tp.offset >= 0 else None, tp.metadata or "")
     return out
 

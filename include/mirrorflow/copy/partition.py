@@ -40,6 +40,7 @@ from confluent_kafka import (
 
 from mirrorflow import copyflags, provenance
 from mirrorflow.copy.throttle import RateLimiter
+from mirrorflow.kafka.admin import RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.topology.model import INTERNAL_TOPIC_PREFIX
 
@@ -230,13 +231,6 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
     return result
 
 
-RETRIABLE_COORDINATOR = {
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError._WAIT_COORD,
-    KafkaError._TIMED_OUT,
-}
 
 
 def _producer(task: PartitionTask, target: ClusterClient) -> Producer:

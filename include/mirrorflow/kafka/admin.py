@@ -8,9 +8,11 @@ says *which* cluster failed at *what*.
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError
@@ -87,3 +89,45 @@ def earliest_and_stable(source: ClusterClient, tps: list[TopicPartition], timeou
         except KafkaException as exc:
             raise KafkaOperationError(source.name, "list offsets", exc.args[0]) from exc
     return out[0], out[1]
+
+
+#: Errors a group coordinator answers while it moves or loads ``__consumer_offsets``: retry.
+RETRIABLE_COORDINATOR = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError._WAIT_COORD,
+    KafkaError._TIMED_OUT,
+}
+
+_pause = threading.Event()  # never set: .wait(t) is a back-off between retries
+
+
+def committed_offsets(client: ClusterClient, group: str, tps: list[TopicPartition], what: str,
+                      timeout: float = 30.0) -> list[TopicPartition]:
+    """The committed offsets (and metadata) of ``group`` for ``tps``; offset < 0 where there is none.
+
+    Read with a consumer's ``committed()`` (one OffsetFetch for all partitions), not
+    ``AdminClient.list_consumer_group_offsets``: librdkafka 2.16 crashes the process
+    (SIGSEGV in ``rd_kafka_cgrp_op``) when an admin client's OffsetFetch answer carries a
+    coordinator error, as it does while a fresh cluster loads ``__consumer_offsets``.
+    Coordinator errors are retried until ``timeout``; ``what`` names the read in errors.
+    """
+    consumer = Consumer(client.consumer(group))
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                answer = consumer.committed(list(tps), timeout=timeout)
+                break
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not err.retriable() and err.code() not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
+                    raise KafkaOperationError(client.name, f"read {what}", err) from exc
+                _pause.wait(0.2)  # back-off while the group coordinator moves or loads
+    finally:
+        consumer.close()
+    for tp in answer:
+        if tp.error is not None:
+            raise KafkaOperationError(client.name, f"read {what} for {tp.topic}[{tp.partition}]", tp.error)
+    return answer

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.copy.partition import RETRIABLE_COORDINATOR
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
+from mirrorflow.kafka.admin import RETRIABLE_COORDINATOR, committed_offsets
 from mirrorflow.kafka.config import ClusterClient
 
 #: Commit metadata mirrorflow writes, so the next commit knows where it left the group.
@@ -97,28 +97,8 @@ def committed(client: ClusterClient, group: str, tps: list[TopicPartition], time
     """``(topic, partition) -> (offset, metadata)`` for the partitions where ``group`` has committed."""
     if not tps:
         return {}
-    consumer = Consumer(client.consumer(group))
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            try:
-                answer = consumer.committed(list(tps), timeout=timeout)
-                break
-            except KafkaException as exc:
-                err = exc.args[0]
-                if err.code() not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
-                    raise KafkaOperationError(client.name, f"read offsets of group {group}", err) from exc
-                _pause.wait(0.2)
-    finally:
-        consumer.close()
-    out = {}
-    for tp in answer:
-        if tp.error is not None:
-            raise KafkaOperationError(client.name, f"read offset of group {group} for {tp.topic}[{tp.partition}]",
-                                      tp.error)
-        if tp.offset >= 0:
-            out[(tp.topic, tp.partition)] = (tp.offset, tp.metadata or "")
-    return out
+    answer = committed_offsets(client, group, tps, f"offsets of group {group}", timeout)
+    return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in answer if tp.offset >= 0}
 
 
 def commit(client: ClusterClient, group: str, offsets: Mapping[tuple[str, int], tuple[int, str]],

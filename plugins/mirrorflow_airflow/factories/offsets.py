@@ -70,16 +70,22 @@ def find_owners(topology: Topology) -> dict[str, Any]:
 def publish_positions(topology: Topology, owners: dict[str, str]) -> dict[str, Any]:
     clients, down = reachable_clients(topology)
     published: dict[str, int] = {}
+    errors: dict[str, str] = {}
     for name, client in clients.items():
-        ensure_topic(client)
         mine = sorted(g for g, owner in owners.items() if owner == name)
-        published[name] = len(publish_owned(client, mine, topology.selects))
+        try:
+            ensure_topic(client)
+            published[name] = len(publish_owned(client, mine, topology.selects))
+        except MirrorflowError as exc:  # one cluster's trouble must not stop the others' positions
+            errors[f"publish on {name}"] = f"publishing positions of {', '.join(mine) or 'no groups'}: {exc}"
+            log.error("%s: %s", name, errors[f"publish on {name}"])
+            continue
         if mine:
             log.info("%s: published %d positions of %d groups (%s)", name, published[name], len(mine),
                      ", ".join(mine))
     for name in sorted(set(owners.values()) & set(down)):
         log.error("%s is unreachable: the positions of its groups are not refreshed this run", name)
-    return {"published": published, "unreachable": down}
+    return {"published": published, "errors": errors, "unreachable": down}
 
 
 def distribute_positions(topology: Topology) -> dict[str, Any]:
@@ -93,17 +99,16 @@ def distribute_positions(topology: Topology) -> dict[str, Any]:
     return {"copied": report.copied, "errors": report.errors, "unreachable": down}
 
 
-def commit_everywhere(topology: Topology, owners: dict[str, str], groups: list[str] | None = None
-                      ) -> dict[str, Any]:
+def commit_everywhere(topology: Topology, owners: dict[str, str]) -> dict[str, Any]:
     clients, down = reachable_clients(topology)
     out: dict[str, Any] = {"committed": {}, "skipped": {}, "errors": {}, "unreachable": down}
     for name, client in clients.items():
         try:
             infos = describe(client, sorted(owners))
             report = commit_positions(client, owners, lambda g, i=infos: g not in i or not i[g].active,
-                                      topology.offsets.precision_for, groups)
+                                      topology.offsets.precision_for)
         except MirrorflowError as exc:
-            out["errors"][name] = str(exc)
+            out["errors"][f"commit on {name}"] = str(exc)
             log.error("%s: %s", name, exc)
             continue
         for row in report.rows:

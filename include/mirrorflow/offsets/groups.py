@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
@@ -82,7 +82,9 @@ def describe(client: ClusterClient, groups: Iterable[str], timeout: float = 30.0
                 out[name] = GroupInfo(name, desc.state.name, len(desc.members))
             except KafkaException as exc:
                 err = exc.args[0]
-                if err.code() in RETRIABLE_COORDINATOR and time.monotonic() < deadline:
+                if err.code() == KafkaError.GROUP_ID_NOT_FOUND:  # never used here (new consumer protocol says so)
+                    out[name] = GroupInfo(name, "DEAD", 0)
+                elif err.code() in RETRIABLE_COORDINATOR and time.monotonic() < deadline:
                     retry.append(name)
                 else:
                     raise KafkaOperationError(client.name, f"describe consumer group {name}", err) from exc

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mirrorflow_airflow.sensors.lag import _LagSensor
+from mirrorflow_airflow.sensors.lag import PollingSensor
 from mirrorflow_airflow.triggers.base import PollingTrigger
 from mirrorflow_airflow.triggers.failover import GroupReplicatedTrigger
 
 
-class GroupReplicatedSensor(_LagSensor):
+class GroupReplicatedSensor(PollingSensor):
     """:param plan: the failover plan from the preflight task (groups, source, target, mode, dry_run)."""
 
     check = GroupReplicatedTrigger.CHECK

@@ -88,3 +88,15 @@ def test_group_patterns_match_whole_names_and_bad_ones_are_refused():
         match_groups([" "], ["x"])
     with pytest.raises(FailoverRefused, match="not a valid regex"):
         match_groups(["("], ["x"])
+
+
+def test_a_failover_plan_survives_its_trip_through_xcom():
+    from mirrorflow.offsets.failover import FailoverPlan, FailoverRow, table
+
+    plan = FailoverPlan("c1", "c4", "planned", "exact", ["g"],
+                        [FailoverRow("g", "t", 0, 5, None, 7, "exact", 2, 1.5, "scanned")], {"g t[0]": ["c1:t:0"]})
+    assert FailoverPlan.from_dict(plan.to_dict()) == plan
+    lines = table(plan).splitlines()
+    assert lines[0].split() == ["group", "topic", "partition", "c1", "position", "c4", "before", "c4", "position",
+                                "precision", "expected", "replay", "position", "age", "s"]
+    assert lines[2].split() == ["g", "t", "0", "5", "-", "7", "exact", "2", "1.5"]

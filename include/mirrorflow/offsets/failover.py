@@ -123,6 +123,12 @@ class FailoverPlan:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "FailoverPlan":
+        """The plan back from :meth:`to_dict` (it travels between tasks as XCom)."""
+        fields = {k: v for k, v in data.items() if k not in ("rows",)}
+        return cls(**fields, rows=[FailoverRow(**row) for row in data.get("rows", [])])
+
 
 def plan_failover(target: ClusterClient, positions: list[Position], *, source: str, mode: str, precision: str,
                   margin_s: float, groups: list[str]) -> FailoverPlan:

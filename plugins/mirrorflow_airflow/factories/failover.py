@@ -24,6 +24,8 @@ the clusters swapped. A dry run computes the same table and changes nothing.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from airflow.sdk import DAG, Param, task
@@ -176,16 +178,22 @@ def verify_switch(topology: Topology, summary: dict[str, Any]) -> dict[str, Any]
         log.info("dry run: nothing to verify")
         return {"verified": False}
     plan = summary["plan"]
-    result = FailoverPlan(plan["source"], plan["target"], plan["mode"], plan["precision"], plan["groups"])
-    from mirrorflow.offsets.failover import FailoverRow
-
-    result.rows = [FailoverRow(**row) for row in plan["rows"]]
+    result = FailoverPlan.from_dict(plan)
     problems = verify(MirrorClusterHook(topology, plan["target"]).client(), result)
     if problems:
         raise AirflowException("the target's committed offsets differ from the plan:\n  " + "\n  ".join(problems))
     log.info("verified: %d partitions of %s committed on %s as planned; %s now runs there for mirror_offsets",
              len(result.rows), ", ".join(plan["groups"]), plan["target"], ", ".join(plan["groups"]))
     return {"verified": True, "partitions": len(result.rows)}
+
+
+@contextmanager
+def refusal_is_final() -> Iterator[None]:
+    """A refusal changed nothing and would refuse again: fail the task without using its retries."""
+    try:
+        yield
+    except FailoverRefused as exc:
+        raise AirflowFailException(f"failover refused, nothing changed: {exc}") from exc
 
 
 def build_failover_dag(topology: Topology) -> DAG:
@@ -221,10 +229,8 @@ def build_failover_dag(topology: Topology) -> DAG:
         @task
         def preflight_(params: dict | None = None) -> dict:
             """The request checked: groups resolved, refusals with the reason (a refusal is not retried)."""
-            try:
+            with refusal_is_final():
                 return preflight(topology, params)
-            except FailoverRefused as exc:
-                raise AirflowFailException(f"failover refused, nothing changed: {exc}") from exc
 
         @task
         def publish_final_(plan: dict) -> dict:
@@ -234,10 +240,8 @@ def build_failover_dag(topology: Topology) -> DAG:
         @task
         def switch_(plan: dict, published: dict) -> dict:
             """The per-partition table, and the commit on the target (a retry recomputes it: idempotent)."""
-            try:
+            with refusal_is_final():
                 return switch(topology, plan)
-            except FailoverRefused as exc:
-                raise AirflowFailException(f"failover refused, nothing changed: {exc}") from exc
 
         @task
         def verify_(summary: dict) -> dict:

@@ -84,7 +84,10 @@ def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path):
         # Start-up, then a few rounds of two level runs, each a spark-submit: minutes on a small machine.
         started = subprocess.run(demo + ["start"], env=env, capture_output=True, text=True, timeout=1800)
         assert started.returncode == 0, started.stdout[-6000:] + started.stderr[-4000:]
-        assert "mirrorflow DAGs: mirror_level_1, mirror_level_3" in started.stdout, started.stdout
+        listed = next((line.split("mirrorflow DAGs:", 1)[1] for line in started.stdout.splitlines()
+                       if "mirrorflow DAGs:" in line), "")
+        assert {"mirror_level_1", "mirror_level_3", "mirror_offsets", "mirror_failover_consumer_group",
+                "mirror_lag_monitor", "mirror_switch_target"} <= {d.strip() for d in listed.split(",")}, started.stdout
 
         table = _final_table(started.stdout)
         assert set(table) == set(CLUSTERS), started.stdout

@@ -78,6 +78,12 @@ class Member:
                 self.assigned.set()
         self._consumer.close()
 
+    def wait_joined(self, where: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.assigned.is_set():
+            assert time.monotonic() < deadline, f"the member never joined on {where}"
+            self.assigned.wait(0.2)
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
@@ -133,10 +139,7 @@ def test_refuses_a_group_with_members_on_the_source_or_the_target(kafka_clusters
     for where in ("c1", "c4"):
         member = Member(kafka_clusters[where].bootstrap, topic, "fo-busy")
         try:
-            deadline = time.monotonic() + 60
-            while not member.assigned.is_set():
-                assert time.monotonic() < deadline, f"the member never joined on {where}"
-                member.assigned.wait(0.2)
+            member.wait_joined(where)
             run = dag.test(run_conf=_conf(groups=["fo-busy"]))
         finally:
             member.stop()
@@ -173,10 +176,7 @@ def test_mirror_offsets_positions_idle_clusters_and_is_idempotent(kafka_clusters
     done = consume_and_commit(kafka_clusters["c1"].bootstrap, topic, "mo-group", 70)
     member = Member(kafka_clusters["c1"].bootstrap, topic, "mo-group")  # runs on c1, no new commits
     try:
-        deadline = time.monotonic() + 60
-        while not member.assigned.is_set():
-            assert time.monotonic() < deadline
-            member.assigned.wait(0.2)
+        member.wait_joined("c1")
         dag = build_offsets_dag(topo)
         first = dag.test()
         assert first.state == "success"

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,12 @@ from tests.integration.mirroring import (
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 REPO = Path(__file__).resolve().parents[2]
 _pause = threading.Event()
+
+
+def _stack_of(thread: threading.Thread) -> str:
+    """Where ``thread`` is now: the one clue a hang leaves behind."""
+    frame = sys._current_frames().get(thread.ident)
+    return "".join(traceback.format_stack(frame)) if frame is not None else "(thread gone)"
 
 
 def _committed(bootstrap: str, link_id: str, topic: str, partitions: int, wait: float = 0.0) -> int:
@@ -238,7 +245,7 @@ replication:
         killed = time.monotonic()
         run.join(300)
         print(f"run ended {time.monotonic() - killed:.1f}s after the kill")
-        assert not run.is_alive()
+        assert not run.is_alive(), "the run still runs 300 s after the kill, in:\n" + _stack_of(run)
     finally:
         if not c2.is_running():
             c2.start()

@@ -45,6 +45,7 @@ from mirrorflow.topology.base import Model
 from mirrorflow.topology.lag import LagConfig
 from mirrorflow.topology.offsets import OffsetsConfig
 from mirrorflow.topology.replication import LinkSettings, ReplicationConfig
+from mirrorflow.topology.schemas import SchemasConfig
 from mirrorflow.topology.tree import Distributor
 
 #: Levels are bit positions of a signed 64-bit copy-flags value (level L owns bit L-1).
@@ -235,6 +236,8 @@ class Topology(_Model):
     offsets: OffsetsConfig = Field(default_factory=OffsetsConfig)
     #: Lag service levels for mirror_lag_monitor (see lag.py).
     lag: LagConfig = Field(default_factory=LagConfig)
+    #: Schema registry sync from one primary (see schemas.py).
+    schemas: SchemasConfig = Field(default_factory=SchemasConfig)
 
     _patterns: tuple[re.Pattern[str], ...] = PrivateAttr(default=())
     _leaves: tuple[str, ...] = PrivateAttr(default=())
@@ -308,6 +311,12 @@ class Topology(_Model):
             for link_id in self.lag.links:
                 if link_id not in links:
                     problems.append((f"lag.links.{link_id}", f"unknown link id (links: {', '.join(links)})"))
+        known = ", ".join(self.clusters)
+        if self.schemas.primary is not None and self.schemas.primary not in self.clusters:
+            problems.append(("schemas.primary", f"unknown cluster {self.schemas.primary!r} (clusters: {known})"))
+        for name in self.schemas.clusters:
+            if name not in self.clusters:
+                problems.append((f"schemas.clusters.{name}", f"unknown cluster (clusters: {known})"))
         if problems:
             raise TopologyError(problems)
         self._patterns = tuple(patterns)
@@ -377,7 +386,7 @@ class Topology(_Model):
         for cluster in data["clusters"].values():
             if not cluster.get("config"):
                 cluster.pop("config", None)
-        for section in ("replication", "offsets", "lag"):
+        for section in ("replication", "offsets", "lag", "schemas"):
             settings = getattr(self, section).model_dump(mode="python", exclude_defaults=True)
             if settings:
                 data[section] = settings
@@ -413,6 +422,9 @@ class Topology(_Model):
         links = data.get("replication", {}).get("links", {})
         for link_id in [l for l in links if l.startswith(f"{name}.L")]:
             del links[link_id]  # settings of the removed cluster's own links go with it
+        if self.schemas.primary == name:
+            raise TopologyError("schemas.primary", f"{name!r} is the schema registry primary; choose another first")
+        data.get("schemas", {}).get("clusters", {}).pop(name, None)
         data["tree"] = _tree.remove_leaf(data["tree"], name)
         if _tree.is_leaf(data["tree"]):
             raise TopologyError("tree", f"removing {name!r} would leave a single cluster; a topology needs two")

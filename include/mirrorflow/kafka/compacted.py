@@ -1,0 +1,122 @@
+"""Single-partition compacted topics used as key-value stores: create, read whole, write with checks.
+
+mirrorflow's offsets topic and the schema registry's ``_schemas`` topic are both
+this shape: one partition (so order is total), compacted (so the latest record
+per key is the state). Reading one means reading partition 0 from its first
+offset up to its stable end as it was when the read began; writing one means
+every record acknowledged or a loud error.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirrorflow.errors import KafkaOperationError
+from mirrorflow.kafka.admin import earliest_and_stable, list_topics
+from mirrorflow.kafka.config import ClusterClient
+
+log = logging.getLogger(__name__)
+_pause = threading.Event()  # never set: .wait(t) is a back-off while a new partition gets its leader
+
+
+def ensure_compacted(client: ClusterClient, topic: str, config: dict[str, str], timeout: float = 30.0) -> bool:
+    """Create ``topic`` (one partition, ``config``) if it is missing; ``True`` if it was created."""
+    admin = AdminClient(client.admin())
+    metadata = admin.list_topics(timeout=timeout)
+    if topic in metadata.topics:
+        return False
+    future = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=-1, config=dict(config))],
+                                 request_timeout=timeout)[topic]
+    try:
+        future.result(timeout=timeout + 5)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        raise KafkaOperationError(client.name, f"create topic {topic}", exc.args[0]) from exc
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:  # usable once its partition has a leader
+        meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+        if meta is not None and meta.error is None and meta.partitions and meta.partitions[0].leader >= 0:
+            break
+        _pause.wait(0.2)
+    return True
+
+
+def read_whole(client: ClusterClient, topic: str, reader_group: str, timeout: float = 30.0) -> Iterator[Any]:
+    """Every record of partition 0 from its first offset to its stable end, in order (tombstones too).
+
+    Yields nothing when the topic does not exist. Raises
+    :class:`KafkaOperationError` naming the cluster and topic when the read
+    fails or makes no progress for ``timeout`` seconds.
+    """
+    if topic not in list_topics(client, timeout):
+        return
+    tp = TopicPartition(topic, 0)
+    lows, ends = earliest_and_stable(client, [tp], timeout)
+    low, end = lows[(topic, 0)], ends[(topic, 0)]
+    if end <= low:
+        return
+    consumer = Consumer(client.consumer(reader_group, **{"enable.partition.eof": True}))
+    try:
+        consumer.assign([TopicPartition(topic, 0, low)])
+        deadline = time.monotonic() + timeout
+        while True:
+            msgs = consumer.consume(num_messages=1000, timeout=1.0)
+            if not msgs and time.monotonic() > deadline:
+                raise KafkaOperationError(client.name, f"read {topic}",
+                                          KafkaError(KafkaError._TIMED_OUT, f"stuck before offset {end}"))
+            for msg in msgs:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if msg.offset() >= end:
+                            return
+                        continue
+                    raise KafkaOperationError(client.name, f"read {topic}", err)
+                if msg.offset() >= end:
+                    return
+                deadline = time.monotonic() + timeout
+                yield msg
+                if msg.offset() + 1 >= end:
+                    return
+    except KafkaException as exc:
+        raise KafkaOperationError(client.name, f"read {topic}", exc.args[0]) from exc
+    finally:
+        consumer.close()
+
+
+def write_all(client: ClusterClient, topic: str, records: Iterable[tuple[bytes, bytes | None]],
+              on_written: Callable[[int], None] | None = None, timeout: float = 30.0) -> int:
+    """Write ``(key, value)`` records to partition 0 in order; all acknowledged, or an error.
+
+    ``on_written(i)`` is called for the i-th record once the cluster has
+    acknowledged it (the idempotent producer keeps them in order), so callers
+    can audit exactly what landed even when a later record fails.
+    """
+    producer = Producer(client.producer(**{"linger.ms": 5}))
+    failures: list[str] = []
+    count = 0
+
+    def delivered(index: int, err, msg) -> None:
+        if err is not None:
+            failures.append(f"{msg.key()!r}: {err}")
+        elif on_written is not None:
+            on_written(index)
+
+    for key, value in records:
+        producer.produce(topic, key=key, value=value, partition=0,
+                         on_delivery=lambda err, msg, i=count: delivered(i, err, msg))
+        count += 1
+    left = producer.flush(timeout)
+    if left or failures:
+        detail = failures[0] if failures else f"{left} records not acknowledged within {timeout:.0f}s"
+        raise KafkaOperationError(client.name, f"write {topic}",
+                                  KafkaError(KafkaError._TIMED_OUT if left else KafkaError._FAIL, detail))
+    return count

@@ -1,0 +1,183 @@
+"""A registry reached through its Confluent-compatible REST API (confluent-kafka's client).
+
+For registries whose storage topic must not be written from outside (a managed
+registry, or one that keeps its state elsewhere). Reading lists every subject
+and version, soft-deleted ones included, and turns them into the same records
+the storage topic would hold, so one plan serves both ways in.
+
+Writing keeps ids and versions with the registry's IMPORT mode: a subject that
+needs new registrations is switched to IMPORT (``force``, since it may already
+hold versions), registered with explicit ``id`` and ``version``, and switched
+back to the mode it should have. confluent-kafka's ``register_schema`` sends no
+id or version, so that one request goes through the client's own REST session
+(same URL, auth, TLS and retries as every other call).
+
+A failed call stops only the subject it belongs to; the other subjects go on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from mirrorflow.schemas.plan import Conflict, Write
+from mirrorflow.schemas.records import CONFIG, MODE, SCHEMA, Key, RegistryState, config_view
+
+IMPORT = "IMPORT"
+
+
+def _not_found(exc: Exception) -> bool:
+    return getattr(exc, "http_status_code", None) == 404
+
+
+def _client(conf: Mapping[str, Any]):
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    return SchemaRegistryClient(dict(conf))
+
+
+class RestStore:
+    """Read and write one registry's state through its REST API."""
+
+    via = "rest"
+    #: Subject deletes are plain version deletes through REST; the topic's DELETE_SUBJECT/CLEAR_SUBJECT records
+    #: have no call of their own.
+    keytypes = frozenset({SCHEMA, CONFIG, MODE})
+
+    def __init__(self, cluster: str, conf: Mapping[str, Any]) -> None:
+        self.cluster = cluster
+        self.url = str(conf.get("url"))
+        self._conf = dict(conf)
+        self._sr = None
+
+    @property
+    def client(self):
+        if self._sr is None:
+            self._sr = _client(self._conf)
+        return self._sr
+
+    def describe(self) -> str:
+        return f"registry {self.url} of cluster {self.cluster}"
+
+    # ----------------------------------------------------------------- reading
+
+    def read(self) -> RegistryState:
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        sr = self.client
+        sr.clear_caches()
+        entries: dict[Key, Any] = {}
+        live_subjects = set(sr.get_subjects())
+        for subject in sr.get_subjects(deleted=True):
+            live = set(sr.get_versions(subject)) if subject in live_subjects else set()
+            for version in sr.get_versions(subject, deleted=True):
+                reg = sr.get_version(subject, version, deleted=True)
+                value: dict[str, Any] = {"subject": subject, "version": version, "id": reg.schema_id,
+                                         "schema": reg.schema.schema_str, "deleted": version not in live}
+                if reg.schema.schema_type and reg.schema.schema_type != "AVRO":
+                    value["schemaType"] = reg.schema.schema_type
+                if reg.schema.references:
+                    value["references"] = [{"name": r.name, "subject": r.subject, "version": r.version}
+                                           for r in reg.schema.references]
+                entries[Key(SCHEMA, subject, version)] = value
+            for keytype, read in ((CONFIG, self._subject_config), (MODE, self._subject_mode)):
+                try:
+                    entries[Key(keytype, subject)] = read(subject)
+                except SchemaRegistryError as exc:
+                    if not _not_found(exc):
+                        raise
+        entries[Key(CONFIG, None)] = self._subject_config(None)
+        entries[Key(MODE, None)] = {"mode": sr.get_global_mode()}
+        return RegistryState(entries)
+
+    def _subject_config(self, subject: str | None) -> dict[str, Any]:
+        path = "config" if subject is None else f"config/{_quote(subject)}"
+        return config_view(self.client._rest_client.get(path)) or {}
+
+    def _subject_mode(self, subject: str) -> dict[str, Any]:
+        return {"mode": self.client._rest_client.get(f"mode/{_quote(subject)}", {"defaultToGlobal": False})["mode"]}
+
+    # ----------------------------------------------------------------- writing
+
+    def apply(self, writes: Sequence[Write], written: Callable[[Write], None],
+              state: RegistryState | None = None) -> list[Conflict]:
+        """Make each write true; returns the subjects that failed (their later writes are skipped)."""
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        failed: dict[str | None, Conflict] = {}
+        switched: dict[str, Any] = {}  # subject -> its subject-level mode before we set IMPORT
+        global_mode = ((state.get(Key(MODE, None)) if state else None) or {}).get("mode")
+        moded = {w.key.subject for w in writes if w.key.keytype == MODE}
+        for w in writes:
+            subject = w.key.subject
+            if subject in failed:
+                continue
+            try:
+                if w.key.keytype == SCHEMA:
+                    self._schema(w, switched, state, global_mode)
+                elif w.key.keytype == CONFIG:
+                    self._config(subject, w.value)
+                elif w.key.keytype == MODE:
+                    self._mode(subject, w.value)
+                    switched.pop(subject, None)
+            except SchemaRegistryError as exc:
+                failed[subject] = Conflict(self.cluster, subject or "<global>", w.primary_subject or "<global>",
+                                           w.key.version, w.schema_id, f"the registry refused the write: {exc}")
+                continue
+            written(w)
+        for subject, before in switched.items():
+            if subject not in moded:
+                self._mode(subject, before)
+        return list(failed.values())
+
+    def _schema(self, w: Write, switched: dict[str, Any], state: RegistryState | None,
+                global_mode: str | None) -> None:
+        sr, subject, version = self.client, w.key.subject, w.key.version
+        if w.value is not None and w.previous is None:
+            if subject not in switched and global_mode != IMPORT:
+                before = state.get(Key(MODE, subject)) if state else None
+                if (before or {}).get("mode") != IMPORT:
+                    switched[subject] = before
+                    sr.update_mode(subject, IMPORT, force=True)
+            body = {k: w.value[k] for k in ("schema", "schemaType", "references", "metadata", "ruleSet")
+                    if w.value.get(k) is not None}
+            body.update(id=w.value["id"], version=version)
+            sr._rest_client.post(f"subjects/{_quote(subject)}/versions", body=body)
+        if w.value is not None and w.value.get("deleted") and not (w.previous or {}).get("deleted"):
+            sr.delete_version(subject, version)
+        if w.value is None:
+            if not (w.previous or {}).get("deleted"):
+                sr.delete_version(subject, version)
+            sr.delete_version(subject, version, permanent=True)
+        if w.value is not None and not w.value.get("deleted") and (w.previous or {}).get("deleted"):
+            raise _refusal(f"version {version} is soft-deleted on the target but live on the primary; "
+                           "a registry cannot undelete a version")
+
+    def _config(self, subject: str | None, value: Mapping[str, Any] | None) -> None:
+        path = "config" if subject is None else f"config/{_quote(subject)}"
+        if value is None:
+            self.client._rest_client.delete(path)
+            return
+        body = {("compatibility" if k == "compatibilityLevel" else k): v for k, v in config_view(value).items()}
+        self.client._rest_client.put(path, body=body)
+
+    def _mode(self, subject: str | None, value: Mapping[str, Any] | None) -> None:
+        sr = self.client
+        if subject is None:
+            sr.update_global_mode((value or {}).get("mode", "READWRITE"), force=True)
+        elif value is None:
+            sr.delete_mode(subject)
+        else:
+            sr.update_mode(subject, value["mode"], force=True)
+
+
+def _quote(subject: str) -> str:
+    from urllib.parse import quote
+
+    return quote(subject, safe="")
+
+
+def _refusal(message: str) -> Exception:
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    return SchemaRegistryError(409, 40900, message)

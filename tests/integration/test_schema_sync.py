@@ -1,0 +1,211 @@
+"""Schema sync through the registries' storage topics, on real clusters.
+
+Each test uses its own storage topic name (``schemas.clusters.<c>.topic``) so
+tests sharing the session's clusters never see each other's registrations.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from confluent_kafka import Consumer
+
+from mirrorflow.kafka.compacted import ensure_compacted
+from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.schemas.plan import plan_target
+from mirrorflow.schemas.records import CONFIG, MODE, SCHEMA, Key
+from mirrorflow.schemas.sync import SchemaSyncFailed, stores_for, sync
+from mirrorflow.schemas.topic_store import TOPIC_CONFIG
+from tests.integration.mirroring import FOUR, clients, converge, topic_everywhere, topology
+from tests.integration.registry import PrimaryRegistry, decode_avro, encode_avro, registry_state
+
+pytestmark = [pytest.mark.kafka]
+
+ORDER = json.dumps({"type": "record", "name": "Order", "namespace": "acme",
+                    "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"}]})
+ORDER_V2 = json.dumps({"type": "record", "name": "Order", "namespace": "acme",
+                       "fields": [{"name": "id", "type": "long"}, {"name": "item", "type": "string"},
+                                  {"name": "qty", "type": "int", "default": 1}]})
+EVENT = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+                    "properties": {"kind": {"type": "string"}}})
+ADDRESS = 'syntax = "proto3";\npackage acme;\nmessage Address { string city = 1; }\n'
+CUSTOMER = ('syntax = "proto3";\npackage acme;\nimport "address.proto";\n'
+            'message Customer { string name = 1; acme.Address address = 2; }\n')
+
+P = "acme-main-prod-"   # the primary's subject prefix
+
+
+def schema_topology(kafka_clusters, topics=("unused",), names=("c1", "c2", "c3", "c4")):
+    storage = f"_mirrorflow.test-schemas-{uuid.uuid4().hex[:8]}"
+    extra = f"""
+schemas:
+  primary: c1
+  clusters:
+    c1: {{topic: "{storage}", subject_format: "{{tenant}}-{{instance}}-{{environment}}-{{topic}}",
+          values: {{tenant: acme, instance: main, environment: prod}}}}
+    c2: {{topic: "{storage}", subject_format: "{{tenant}}-{{environment}}-{{topic}}",
+          values: {{tenant: acme, environment: prod}}}}
+    c3: {{topic: "{storage}"}}
+    c4: {{topic: "{storage}", subject_format: "{{tenant}}-{{environment}}-{{topic}}",
+          values: {{tenant: acme, environment: prod}}}}
+"""
+    topo = topology(kafka_clusters, FOUR, topics, names, extra=extra)
+    ensure_compacted(ClusterClient("c1", {"bootstrap.servers": kafka_clusters["c1"].bootstrap}), storage,
+                     TOPIC_CONFIG)
+    return topo, storage, PrimaryRegistry(kafka_clusters["c1"].bootstrap, storage)
+
+
+def run_sync(topo, kafka_clusters, dry_run=False):
+    primary, naming, targets = stores_for(topo, clients(kafka_clusters, topo))
+    return sync(primary, naming, targets, dry_run=dry_run)
+
+
+def state_of(kafka_clusters, name, storage):
+    return registry_state(kafka_clusters[name].bootstrap, name, storage)
+
+
+def register_all(reg):
+    ids = {}
+    ids["orders"] = reg.register(P + "orders-value", ORDER)
+    ids["events"] = reg.register(P + "events-value", EVENT, "JSON")
+    ids["address"] = reg.register(P + "address", ADDRESS, "PROTOBUF")
+    ids["customers"] = reg.register(P + "customers-value", CUSTOMER, "PROTOBUF",
+                                    [{"name": "address.proto", "subject": P + "address", "version": 1}])
+    ids["orders2"] = reg.register(P + "orders-value", ORDER_V2)
+    reg.set_config(P + "orders-value", "FULL")
+    reg.set_config(None, "BACKWARD")
+    return ids
+
+
+def test_registrations_reach_every_target_translated_with_ids_and_versions_kept(kafka_clusters, make_topic):
+    topic = topic_everywhere(make_topic, partitions=1)
+    topo, storage, reg = schema_topology(kafka_clusters, [topic])
+    ids = register_all(reg)
+
+    result = run_sync(topo, kafka_clusters)
+    assert result.problems == []
+    assert {t.cluster: len(t.written) for t in result.targets} == {"c2": 7, "c3": 7, "c4": 7}
+
+    names = {"c2": "acme-prod-", "c3": "", "c4": "acme-prod-"}
+    for cluster, prefix in names.items():
+        st = state_of(kafka_clusters, cluster, storage)
+        for logical, (sid, version) in ids.items():
+            subject = prefix + {"orders2": "orders-value"}.get(logical, logical if logical == "address"
+                                                                   else f"{logical}-value")
+            value = st.get(Key(SCHEMA, subject, version))
+            assert value is not None, f"{cluster}: {subject} v{version} missing"
+            assert (value["id"], value["version"], value["subject"]) == (sid, version, subject)
+        customers = st.get(Key(SCHEMA, prefix + "customers-value", 1))
+        assert customers["references"] == [{"name": "address.proto", "subject": prefix + "address", "version": 1}]
+        assert customers["schemaType"] == "PROTOBUF"
+        assert st.get(Key(SCHEMA, prefix + "events-value", 1))["schemaType"] == "JSON"
+        assert st.get(Key(CONFIG, prefix + "orders-value")) == {"compatibilityLevel": "FULL"}
+        assert st.get(Key(CONFIG, None)) == {"compatibilityLevel": "BACKWARD"}
+
+    again = run_sync(topo, kafka_clusters)
+    assert again.problems == [] and again.written == 0, "a rerun must change nothing"
+
+    # A message serialised against the primary travels with the level copy and decodes
+    # on every target with nothing but that target's registry state.
+    sid = ids["orders2"][0]
+    producer_conf = {"bootstrap.servers": kafka_clusters["c1"].bootstrap}
+    from confluent_kafka import Producer
+    producer = Producer(producer_conf)
+    producer.produce(topic, key=b"o-1", value=encode_avro(sid, ORDER_V2, {"id": 42, "item": "tea", "qty": 3}))
+    assert producer.flush(30) == 0
+    converge(topo, clients(kafka_clusters, topo))
+    for cluster in ("c2", "c3", "c4"):
+        payload = _only_message(kafka_clusters[cluster].bootstrap, topic)
+        decoded = decode_avro(payload, state_of(kafka_clusters, cluster, storage))
+        assert decoded == {"id": 42, "item": "tea", "qty": 3}, cluster
+
+
+def test_deletes_compatibility_and_mode_propagate(kafka_clusters):
+    topo, storage, reg = schema_topology(kafka_clusters)
+    register_all(reg)
+    assert run_sync(topo, kafka_clusters).problems == []
+
+    reg.soft_delete(P + "orders-value", 1)
+    reg.soft_delete(P + "events-value", 1)
+    reg.hard_delete(P + "events-value", 1)
+    reg.set_config(P + "orders-value", "NONE")
+    reg.set_mode(P + "orders-value", "READONLY")
+    reg.set_mode(None, "READWRITE")
+    result = run_sync(topo, kafka_clusters)
+    assert result.problems == []
+    kinds = sorted(w["kind"] for w in result.targets[0].written)
+    assert kinds == ["config", "delete", "delete", "mode", "mode"]
+
+    for cluster, prefix in (("c2", "acme-prod-"), ("c3", "")):
+        st = state_of(kafka_clusters, cluster, storage)
+        assert st.get(Key(SCHEMA, prefix + "orders-value", 1))["deleted"] is True
+        assert st.get(Key(SCHEMA, prefix + "orders-value", 2))["deleted"] is False
+        assert Key(SCHEMA, prefix + "events-value", 1) in st and st.get(Key(SCHEMA, prefix + "events-value", 1)) is None
+        assert st.get(Key(CONFIG, prefix + "orders-value")) == {"compatibilityLevel": "NONE"}
+        assert st.get(Key(MODE, prefix + "orders-value")) == {"mode": "READONLY"}
+        assert st.get(Key(MODE, None)) == {"mode": "READWRITE"}
+
+    reg.set_mode(P + "orders-value", None)  # subject mode removed on the primary: removed everywhere
+    assert run_sync(topo, kafka_clusters).written == 3
+    assert state_of(kafka_clusters, "c2", storage).get(Key(MODE, "acme-prod-orders-value")) is None
+    assert run_sync(topo, kafka_clusters).written == 0
+
+
+def test_a_conflict_stops_only_that_subject_on_that_target(kafka_clusters):
+    topo, storage, reg = schema_topology(kafka_clusters)
+    register_all(reg)
+    # Planted on c3 before any sync: a different schema under orders-value version 1.
+    planted = PrimaryRegistry(kafka_clusters["c3"].bootstrap, storage)
+    ensure_compacted(ClusterClient("c3", {"bootstrap.servers": kafka_clusters["c3"].bootstrap}), storage, TOPIC_CONFIG)
+    planted.ids[("x",)] = 100
+    planted.register("orders-value", json.dumps({"type": "record", "name": "Other", "fields": []}))
+    before = state_of(kafka_clusters, "c3", storage).keys_of("orders-value")
+
+    with pytest.raises(SchemaSyncFailed) as failed:
+        run_sync(topo, kafka_clusters).raise_for_problems()
+    [problem] = failed.value.problems
+    assert problem.startswith("cluster c3: subject 'orders-value' version 1 id 1:")
+    assert "different schema" in problem
+
+    c3 = state_of(kafka_clusters, "c3", storage)
+    assert c3.keys_of("orders-value") == before, "nothing on the target changes for the conflicting subject"
+    assert c3.get(Key(SCHEMA, "orders-value", 1))["schema"] != ORDER
+    assert c3.get(Key(SCHEMA, "customers-value", 1)) is not None, "the other subjects still sync"
+    assert state_of(kafka_clusters, "c2", storage).get(Key(SCHEMA, "acme-prod-orders-value", 2)) is not None
+
+
+def test_an_interrupted_sync_completes_on_the_next_run_identical_to_an_uninterrupted_one(kafka_clusters):
+    topo, storage, reg = schema_topology(kafka_clusters)
+    register_all(reg)
+    reg.soft_delete(P + "orders-value", 1)
+    primary, naming, targets = stores_for(topo, clients(kafka_clusters, topo))
+    by_name = {store.cluster: (store, fmt) for store, fmt in targets}
+    # c4 (same naming as c2) is interrupted: a stopped writer leaves a prefix of its records written.
+    store, fmt = by_name["c4"]
+    plan = plan_target("c4", primary.read(), store.read(), naming, fmt, None)
+    assert len(plan.writes) > 4
+    store.apply(plan.writes[:3], lambda w: None)
+    assert len(state_of(kafka_clusters, "c4", storage).entries) == 3
+
+    result = sync(primary, naming, [by_name["c2"], by_name["c4"]])
+    assert result.problems == []
+    assert {t.cluster: len(t.written) for t in result.targets} == {"c2": len(plan.writes), "c4": len(plan.writes) - 3}
+    assert state_of(kafka_clusters, "c4", storage).entries == state_of(kafka_clusters, "c2", storage).entries
+
+
+def _only_message(bootstrap: str, topic: str) -> bytes:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex[:6]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    try:
+        import time
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                return msg.value()
+        raise AssertionError(f"no message on {topic} at {bootstrap}")
+    finally:
+        consumer.close()

@@ -18,9 +18,10 @@ def test_level_dags_exist_for_every_level_of_the_topology(dagbag):
     assert {"mirror_level_1", "mirror_level_3"} <= set(dagbag.dag_ids)
 
 
-def test_the_contract_dag_ids_of_offsets_failover_and_lag_exist(dagbag):
+def test_the_contract_dag_ids_of_offsets_failover_lag_and_schemas_exist(dagbag):
     """DAG ids are a contract (DESIGN.md section 5): users and acceptance checks trigger them by name."""
-    assert {"mirror_offsets", "mirror_failover_consumer_group", "mirror_lag_monitor", "mirror_switch_target"} <= set(
+    assert {"mirror_offsets", "mirror_failover_consumer_group", "mirror_lag_monitor", "mirror_switch_target",
+            "mirror_schemas"} <= set(
         dagbag.dag_ids)
     failover = dagbag.get_dag("mirror_failover_consumer_group")
     assert {"groups", "from_cluster", "to_cluster", "mode", "precision", "dry_run", "force"} <= set(failover.params)

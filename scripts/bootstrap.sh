@@ -68,3 +68,7 @@ fi
 
 # --- Apache Kafka ----------------------------------------------------------
 .venv/bin/python -m mirrorflow.local.kafka fetch
+
+# --- Schema registry (tests of mirror_schemas' REST path) ------------------
+# Apicurio Registry, built from Maven Central into .cache/schema-registry (first time: a few minutes).
+.venv/bin/python -m mirrorflow.local.registry fetch

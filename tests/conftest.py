@@ -46,4 +46,5 @@ pytest_plugins = [
     "tests.fixtures.spark",
     "tests.fixtures.standalone",
     "tests.fixtures.browser",
+    "tests.fixtures.registry",
 ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.schemas.plan import Conflict, Write
 from mirrorflow.schemas.records import CONFIG, MODE, SCHEMA, Key, RegistryState, config_view
 
@@ -49,6 +50,8 @@ class RestStore:
         self.url = str(conf.get("url"))
         self._conf = dict(conf)
         self._sr = None
+        #: Whether the registry has the mode API (known after :meth:`read`); without it ids cannot be kept.
+        self.mode_api: bool | None = None
 
     @property
     def client(self):
@@ -87,7 +90,13 @@ class RestStore:
                     if not _not_found(exc):
                         raise
         entries[Key(CONFIG, None)] = self._subject_config(None)
-        entries[Key(MODE, None)] = {"mode": sr.get_global_mode()}
+        try:
+            entries[Key(MODE, None)] = {"mode": sr.get_global_mode()}
+            self.mode_api = True
+        except SchemaRegistryError as exc:
+            if not _not_found(exc):
+                raise
+            self.mode_api = False  # e.g. Apicurio: "Operation not supported"
         return RegistryState(entries)
 
     def _subject_config(self, subject: str | None) -> dict[str, Any]:
@@ -104,6 +113,12 @@ class RestStore:
         """Make each write true; returns the subjects that failed (their later writes are skipped)."""
         from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+        registrations = [w for w in writes if w.key.keytype == SCHEMA and w.value is not None and w.previous is None]
+        if registrations and self.mode_api is False:
+            raise MirrorflowError(
+                f"{self.describe()} has no mode API (GET /mode answers 404), so it cannot register with explicit "
+                f"ids and versions (IMPORT mode); {len(registrations)} registration(s) not written. Sync this "
+                "cluster via: topic, or use a registry with IMPORT mode")
         failed: dict[str | None, Conflict] = {}
         switched: dict[str, Any] = {}  # subject -> its subject-level mode before we set IMPORT
         global_mode = ((state.get(Key(MODE, None)) if state else None) or {}).get("mode")
@@ -142,7 +157,10 @@ class RestStore:
             body = {k: w.value[k] for k in ("schema", "schemaType", "references", "metadata", "ruleSet")
                     if w.value.get(k) is not None}
             body.update(id=w.value["id"], version=version)
-            sr._rest_client.post(f"subjects/{_quote(subject)}/versions", body=body)
+            answer = sr._rest_client.post(f"subjects/{_quote(subject)}/versions", body=body)
+            if answer.get("id") != w.value["id"]:
+                raise _refusal(f"the registry assigned id {answer.get('id')} instead of {w.value['id']}: it does not "
+                               "honour explicit ids; check its IMPORT mode")
         if w.value is not None and w.value.get("deleted") and not (w.previous or {}).get("deleted"):
             sr.delete_version(subject, version)
         if w.value is None:

@@ -23,6 +23,7 @@ copies) or the next one; never half. The next attempt fences, re-reads, goes on.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import zlib
 from dataclasses import asdict, dataclass, field
@@ -166,6 +167,7 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
     result = PartitionResult(task.link_id, task.source, task.target, task.topic, task.partition,
                              end_offset=task.end_offset)
     started = time.monotonic()
+    abandoned = False  # a producer call still blocked in a helper thread (see _bounded): never touch it again
     producer = _producer(task, target)
     checkpoint = Consumer(target.consumer(checkpoint_group(task.link_id)))
     reader = Consumer(source.consumer(f"{INTERNAL_TOPIC_PREFIX}.reader.{task.link_id}", **{
@@ -217,6 +219,7 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
         result.error_code = err.code()
         result.fenced = err.code() in _FENCED_CODES or err.fatal()
         result.error_offset = result.next_offset
+        abandoned = getattr(exc, "abandoned", False)
     except LinkSwitchedAway as exc:
         result.error = str(exc)
         result.fenced = True
@@ -224,7 +227,8 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
         reader.close()
         checkpoint.close()
         try:
-            producer.flush(5)
+            if not abandoned:
+                producer.flush(5)
         except KafkaException:
             pass  # a fenced or fatal producer reports again here; the result already holds the error
         result.duration_s = round(time.monotonic() - started, 3)
@@ -316,9 +320,12 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
                                            f"{unacknowledged} copies not acknowledged by target {task.target} "
                                            f"within {op_timeout:.0f}s"))
         try:
-            producer.send_offsets_to_transaction([TopicPartition(task.topic, task.partition, next_offset)],
-                                                 group_meta, op_timeout)
-            producer.commit_transaction(op_timeout)
+            _bounded(lambda: producer.send_offsets_to_transaction(
+                [TopicPartition(task.topic, task.partition, next_offset)], group_meta, op_timeout),
+                op_timeout, "send_offsets_to_transaction", task.target)
+            _bounded(lambda: producer.commit_transaction(op_timeout), op_timeout, "commit_transaction", task.target)
+        except _TargetSilent:
+            raise
         except KafkaException as exc:
             if exc.args[0].code() in UNREACHABLE_CODES:
                 raise _TargetSilent(exc.args[0]) from exc
@@ -429,7 +436,52 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
 
 
 class _TargetSilent(KafkaException):
-    """The target did not answer a transactional step in time."""
+    """The target did not answer a transactional step in time.
+
+    ``abandoned``: a call is still blocked inside the producer, which must not be
+    used again (not even flushed); it is left to finish or to be collected.
+    """
+
+    abandoned = False
+
+
+#: Grace beyond the call's own timeout before the caller stops waiting for it.
+_CALL_GRACE_S = 5.0
+
+
+def _bounded(call, timeout: float, what: str, target: str):
+    """Run a transactional producer call under a deadline of our own.
+
+    librdkafka's ``send_offsets_to_transaction`` can block far past its timeout
+    when the target's coordinator dies during the call (librdkafka issue 5456:
+    the coordinator request's timeout is never checked). A copy must fail, not
+    hang, so the call runs in a helper thread; if it has not returned by
+    ``timeout`` plus a grace period, the partition fails as "target silent" and
+    the producer is abandoned to that thread. Nothing of the open transaction
+    becomes visible: the abandoned thread never commits, so the coordinator
+    aborts it on ``transaction.timeout.ms`` or the next attempt's
+    ``init_transactions`` (same ``transactional.id``) fences it.
+    """
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = call()
+        except BaseException as exc:  # handed to the caller below
+            box["error"] = exc
+
+    helper = threading.Thread(target=run, name=f"mirrorflow-{what}", daemon=True)
+    helper.start()
+    helper.join(timeout + _CALL_GRACE_S)
+    if helper.is_alive():
+        silent = _TargetSilent(KafkaError(KafkaError._TIMED_OUT,
+                                          f"{what} on target {target} did not return within "
+                                          f"{timeout + _CALL_GRACE_S:.0f}s; the producer is abandoned"))
+        silent.abandoned = True
+        raise silent
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
 
 
 class _ProduceRejected(Exception):

@@ -10,7 +10,7 @@ import json
 import uuid
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 
 from mirrorflow.kafka.compacted import ensure_compacted
 from mirrorflow.kafka.config import ClusterClient
@@ -111,7 +111,6 @@ def test_registrations_reach_every_target_translated_with_ids_and_versions_kept(
     # on every target with nothing but that target's registry state.
     sid = ids["orders2"][0]
     producer_conf = {"bootstrap.servers": kafka_clusters["c1"].bootstrap}
-    from confluent_kafka import Producer
     producer = Producer(producer_conf)
     producer.produce(topic, key=b"o-1", value=encode_avro(sid, ORDER_V2, {"id": 42, "item": "tea", "qty": 3}))
     assert producer.flush(30) == 0
@@ -209,3 +208,84 @@ def _only_message(bootstrap: str, topic: str) -> bytes:
         raise AssertionError(f"no message on {topic} at {bootstrap}")
     finally:
         consumer.close()
+
+
+KILLED_SYNC = """
+import sys
+from mirrorflow.topology.load import load_topology
+from mirrorflow.schemas.sync import stores_for, sync
+topo = load_topology(sys.argv[1])
+primary, naming, targets = stores_for(topo, {n: {"bootstrap.servers": b} for n, b in
+                                             (a.split("=", 1) for a in sys.argv[2:])})
+sync(primary, naming, [t for t in targets if t[0].cluster == "c4"])
+print("finished")
+"""
+
+
+def test_a_sync_killed_while_writing_completes_on_rerun_identical_to_an_uninterrupted_one(
+        kafka_clusters, kafka_distribution, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from confluent_kafka import TopicPartition
+
+    topo, storage, reg = schema_topology(kafka_clusters)
+    # More records than one produce batch holds (librdkafka: 10,000 messages), so a kill can land
+    # between batches; written straight into the primary's storage topic with one producer.
+    total = 12_000
+    producer = Producer({"bootstrap.servers": kafka_clusters["c1"].bootstrap, "enable.idempotence": True})
+    for i in range(total):
+        subject, version = f"{P}bulk{i // 2:05d}-value", i % 2 + 1
+        fields = [{"name": "f", "type": "int", "default": 0}] if version == 2 else []
+        value = {"subject": subject, "version": version, "id": i + 1, "deleted": False,
+                 "schema": json.dumps({"type": "record", "name": f"R{i // 2}", "fields": fields})}
+        producer.produce(storage, key=Key(SCHEMA, subject, version).to_bytes(), value=json.dumps(value).encode(),
+                         partition=0)
+        if i % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    (tmp_path / "topology.yaml").write_text(topo.to_yaml())
+    c4 = kafka_clusters["c4"].bootstrap
+
+    def quota(*args: str) -> None:  # a producer byte-rate quota on c4 makes the writer slow enough to kill mid-way
+        subprocess.run(["java", "-cp", kafka_distribution.classpath, "kafka.admin.ConfigCommand",
+                        "--bootstrap-server", c4, "--entity-type", "clients", "--entity-default", "--alter", *args],
+                       check=True, capture_output=True, timeout=120)
+
+    def landed() -> int:
+        consumer = Consumer({"bootstrap.servers": c4, "group.id": "t-watermark"})
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(storage, 0), timeout=10, cached=False)[1]
+        except Exception:
+            return 0  # the topic does not exist yet
+        finally:
+            consumer.close()
+
+    quota("--add-config", "producer_byte_rate=300000")
+    try:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        addresses = [f"{n}={kafka_clusters[n].bootstrap}" for n in ("c1", "c2", "c3", "c4")]
+        writer = subprocess.Popen([sys.executable, "-c", KILLED_SYNC, str(tmp_path / "topology.yaml"), *addresses],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while landed() == 0:  # the first batch is in
+            assert writer.poll() is None, "the sync ended before it could be killed"
+            assert time.monotonic() < deadline, "the sync wrote nothing within 120 s"
+            time.sleep(0.05)  # polling interval of the watermark check, not a synchronisation
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.wait(30)
+        assert b"finished" not in (writer.stdout.read() or b"")
+    finally:
+        quota("--delete-config", "producer_byte_rate")
+    partial = landed()
+    print(f"sync killed after {partial} of {total} records reached c4")
+    assert 0 < partial < total, f"the kill should land mid-write, {partial} of {total} records were written"
+
+    result = run_sync(topo, kafka_clusters)
+    assert result.problems == []
+    written = {t.cluster: len(t.written) for t in result.targets}
+    assert written == {"c2": total, "c3": total, "c4": total - partial}
+    assert state_of(kafka_clusters, "c4", storage).entries == state_of(kafka_clusters, "c2", storage).entries

@@ -9,7 +9,6 @@ writes nothing there.
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
@@ -21,7 +20,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from mirrorflow.schemas.records import CONFIG, SCHEMA, Key
 from mirrorflow.schemas.sync import stores_for, sync
 from tests.integration.mirroring import FOUR, clients, converge, topic_everywhere, topology
-from tests.integration.registry import PrimaryRegistry, decode_avro, registry_state
+from tests.integration.registry import decode_avro, registry_state
 from tests.integration.test_schema_sync import (
     ADDRESS,
     CUSTOMER,

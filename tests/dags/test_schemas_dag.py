@@ -88,3 +88,36 @@ def test_a_conflict_fails_only_its_target_task_naming_the_subject(kafka_clusters
     assert c4.get(Key(SCHEMA, "acme-prod-orders-value", 1))["schema"] != ORDER
     assert c4.get(Key(SCHEMA, "acme-prod-orders-value", 2)) is None
     assert c4.get(Key(SCHEMA, "acme-prod-customers-value", 1)) is not None
+
+
+def test_a_rest_primary_named_by_a_connection_syncs_and_its_password_never_reaches_the_log(
+        kafka_clusters, airflow_home, schema_registry, monkeypatch, caplog, capfd):
+    import uuid
+
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    from mirrorflow.topology.model import Topology
+    from mirrorflow_airflow.hooks.registry import SchemaRegistryHook
+
+    secret = f"pw-{uuid.uuid4().hex}"
+    host, _, rest = schema_registry.url.removeprefix("http://").partition(":")
+    port, _, path = rest.partition("/")
+    monkeypatch.setenv("AIRFLOW_CONN_PRIMARY_REGISTRY", json.dumps({
+        "conn_type": "http", "host": f"http://{host}", "port": int(port), "login": "sync", "password": secret,
+        "extra": {"url": f"http://{host}:{port}/{path}"}}))
+    topo, storage, _ = schema_topology(kafka_clusters)
+    data = topo.to_dict()
+    tenant = f"t{uuid.uuid4().hex[:6]}"
+    data["schemas"]["clusters"]["c1"] = {"via": "rest", "conn_id": "primary_registry",
+                                         "subject_format": "{tenant}-{topic}", "values": {"tenant": tenant}}
+    topo = Topology.parse(data)
+    conf = SchemaRegistryHook(topo, "c1").conf()
+    assert conf == {"url": schema_registry.url, "basic.auth.user.info": f"sync:{secret}"}
+    sr = SchemaRegistryClient({"url": schema_registry.url})
+    sid = sr.register_schema(f"{tenant}-orders-value", Schema(ORDER, "AVRO"))
+
+    caplog.set_level(logging.DEBUG)
+    run = build_schemas_dag(topo).test(run_conf={"dry_run": False})
+    assert states(run) == {"sync_c2": "success", "sync_c3": "success", "sync_c4": "success"}
+    assert state_of(kafka_clusters, "c2", storage).get(Key(SCHEMA, "acme-prod-orders-value", 1))["id"] == sid
+    assert secret not in task_output(caplog, capfd)

@@ -204,3 +204,11 @@ def test_rest_targets_get_no_subject_delete_records():
                     (Key(DELETE_SUBJECT, "s"), {"subject": "s", "version": 1}))
     plan = plan_target("c2", primary, RegistryState(), PLAIN, PLAIN, keytypes={SCHEMA, CONFIG, MODE})
     assert [w.key.keytype for w in plan.writes] == [SCHEMA]
+
+
+def test_a_storage_topic_that_topics_would_mirror_is_refused():
+    base = {"clusters": {"c1": {"bootstrap": "h:1"}, "c2": {"bootstrap": "h:2"}},
+            "tree": {"level": 1, "children": ["c1", "c2"]}, "topics": ["registry-.*"]}
+    with pytest.raises(TopologyError, match="schemas.clusters.c2.topic: the registry's storage topic 'registry-store'"):
+        Topology.parse({**base, "schemas": {"primary": "c1", "clusters": {"c2": {"topic": "registry-store"}}}})
+    Topology.parse({**base, "schemas": {"primary": "c1", "clusters": {"c2": {"topic": "_schemas"}}}})

@@ -314,9 +314,13 @@ class Topology(_Model):
         known = ", ".join(self.clusters)
         if self.schemas.primary is not None and self.schemas.primary not in self.clusters:
             problems.append(("schemas.primary", f"unknown cluster {self.schemas.primary!r} (clusters: {known})"))
-        for name in self.schemas.clusters:
+        for name, registry in self.schemas.clusters.items():
             if name not in self.clusters:
                 problems.append((f"schemas.clusters.{name}", f"unknown cluster (clusters: {known})"))
+            if TopicSelector(patterns).selects(registry.topic):
+                problems.append((f"schemas.clusters.{name}.topic",
+                                 f"the registry's storage topic {registry.topic!r} matches topics: it would be "
+                                 "mirrored as data; name it in no pattern"))
         if problems:
             raise TopologyError(problems)
         self._patterns = tuple(patterns)

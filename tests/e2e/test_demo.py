@@ -87,7 +87,7 @@ def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path):
         listed = next((line.split("mirrorflow DAGs:", 1)[1] for line in started.stdout.splitlines()
                        if "mirrorflow DAGs:" in line), "")
         assert {"mirror_level_1", "mirror_level_3", "mirror_offsets", "mirror_failover_consumer_group",
-                "mirror_lag_monitor", "mirror_switch_target"} <= {d.strip() for d in listed.split(",")}, started.stdout
+                "mirror_lag_monitor", "mirror_switch_target", "mirror_schemas"} <= {d.strip() for d in listed.split(",")}, started.stdout
 
         table = _final_table(started.stdout)
         assert set(table) == set(CLUSTERS), started.stdout

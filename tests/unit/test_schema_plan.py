@@ -188,6 +188,7 @@ def test_deletes_travel_soft_hard_and_lost_tombstones():
         (Key(SCHEMA, "s", 2), schema("s", 2, 2, '"int"', deleted=True)),
         (Key(SCHEMA, "s", 3), schema("s", 3, 3, '"long"', deleted=True)),  # tombstone compacted away on the primary
         (Key(SCHEMA, "mine", 1), schema("mine", 1, 4, '"float"')),         # target-only, live: left alone
+        (Key(SCHEMA, "gone", 1), schema("gone", 1, 5, '"x"', deleted=True)),  # unknown to the primary: left alone
         (Key(MODE, "s"), {"mode": "READONLY"}),
     )
     plan = plan_target("c2", primary, target, PLAIN, PLAIN)

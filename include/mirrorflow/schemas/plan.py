@@ -13,8 +13,9 @@ target's naming, to the target's records, subject by subject:
 
 Hard deletes whose tombstone the primary no longer holds (compacted away, or
 invisible through REST) are still carried: a version the target holds as
-soft-deleted, in a subject of the target's naming, that the primary no longer
-has at all, is removed from the target.
+soft-deleted, of a subject the primary still has, that the primary no longer
+has at all, is removed from the target. Subjects the primary does not know are
+never touched.
 """
 
 from __future__ import annotations
@@ -191,9 +192,9 @@ def _carry_lost_hard_deletes(primary: RegistryState, target: RegistryState, sour
         subject = source.render(topic)
         if Key(SCHEMA, subject, key.version) in primary:
             continue
-        if subject in names and subject not in per_subject:
-            continue  # that subject stopped on a conflict: leave it as it is
-        per_subject.setdefault(subject, []).append(Write(key, None, subject, have))
+        if subject not in per_subject:
+            continue  # unknown to the primary (maybe the target's own), or stopped on a conflict: left as it is
+        per_subject[subject].append(Write(key, None, subject, have))
 
 
 def _stop_dependents(primary: RegistryState, names: dict[str, str], stopped: dict[str, Conflict],

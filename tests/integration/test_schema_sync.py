@@ -12,7 +12,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from mirrorflow.kafka.compacted import ensure_compacted
+from mirrorflow.kafka.compacted import WRITE_CHUNK, ensure_compacted
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.schemas.plan import plan_target
 from mirrorflow.schemas.records import CONFIG, MODE, SCHEMA, Key
@@ -233,9 +233,9 @@ def test_a_sync_killed_while_writing_completes_on_rerun_identical_to_an_uninterr
     from confluent_kafka import TopicPartition
 
     topo, storage, reg = schema_topology(kafka_clusters)
-    # More records than one produce batch holds (librdkafka: 10,000 messages), so a kill can land
-    # between batches; written straight into the primary's storage topic with one producer.
-    total = 12_000
+    # Several of the writer's chunks (WRITE_CHUNK records, each acknowledged before the next is
+    # sent), so a kill can land between them; written straight into the primary's storage topic.
+    total = 5 * WRITE_CHUNK
     producer = Producer({"bootstrap.servers": kafka_clusters["c1"].bootstrap, "enable.idempotence": True})
     for i in range(total):
         subject, version = f"{P}bulk{i // 2:05d}-value", i % 2 + 1
@@ -264,7 +264,7 @@ def test_a_sync_killed_while_writing_completes_on_rerun_identical_to_an_uninterr
         finally:
             consumer.close()
 
-    quota("--add-config", "producer_byte_rate=300000")
+    quota("--add-config", "producer_byte_rate=150000")
     try:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         addresses = [f"{n}={kafka_clusters[n].bootstrap}" for n in ("c1", "c2", "c3", "c4")]

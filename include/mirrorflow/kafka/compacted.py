@@ -92,13 +92,20 @@ def read_whole(client: ClusterClient, topic: str, reader_group: str, timeout: fl
         consumer.close()
 
 
+#: Records sent before waiting for their acknowledgement: bounds what is in flight and paces progress logs.
+WRITE_CHUNK = 1000
+
+
 def write_all(client: ClusterClient, topic: str, records: Iterable[tuple[bytes, bytes | None]],
               on_written: Callable[[int], None] | None = None, timeout: float = 30.0) -> int:
     """Write ``(key, value)`` records to partition 0 in order; all acknowledged, or an error.
 
     ``on_written(i)`` is called for the i-th record once the cluster has
     acknowledged it (the idempotent producer keeps them in order), so callers
-    can audit exactly what landed even when a later record fails.
+    can audit exactly what landed even when a later record fails. Records go
+    out in chunks of :data:`WRITE_CHUNK`, each acknowledged before the next is
+    sent, so a writer stopped midway has landed a prefix of whole chunks plus
+    at most one partial chunk, and a long write logs its progress.
     """
     producer = Producer(client.producer(**{"linger.ms": 5}))
     failures: list[str] = []
@@ -110,13 +117,19 @@ def write_all(client: ClusterClient, topic: str, records: Iterable[tuple[bytes, 
         elif on_written is not None:
             on_written(index)
 
+    def settle() -> None:
+        left = producer.flush(timeout)
+        if left or failures:
+            detail = failures[0] if failures else f"{left} records not acknowledged within {timeout:.0f}s"
+            raise KafkaOperationError(client.name, f"write {topic}",
+                                      KafkaError(KafkaError._TIMED_OUT if left else KafkaError._FAIL, detail))
+
     for key, value in records:
         producer.produce(topic, key=key, value=value, partition=0,
                          on_delivery=lambda err, msg, i=count: delivered(i, err, msg))
         count += 1
-    left = producer.flush(timeout)
-    if left or failures:
-        detail = failures[0] if failures else f"{left} records not acknowledged within {timeout:.0f}s"
-        raise KafkaOperationError(client.name, f"write {topic}",
-                                  KafkaError(KafkaError._TIMED_OUT if left else KafkaError._FAIL, detail))
+        if count % WRITE_CHUNK == 0:
+            settle()
+            log.info("%s %s: %d records written", client.name, topic, count)
+    settle()
     return count

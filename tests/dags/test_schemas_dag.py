@@ -13,8 +13,7 @@ from mirrorflow.schemas.records import SCHEMA, Key
 from mirrorflow_airflow.factories.schemas import DAG_ID, build_schemas_dag
 from tests.dags.test_level_dags import xcom
 from tests.dags.test_lag_monitor_dag import states, task_output
-from tests.integration.test_schema_sync import ORDER, P, register_all, schema_topology, state_of
-from tests.integration.registry import PrimaryRegistry
+from tests.integration.test_schema_sync import ORDER, P, plant, register_all, schema_topology, state_of
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
@@ -70,14 +69,7 @@ def test_a_run_syncs_every_target_and_audits_each_write(kafka_clusters, airflow_
 def test_a_conflict_fails_only_its_target_task_naming_the_subject(kafka_clusters, airflow_home, caplog, capfd):
     topo, storage, reg = schema_topology(kafka_clusters)
     register_all(reg)
-    planted = PrimaryRegistry(kafka_clusters["c4"].bootstrap, storage)
-    from mirrorflow.kafka.compacted import ensure_compacted
-    from mirrorflow.kafka.config import ClusterClient
-    from mirrorflow.schemas.topic_store import TOPIC_CONFIG
-
-    ensure_compacted(ClusterClient("c4", {"bootstrap.servers": kafka_clusters["c4"].bootstrap}), storage, TOPIC_CONFIG)
-    planted.ids[("x",)] = 40
-    planted.register("acme-prod-orders-value", json.dumps({"type": "record", "name": "Other", "fields": []}))
+    plant(kafka_clusters, "c4", storage, "acme-prod-orders-value", first_id=41)
 
     run = build_schemas_dag(topo).test(run_conf={"dry_run": False})  # production retries: a conflict is final
     assert states(run) == {"sync_c2": "success", "sync_c3": "success", "sync_c4": "failed"}

@@ -57,6 +57,15 @@ schemas:
     return topo, storage, PrimaryRegistry(kafka_clusters["c1"].bootstrap, storage)
 
 
+def plant(kafka_clusters, cluster: str, storage: str, subject: str, first_id: int) -> None:
+    """A registration made on the target itself: a different schema under ``subject`` version 1."""
+    bootstrap = kafka_clusters[cluster].bootstrap
+    ensure_compacted(ClusterClient(cluster, {"bootstrap.servers": bootstrap}), storage, TOPIC_CONFIG)
+    local = PrimaryRegistry(bootstrap, storage)
+    local.ids[("planted",)] = first_id - 1
+    local.register(subject, json.dumps({"type": "record", "name": "Other", "fields": []}))
+
+
 def run_sync(topo, kafka_clusters, dry_run=False):
     primary, naming, targets = stores_for(topo, clients(kafka_clusters, topo))
     return sync(primary, naming, targets, dry_run=dry_run)
@@ -155,11 +164,7 @@ def test_deletes_compatibility_and_mode_propagate(kafka_clusters):
 def test_a_conflict_stops_only_that_subject_on_that_target(kafka_clusters):
     topo, storage, reg = schema_topology(kafka_clusters)
     register_all(reg)
-    # Planted on c3 before any sync: a different schema under orders-value version 1.
-    planted = PrimaryRegistry(kafka_clusters["c3"].bootstrap, storage)
-    ensure_compacted(ClusterClient("c3", {"bootstrap.servers": kafka_clusters["c3"].bootstrap}), storage, TOPIC_CONFIG)
-    planted.ids[("x",)] = 100
-    planted.register("orders-value", json.dumps({"type": "record", "name": "Other", "fields": []}))
+    plant(kafka_clusters, "c3", storage, "orders-value", first_id=101)  # before any sync
     before = state_of(kafka_clusters, "c3", storage).keys_of("orders-value")
 
     with pytest.raises(SchemaSyncFailed) as failed:
@@ -228,6 +233,7 @@ def test_a_sync_killed_while_writing_completes_on_rerun_identical_to_an_uninterr
     import signal
     import subprocess
     import sys
+    import threading
     import time
 
     from confluent_kafka import TopicPartition
@@ -274,7 +280,7 @@ def test_a_sync_killed_while_writing_completes_on_rerun_identical_to_an_uninterr
         while landed() == 0:  # the first batch is in
             assert writer.poll() is None, "the sync ended before it could be killed"
             assert time.monotonic() < deadline, "the sync wrote nothing within 120 s"
-            time.sleep(0.05)  # polling interval of the watermark check, not a synchronisation
+            threading.Event().wait(0.05)  # poll interval of the condition above (it has a deadline)
         os.kill(writer.pid, signal.SIGKILL)
         writer.wait(30)
         assert b"finished" not in (writer.stdout.read() or b"")

@@ -19,7 +19,6 @@ name (see :mod:`mirrorflow.schemas.rest_store`).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import threading
@@ -175,7 +174,7 @@ class LocalRegistry:
                "-Dquarkus.log.level=WARN", "-jar", str(self.jar)]
         log = self.log_path.open("w")
         self._proc = subprocess.Popen(cmd, cwd=self.jar.parent, stdout=log, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, env={**os.environ})
+                                      stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

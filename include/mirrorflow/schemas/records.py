@@ -231,6 +231,3 @@ class RegistryState:
             if key.keytype == SCHEMA and value is not None:
                 ids.setdefault(value["id"], value)
         return ids
-
-    def records(self) -> list[tuple[bytes, bytes | None]]:
-        return [(k.to_bytes(), encode_value(v)) for k, v in self.entries.items()]

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 class Store(Protocol):
     cluster: str
     via: str
+    keytypes: frozenset[str] | None  # the record types this store can hold (None: all)
 
     def describe(self) -> str: ...
     def read(self) -> RegistryState: ...
@@ -109,8 +110,7 @@ def sync(primary: Store, primary_format: SubjectFormat, targets: Sequence[tuple[
         result.targets.append(target)
         try:
             current = store.read()
-            plan = plan_target(store.cluster, state, current, primary_format, naming,
-                               getattr(store, "keytypes", None))
+            plan = plan_target(store.cluster, state, current, primary_format, naming, store.keytypes)
         except Exception as exc:  # one target's trouble never stops the others
             target.error = f"reading {store.describe()} failed: {exc}"
             log.error("%s", target.error)

@@ -37,6 +37,8 @@ class TopicStore:
     """Read and write one registry's state as records of its storage topic."""
 
     via = "topic"
+    #: Every record type of the storage topic (``None``: no restriction for the plan).
+    keytypes = None
 
     def __init__(self, client: ClusterClient, topic: str = DEFAULT_TOPIC, timeout: float = 30.0) -> None:
         self.client = client

@@ -205,6 +205,18 @@ def decide(level: int, headers: Headers, *, on_malformed: OnMalformed = "fresh")
     return Decision(True, flags, out, malformed, reason, raws)
 
 
+def backfill(bits: int, headers: Headers, *, on_malformed: OnMalformed = "fresh") -> Decision:
+    """An onboarding backfill copies every message, adding ``bits`` to its flags.
+
+    A backfill brings a new cluster the history its peers already share, so no
+    level's mask applies; the added bits (every level the new cluster
+    distributes at) make each of its distributors skip the copy.
+    """
+    flags, malformed, raws, problem = read_flags(headers, on_malformed=on_malformed)
+    reason = f"backfill: malformed copy flags header {problem}; treated as flags 0" if malformed else "backfill"
+    return Decision(True, flags, flags | bits, malformed, reason, raws)
+
+
 # --------------------------------------------------------------------------- headers
 
 

@@ -59,3 +59,67 @@ def set_group_owners(owners: dict[str, str]) -> None:
     Variable.set(OWNERS_VARIABLE, json.dumps(dict(sorted(owners.items()))),
                  description="mirrorflow: cluster each consumer group runs on (written by mirror_offsets and "
                              "mirror_failover_consumer_group)")
+
+
+# --------------------------------------------------------------------------- cluster changes
+
+CHANGES_VARIABLE = "mirrorflow_topology_changes"
+
+
+def cluster_changes() -> list[dict]:
+    """Onboarded and decommissioned clusters, in order (see :mod:`mirrorflow.topology.changes`).
+
+    Read at DAG parse time too: the dag-processor serves Variables to the files
+    it parses, so a change shows in every DAG from its next parse. Outside a
+    task or the dag-processor (a plain Python shell) Airflow only looks at
+    environment variables; there the changes are not seen.
+    """
+    raw = Variable.get(CHANGES_VARIABLE, default=None)
+    if not raw:
+        return []
+    data = json.loads(raw) if isinstance(raw, str) else raw
+    return [dict(event) for event in data]
+
+
+def record_change(event: dict) -> list[dict]:
+    """Append ``event`` unless an equal one is already the last event for that cluster; returns the list."""
+    events = cluster_changes()
+    mine = [e for e in events if e.get("cluster") == event.get("cluster")]
+    core = {k: v for k, v in event.items() if k not in ("at", "run_id")}
+    if mine and {k: v for k, v in mine[-1].items() if k not in ("at", "run_id")} == core:
+        return events
+    events.append(event)
+    Variable.set(CHANGES_VARIABLE, json.dumps(events, sort_keys=True),
+                 description="mirrorflow: clusters added and removed by mirror_onboard_cluster and "
+                             "mirror_decommission_cluster, applied on top of the topology file")
+    return events
+
+
+def set_link_targets(targets: dict[str, str]) -> None:
+    """Replace the whole map of effective link targets (onboarding pins, decommission switches)."""
+    Variable.set(TARGETS_VARIABLE, json.dumps(dict(sorted(targets.items()))),
+                 description="mirrorflow: effective targets of switched links (written by mirror_switch_target)")
+
+
+# --------------------------------------------------------------------------- onboarding in progress
+
+ONBOARDING_VARIABLE = "mirrorflow_onboarding"
+
+
+def onboarding(cluster: str) -> dict | None:
+    """What an earlier attempt to onboard ``cluster`` recorded (so a re-run continues), or None."""
+    raw = Variable.get(ONBOARDING_VARIABLE, default=None)
+    data = (json.loads(raw) if isinstance(raw, str) else raw) if raw else {}
+    return data.get(cluster)
+
+
+def record_onboarding(cluster: str, record: dict | None) -> None:
+    """Store (or with ``None`` drop) the onboarding record of ``cluster``."""
+    raw = Variable.get(ONBOARDING_VARIABLE, default=None)
+    data = (json.loads(raw) if isinstance(raw, str) else raw) if raw else {}
+    if record is None:
+        data.pop(cluster, None)
+    else:
+        data[cluster] = record
+    Variable.set(ONBOARDING_VARIABLE, json.dumps(data, sort_keys=True),
+                 description="mirrorflow: onboardings in progress (written by mirror_onboard_cluster)")

@@ -107,6 +107,23 @@ class PartitionTask:
     #: The target topic's max.message.bytes, when the planner knows it.
     max_message_bytes: int | None = None
     on_malformed: copyflags.OnMalformed = "fresh"
+    #: Onboarding only. Where to start when the link has no checkpoint yet (``EARLIEST``:
+    #: the source's first offset); that start is committed as the checkpoint even when
+    #: there is nothing to copy, so the regular link continues exactly there.
+    start_offset: int | None = None
+    #: Onboarding only. Copy *every* message, whatever its flags, adding these bits: a
+    #: backfill brings history the new cluster never had, and the bits make sure the
+    #: new cluster's own distributors never send it on (see mirrorflow.onboard).
+    backfill_flags: int | None = None
+    #: Onboarding only. Restore ``[start, end)`` from the S3 archive of the source cluster
+    #: before reading Kafka: ``{"location": ArchiveLocation dict, "end": next archived offset}``.
+    restore: dict[str, Any] | None = None
+    #: Fail (instead of warn) when the source no longer holds offsets this copy needs.
+    require_contiguous: bool = False
+
+
+#: ``PartitionTask.start_offset`` meaning "the source's earliest offset when the copy starts".
+EARLIEST = -1
 
 
 @dataclass
@@ -128,6 +145,10 @@ class PartitionResult:
     target_last_offset: int | None = None
     #: Offsets the source deleted (retention) before this link copied them.
     lost_to_retention: int = 0
+    #: Records restored from the S3 archive (onboarding with ``backfill: archive``).
+    restored: int = 0
+    #: The checkpoint this copy started without one and committed (onboarding hand-over).
+    initialised: bool = False
     transactions: int = 0
     duration_s: float = 0.0
     #: Seconds spent waiting for the byte-rate cap.
@@ -175,22 +196,39 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
     }))
     try:
         producer.init_transactions(op_timeout)
-        start = _checkpoint(checkpoint, task, op_timeout)
+        start = committed = _checkpoint(checkpoint, task, op_timeout)
         low, _ = reader.get_watermark_offsets(TopicPartition(task.topic, task.partition), timeout=op_timeout)
+        if start is None and task.start_offset is not None:
+            start = low if task.start_offset == EARLIEST else task.start_offset
+            result.initialised = True
+        if task.restore is not None and start is not None and start < int(task.restore["end"]):
+            start = _restore(task, producer, checkpoint, start, result, idle_timeout, op_timeout)
+            if result.error is not None:
+                return result
         if start is None or start < low:
             if start is not None:
                 result.lost_to_retention = low - start
-                log.warning("%s %s[%d]: checkpoint %d is below the source's first offset %d: %d offsets "
-                            "were deleted by retention before they were copied", task.link_id, task.topic,
-                            task.partition, start, low, low - start)
+                what = (f"offsets {start}..{low - 1} are no longer on {task.source} (retention) and were "
+                        f"not copied")
+                if task.require_contiguous:
+                    result.start_offset = result.next_offset = start
+                    result.error = f"{what}; nothing copied past them (the archive must reach offset {low})"
+                    result.error_offset = start
+                    return result
+                log.warning("%s %s[%d]: %s", task.link_id, task.topic, task.partition, what)
             start = low
-        result.start_offset = result.next_offset = start
+        if result.start_offset < 0:
+            result.start_offset = start
+        result.next_offset = start
         end = task.end_offset
         if task.max_records is not None:
             end = min(end, start + task.max_records)
         result.end_offset = end
         if start < end:
             _copy_range(task, producer, checkpoint, reader, start, end, result, idle_timeout, op_timeout)
+        elif committed is None and result.initialised and result.transactions == 0:
+            _commit_position(task, producer, checkpoint, start, op_timeout)  # hand-over point, nothing to copy
+            result.transactions += 1
         one_per_batch = False
         if result.error_code == KafkaError.MSG_SIZE_TOO_LARGE:
             # The target refused a whole batch: find the message it refuses by sending one
@@ -235,6 +273,32 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
     return result
 
 
+
+
+def _restore(task: PartitionTask, producer: Producer, checkpoint: Consumer, start: int, result: PartitionResult,
+             idle_timeout: float, op_timeout: float) -> int:
+    """Copy ``[start, restore end)`` from the S3 archive, through the same transactions as Kafka data."""
+    from mirrorflow.onboard.restore import ArchiveSource  # executor side; only onboarding needs boto3
+
+    end = int(task.restore["end"])  # type: ignore[index]
+    log.info("%s %s[%d]: restoring offsets %d..%d of %s from the archive", task.link_id, task.topic,
+             task.partition, start, end - 1, task.source)
+    result.start_offset = result.next_offset = start
+    before = result.copied + result.skipped
+    source = ArchiveSource(task.restore, task.source, task.topic, task.partition, start, end)  # type: ignore[arg-type]
+    _copy_range(task, producer, checkpoint, source, start, end, result, idle_timeout, op_timeout)
+    result.restored = result.copied + result.skipped - before
+    return result.next_offset
+
+
+def _commit_position(task: PartitionTask, producer: Producer, checkpoint: Consumer, offset: int,
+                     timeout: float) -> None:
+    """Commit ``offset`` as the link's checkpoint in an otherwise empty transaction (fenced like a copy)."""
+    producer.begin_transaction()
+    _bounded(lambda: producer.send_offsets_to_transaction(
+        [TopicPartition(task.topic, task.partition, offset)], checkpoint.consumer_group_metadata(), timeout),
+        timeout, "send_offsets_to_transaction", task.target)
+    _bounded(lambda: producer.commit_transaction(timeout), timeout, "commit_transaction", task.target)
 
 
 def _producer(task: PartitionTask, target: ClusterClient) -> Producer:
@@ -367,7 +431,10 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
                     break
                 last_progress = time.monotonic()
                 headers = msg.headers()
-                decision = copyflags.decide(task.level, headers, on_malformed=task.on_malformed)
+                if task.backfill_flags is not None:
+                    decision = copyflags.backfill(task.backfill_flags, headers, on_malformed=task.on_malformed)
+                else:
+                    decision = copyflags.decide(task.level, headers, on_malformed=task.on_malformed)
                 if decision.malformed:
                     pending["malformed"] += 1
                     log.warning("%s %s[%d]@%d: %s", task.link_id, task.topic, task.partition, offset, decision.reason)

@@ -41,6 +41,7 @@ from pydantic_core import PydanticCustomError
 from mirrorflow.errors import TopologyError, UnknownClusterError, UnknownLinkError
 from mirrorflow.secrets import is_secret_config
 from mirrorflow.topology import tree as _tree
+from mirrorflow.topology.archive import ArchiveConfig
 from mirrorflow.topology.base import Model
 from mirrorflow.topology.lag import LagConfig
 from mirrorflow.topology.offsets import OffsetsConfig
@@ -238,6 +239,8 @@ class Topology(_Model):
     lag: LagConfig = Field(default_factory=LagConfig)
     #: Schema registry sync from one primary (see schemas.py).
     schemas: SchemasConfig = Field(default_factory=SchemasConfig)
+    #: S3 archive of the mirrored topics (see archive.py).
+    archive: ArchiveConfig = Field(default_factory=ArchiveConfig)
 
     _patterns: tuple[re.Pattern[str], ...] = PrivateAttr(default=())
     _leaves: tuple[str, ...] = PrivateAttr(default=())
@@ -321,6 +324,9 @@ class Topology(_Model):
                 problems.append((f"schemas.clusters.{name}.topic",
                                  f"the registry's storage topic {registry.topic!r} matches topics: it would be "
                                  "mirrored as data; name it in no pattern"))
+        for i, name in enumerate(self.archive.clusters or []):
+            if name not in self.clusters:
+                problems.append((f"archive.clusters[{i}]", f"unknown cluster {name!r} (clusters: {known})"))
         if problems:
             raise TopologyError(problems)
         self._patterns = tuple(patterns)
@@ -390,7 +396,7 @@ class Topology(_Model):
         for cluster in data["clusters"].values():
             if not cluster.get("config"):
                 cluster.pop("config", None)
-        for section in ("replication", "offsets", "lag", "schemas"):
+        for section in ("replication", "offsets", "lag", "schemas", "archive"):
             settings = getattr(self, section).model_dump(mode="python", exclude_defaults=True)
             if settings:
                 data[section] = settings
@@ -429,6 +435,11 @@ class Topology(_Model):
         if self.schemas.primary == name:
             raise TopologyError("schemas.primary", f"{name!r} is the schema registry primary; choose another first")
         data.get("schemas", {}).get("clusters", {}).pop(name, None)
+        archived = data.get("archive", {}).get("clusters")
+        if archived is not None and name in archived:
+            archived.remove(name)
+            if not archived:
+                raise TopologyError("archive.clusters", f"{name!r} is the only archived cluster; archive another first")
         data["tree"] = _tree.remove_leaf(data["tree"], name)
         if _tree.is_leaf(data["tree"]):
             raise TopologyError("tree", f"removing {name!r} would leave a single cluster; a topology needs two")

@@ -17,21 +17,16 @@ connection (``spark_default``) says where the job runs, so the same job runs on
 
 from __future__ import annotations
 
-import json
 import logging
-import tempfile
-from pathlib import Path
 from typing import Any
-
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from mirrorflow.copy.job import JOB_ENV
 from mirrorflow.copy.links import build_spec, effective_links
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
-from mirrorflow_airflow.spark import JOB_SCRIPT, core_zip, spark_conf
+from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator
+from mirrorflow_airflow.spark import JOB_SCRIPT
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +35,12 @@ class CopyFailed(MirrorflowError):
     """Some links or partitions of a level run failed; the others were copied."""
 
 
-class MirrorLevelCopyOperator(SparkSubmitOperator):
+class MirrorLevelCopyOperator(MirrorSparkJobOperator):
     """Submit one micro-batch of a level to Spark and report its result."""
 
     def __init__(self, *, topology: Topology, level: int, plan_task_id: str = "plan",
                  spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
-        super().__init__(application=str(JOB_SCRIPT), conn_id=spark_conn_id, name=f"mirrorflow-level-{level}",
+        super().__init__(application=str(JOB_SCRIPT), spark_conn_id=spark_conn_id, name=f"mirrorflow-level-{level}",
                          **kwargs)
         self.topology = topology
         self.level = level
@@ -62,28 +57,7 @@ class MirrorLevelCopyOperator(SparkSubmitOperator):
                     for c in sorted({x for l in links for x in (l.source, l.default_target)})}
         spec = build_spec(self.topology, self.level, context["run_id"], links, clusters)
 
-        master = SparkSubmitHook(conn_id=self._conn_id)._resolve_connection()["master"]
-        if master.startswith(("yarn", "k8s")):
-            raise MirrorflowError(
-                f"Spark master {master!r}: the copy job passes cluster credentials to its driver in the "
-                f"environment, which spark-submit forwards on the command line for YARN and Kubernetes; run it "
-                f"on local[*] or a standalone cluster (spark://...) in client deploy mode")
-        with tempfile.TemporaryDirectory(prefix="mirrorflow-level-") as tmp:
-            result_path = Path(tmp) / "result.json"
-            self.application_args = ["--result", str(result_path)]
-            self.py_files = str(core_zip(Path(tmp)))
-            self.conf = {**spark_conf(master), **(self.conf or {})}
-            self.env_vars = {JOB_ENV: spec.to_json()}
-            failure: Exception | None = None
-            try:
-                super().execute(context)
-            except Exception as exc:  # exit code 2 still writes a result naming each failure
-                failure = exc
-            finally:
-                self.env_vars = None
-            if not result_path.exists():
-                raise failure or MirrorflowError("the copy job wrote no result")
-            result = json.loads(result_path.read_text(encoding="utf-8"))
+        result = self.submit(context, {JOB_ENV: spec.to_json()})
         result.pop("partitions", None)
         for link in result["links"]:
             log.info("link %s: %s -> %s: %d copied, %d skipped, %d bytes over %d partitions%s", link["link"],

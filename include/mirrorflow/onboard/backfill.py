@@ -1,0 +1,198 @@
+"""The onboarding backfill: a Spark job that copies the sibling's history to the new cluster, exactly once.
+
+It is the copy engine with three differences, all in the per-partition task
+(:class:`~mirrorflow.copy.partition.PartitionTask`):
+
+- every message is copied whatever its flags, with the bits of every level the
+  new cluster distributes at added (``backfill_flags``), so the new cluster's
+  distributors never send backfilled messages on;
+- where the link has no checkpoint yet the copy starts where the mode says
+  (``retained``: the sibling's first offset; ``since``: the first offset at or
+  after a timestamp; ``none``: the sibling's end; ``archive``: the first
+  archived offset) and commits that start even when nothing is copied;
+- with ``archive`` the partition's archived range is restored from S3 first,
+  through the same transactions, then Kafka continues at the next offset.
+
+Fencing and checkpoints are the new link's own (``transactional.id`` and
+checkpoint group of ``<sibling>.L<level>``), so a killed backfill re-runs from
+where it committed, and the regular level run takes over at the same offset.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from mirrorflow.audit import audit
+from mirrorflow.copy.job import execute, read_checkpoints
+from mirrorflow.copy.partition import EARLIEST, PartitionTask
+from mirrorflow.copy.plan import PartitionWork, pack
+from mirrorflow.errors import KafkaOperationError, MirrorflowError
+from mirrorflow.kafka.admin import earliest_and_stable
+from mirrorflow.kafka.config import ClusterClient
+
+log = logging.getLogger(__name__)
+
+#: Environment variable that carries the backfill spec into ``spark-submit``.
+BACKFILL_ENV = "MIRRORFLOW_BACKFILL"
+
+
+@dataclass(frozen=True)
+class BackfillSpec:
+    run_id: str
+    link_id: str
+    level: int
+    source: str
+    target: str
+    mode: str
+    bits: int
+    #: Topic -> partitions.
+    topics: Mapping[str, int]
+    clusters: Mapping[str, Mapping[str, Any]] = field(repr=False)
+    since_ms: int | None = None
+    #: topic -> {partition: [first, end]} restored from the archive before Kafka.
+    restore: Mapping[str, Mapping[str, list[int]]] = field(default_factory=dict)
+    #: The archive location (``ArchiveLocation.to_dict()``), credentials included: hidden.
+    location: Mapping[str, Any] | None = field(default=None, repr=False)
+    slots: int | None = None
+    txn_records: int = 5000
+    #: Stop each partition after this many records (tests; a paced backfill).
+    max_records: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "BackfillSpec":
+        try:
+            return cls(**json.loads(text))
+        except (TypeError, ValueError) as exc:
+            raise MirrorflowError(f"{BACKFILL_ENV}: not a valid backfill spec: {exc}") from None
+
+    @classmethod
+    def from_env(cls) -> "BackfillSpec":
+        text = os.environ.get(BACKFILL_ENV)
+        if not text:
+            raise MirrorflowError(f"{BACKFILL_ENV} is not set: mirror_onboard_cluster passes the backfill spec in "
+                                  "this variable")
+        return cls.from_json(text)
+
+    def client(self, cluster: str) -> ClusterClient:
+        return ClusterClient(cluster, dict(self.clusters[cluster]))
+
+
+@dataclass
+class BackfillResult:
+    run_id: str
+    link_id: str
+    source: str
+    target: str
+    mode: str
+    partitions: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    plan_s: float = 0.0
+    copy_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "link": self.link_id, "source": self.source, "target": self.target,
+            "mode": self.mode, "ok": self.ok, "partitions": len(self.partitions),
+            "copied": sum(p["copied"] for p in self.partitions),
+            "restored": sum(p.get("restored", 0) for p in self.partitions),
+            "lost_to_retention": sum(p["lost_to_retention"] for p in self.partitions),
+            "plan_s": round(self.plan_s, 3), "copy_s": round(self.copy_s, 3), "errors": list(self.errors),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps({**self.summary(), "partition_results": self.partitions}, sort_keys=True, default=str)
+
+
+def _since_offsets(client: ClusterClient, tps: list[TopicPartition], since_ms: int, timeout: float
+                   ) -> dict[tuple[str, int], int]:
+    """First offset at or after ``since_ms`` per partition (the end when there is none)."""
+    consumer = Consumer(client.consumer("_mirrorflow.backfill-since"))
+    try:
+        answer = consumer.offsets_for_times([TopicPartition(tp.topic, tp.partition, since_ms) for tp in tps],
+                                            timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaOperationError(client.name, "offsets for times", exc.args[0]) from exc
+    finally:
+        consumer.close()
+    return {(tp.topic, tp.partition): tp.offset for tp in answer}
+
+
+def plan_tasks(spec: BackfillSpec, timeout: float = 30.0) -> list[PartitionTask]:
+    """One task per partition: its start rule, its restore range, and the sibling's end now (the cut)."""
+    source, target = spec.client(spec.source), spec.client(spec.target)
+    tps = [TopicPartition(t, p) for t, n in sorted(spec.topics.items()) for p in range(n)]
+    if not tps:
+        return []
+    checkpoints = read_checkpoints(target, spec.link_id, tps, timeout)
+    lows, ends = earliest_and_stable(source, tps, timeout)
+    since = _since_offsets(source, tps, spec.since_ms, timeout) if spec.mode == "since" else {}
+    tasks = []
+    for tp in tps:
+        key = (tp.topic, tp.partition)
+        restore = (spec.restore.get(tp.topic) or {}).get(str(tp.partition))
+        if spec.mode == "none":
+            start = ends[key]
+        elif spec.mode == "since":
+            start = since[key] if since.get(key, -1) >= 0 else ends[key]
+        elif restore:
+            start = restore[0]
+        else:
+            start = EARLIEST
+        done, _ = checkpoints.get(key, (None, ""))
+        if done is not None and done >= ends[key]:
+            continue  # this partition's backfill is complete (a re-run)
+        tasks.append(PartitionTask(
+            link_id=spec.link_id, level=spec.level, source=spec.source, target=spec.target, topic=tp.topic,
+            partition=tp.partition, end_offset=ends[key], txn_records=spec.txn_records, start_offset=start,
+            backfill_flags=spec.bits, max_records=spec.max_records,
+            restore={"location": dict(spec.location or {}), "end": restore[1]} if restore else None,
+            require_contiguous=spec.mode == "archive",
+        ))
+        log.info("backfill %s %s[%d]: %s, source %d..%d%s", spec.link_id, tp.topic, tp.partition,
+                 f"continuing from checkpoint {done}" if done is not None else f"starting at {start}"
+                 if start != EARLIEST else "starting at the sibling's first offset", lows[key], ends[key],
+                 f", archive {restore[0]}..{restore[1]}" if restore else "")
+    return tasks
+
+
+def run_backfill(spec: BackfillSpec, spark: Any = None) -> BackfillResult:
+    """Plan, copy on Spark (or in this process when ``spark`` is ``None``), audit each partition."""
+    result = BackfillResult(spec.run_id, spec.link_id, spec.source, spec.target, spec.mode)
+    started = time.monotonic()
+    tasks = plan_tasks(spec)
+    slots = spec.slots or (spark.sparkContext.defaultParallelism if spark is not None else 1)
+    works = [PartitionWork(t.link_id, t.topic, t.partition, 0, max(1, t.end_offset - max(t.start_offset or 0, 0)))
+             for t in tasks]
+    by_key = {(t.link_id, t.topic, t.partition): t for t in tasks}
+    bins = [[by_key[(w.link_id, w.topic, w.partition)] for w in b] for b in pack(works, slots)]
+    result.plan_s = time.monotonic() - started
+    log.info("backfill %s: %s -> %s (%s), %d partitions in %d Spark tasks", spec.link_id, spec.source,
+             spec.target, spec.mode, len(tasks), len(bins))
+    started = time.monotonic()
+    for r in sorted(execute(spark, spec, bins), key=lambda r: (r["topic"], r["partition"])):
+        result.partitions.append(r)
+        audit("backfill", run_id=spec.run_id, link=spec.link_id, source=spec.source, target=spec.target,
+              mode=spec.mode, topic=r["topic"], partition=r["partition"],
+              source_offsets=[r["start_offset"], r["next_offset"]], copied=r["copied"], restored=r["restored"],
+              checksum=f"crc32:{r['checksum']:08x}", lost_to_retention=r["lost_to_retention"], error=r["error"])
+        if r["error"]:
+            result.errors.append(f"{spec.link_id} ({spec.source} -> {spec.target}) {r['topic']}[{r['partition']}] "
+                                 f"at source offset {r['error_offset']}: {r['error']}")
+    result.copy_s = time.monotonic() - started
+    audit("backfill_run", **result.summary())
+    return result

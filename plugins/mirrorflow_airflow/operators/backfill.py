@@ -1,0 +1,63 @@
+"""The backfill step of ``mirror_onboard_cluster``: submit the backfill job to Spark and report it.
+
+The plan comes from the ``preflight`` task (XCom); the job spec, with both
+clusters' client settings and, for ``archive``, the archive's credentials, goes
+to ``spark-submit`` in ``MIRRORFLOW_BACKFILL`` only.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.onboard.backfill import BACKFILL_ENV, BackfillSpec
+from mirrorflow.onboard.plan import OnboardPlan
+from mirrorflow.topology import Topology
+from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator
+from mirrorflow_airflow.spark import SPARK_JOBS
+
+log = logging.getLogger(__name__)
+
+
+class BackfillFailed(MirrorflowError):
+    """Some partitions did not reach the cut; re-running continues from their checkpoints."""
+
+
+class MirrorBackfillOperator(MirrorSparkJobOperator):
+    def __init__(self, *, topology: Topology, plan_task_id: str = "preflight", **kwargs: Any) -> None:
+        super().__init__(application=str(SPARK_JOBS / "mirror_backfill.py"), name="mirrorflow-backfill", **kwargs)
+        self.topology = topology
+        self.plan_task_id = plan_task_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from mirrorflow_airflow.factories.onboard import plan_clients
+
+        plan = OnboardPlan.from_dict(context["ti"].xcom_pull(task_ids=self.plan_task_id))
+        if plan.dry_run:
+            log.info("dry run: would backfill %d topics from %s to %s (%s), link %s", len(plan.topics),
+                     plan.sibling_of, plan.cluster, plan.backfill, plan.link_id)
+            return {"dry_run": True}
+        clients = plan_clients(self.topology, plan)
+        location = None
+        if plan.restore:
+            from mirrorflow_airflow.hooks.archive import archive_location
+
+            location = archive_location(self.topology).to_dict()
+        spec = BackfillSpec(
+            run_id=context["run_id"], link_id=plan.link_id, level=plan.level, source=plan.sibling_of,
+            target=plan.cluster, mode=plan.backfill, bits=plan.bits, topics=plan.topics,
+            clusters={name: dict(c.settings) for name, c in clients.items()}, since_ms=plan.since_ms,
+            restore=plan.restore, location=location,
+        )
+        result = self.submit(context, {BACKFILL_ENV: spec.to_json()})
+        partitions = result.pop("partition_results", [])
+        for p in partitions:
+            log.info("%s[%d]: source %d..%d, %d copied (%d from the archive)%s", p["topic"], p["partition"],
+                     p["start_offset"], p["next_offset"], p["copied"], p.get("restored", 0),
+                     f"; ERROR {p['error']}" if p["error"] else "")
+        if not result["ok"]:
+            raise BackfillFailed(f"backfill of {plan.cluster} from {plan.sibling_of}: {len(result['errors'])} "
+                                 "partition(s) failed; the others reached the cut; re-run to continue:\n  "
+                                 + "\n  ".join(result["errors"]))
+        return result

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepare a fresh machine for mirrorflow: check prerequisites, build .venv from the
-# pinned requirements, fetch Apache Kafka's jars from Maven Central.
+# pinned requirements, fetch Apache Kafka's jars (and the test servers) from Maven Central.
 # Idempotent: a second run only checks, unless a requirements file changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,3 +72,7 @@ fi
 # --- Schema registry (tests of mirror_schemas' REST path) ------------------
 # Apicurio Registry, built from Maven Central into .cache/schema-registry (first time: a few minutes).
 .venv/bin/python -m mirrorflow.local.registry fetch
+
+# --- S3-compatible server (tests of the S3 archive) ------------------------
+# S3Proxy's jars from Maven Central into .cache/s3proxy (first time: about a minute).
+.venv/bin/python -m mirrorflow.local.s3 fetch

@@ -47,4 +47,6 @@ pytest_plugins = [
     "tests.fixtures.standalone",
     "tests.fixtures.browser",
     "tests.fixtures.registry",
+    "tests.fixtures.s3",
+    "tests.fixtures.operator_state",
 ]

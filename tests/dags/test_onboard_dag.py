@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import threading
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -14,11 +14,11 @@ from mirrorflow.offsets.topic import ensure_topic
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.topology.changes import apply_changes
 from mirrorflow_airflow.factories.onboard import build_onboard_dag
-from mirrorflow_airflow.state import (CHANGES_VARIABLE, ONBOARDING_VARIABLE, OWNERS_VARIABLE, TARGETS_VARIABLE)
+from mirrorflow_airflow.state import CHANGES_VARIABLE, ONBOARDING_VARIABLE, OWNERS_VARIABLE, TARGETS_VARIABLE
 from tests.dags.test_level_dags import xcom
 from tests.integration.groups import consume_and_commit, read_from_committed
-from tests.integration.mirroring import (Traffic, assert_exactly_once, clients, converge, partitions_of,
-                                         run_level, topic_everywhere, topology, traffic)
+from tests.integration.mirroring import (LevelRuns, Traffic, assert_exactly_once, clients, converge,
+                                         partitions_of, topic_everywhere, topology, traffic)
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
@@ -28,56 +28,10 @@ THREE = """
     - {level: 1, children: [c1, c2]}
     - c3
 """
-VARIABLES = (CHANGES_VARIABLE, ONBOARDING_VARIABLE, OWNERS_VARIABLE, TARGETS_VARIABLE)
-
-
-@pytest.fixture
-def operator_state(airflow_home):
-    """Read the Variables the DAGs write (as JSON); every one is cleared afterwards."""
-    from airflow.models import Variable
-
-    def read(key: str, default="{}"):
-        return json.loads(Variable.get(key, default_var=default))
-
-    yield read
-    for key in VARIABLES:
-        Variable.delete(key)
-
-
 def form(kafka_clusters, **extra):
     return {"cluster": "c4", "bootstrap": kafka_clusters["c4"].bootstrap, "conn_id": None, "sibling_of": "c3",
             "level": 1, "topics": [], "backfill": "retained", "since": None, "schemas": True, "adopt": False,
             "dry_run": False, **extra}
-
-
-class LevelRuns:
-    """The three clusters' level runs, round after round in a thread, as the scheduler would run them."""
-
-    def __init__(self, topo, settings) -> None:
-        self.topo, self.settings = topo, settings
-        self.stop_ = threading.Event()
-        self.rounds = 0
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            while not self.stop_.is_set():
-                for level in self.topo.levels:
-                    result = run_level(self.topo, level, self.settings)
-                    assert result.ok, result.summary()["errors"]
-                self.rounds += 1
-        except BaseException as exc:  # reported by stop()
-            self.error = exc
-
-    def __enter__(self) -> "LevelRuns":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop_.set()
-        self.thread.join(120)
-        assert self.error is None, self.error
 
 
 def test_onboarding_a_fourth_cluster_under_traffic_is_exactly_once_and_positions_its_groups(
@@ -112,7 +66,7 @@ def test_onboarding_a_fourth_cluster_under_traffic_is_exactly_once_and_positions
     assert partitions_of(kafka_clusters, "c4", topic) == 0, "a dry run creates nothing"
     assert operator_state(CHANGES_VARIABLE, "[]") == []
 
-    with Traffic(kafka_clusters, topic, ["c1", "c2", "c3"]) as flowing, LevelRuns(topo, settings) as runs:
+    with Traffic(kafka_clusters, topic, ["c1", "c2", "c3"]) as flowing, LevelRuns(lambda: (topo, {}), settings) as runs:
         flowing.wait_for(300)
         run = dag.test(run_conf=form(kafka_clusters))
         flowing.wait_for(len(flowing.ids) + 150)
@@ -165,3 +119,60 @@ def test_a_topic_clash_stops_preflight_and_nothing_is_created(kafka_clusters, ma
     names = AdminClient({"bootstrap.servers": kafka_clusters["c4"].bootstrap}).list_topics(timeout=10).topics
     assert other not in names and partitions_of(kafka_clusters, "c4", topic) == 3
     assert operator_state(CHANGES_VARIABLE, "[]") == [] and operator_state(ONBOARDING_VARIABLE) == {}
+
+
+def _delete_before(bootstrap: str, topic: str, partitions: int, keep: float) -> int:
+    """Retention, by hand: delete the first part of every partition (all but ``keep`` of it); returns how many."""
+    from confluent_kafka import TopicPartition
+
+    from tests.integration.kafka_io import stable_end_offsets
+
+    ends = stable_end_offsets(bootstrap, topic, partitions)
+    cuts = [TopicPartition(topic, p, int(ends[p] * (1 - keep))) for p in range(partitions)]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for tp, future in admin.delete_records(cuts, request_timeout=30).items():
+        future.result(timeout=60)
+    return sum(tp.offset for tp in cuts)
+
+
+def test_onboarding_from_the_archive_restores_history_the_peers_deleted(kafka_clusters, make_topic, s3_bucket,
+                                                                        operator_state, monkeypatch):
+    from mirrorflow.archive.reader import coverage
+    from mirrorflow_airflow.factories.archive import build_archive_dag
+
+    topic = topic_everywhere(make_topic, ("c1", "c2", "c3"), partitions=2)
+    topo = topology(kafka_clusters, THREE, [topic], names=("c1", "c2", "c3"),
+                    extra="archive: {clusters: [c3], schedule: 1h}\n")
+    settings = clients(kafka_clusters, topo)
+    monkeypatch.setenv("AIRFLOW_CONN_MIRRORFLOW_ARCHIVE", json.dumps({
+        "conn_type": "aws", "login": s3_bucket.access_key_id, "password": s3_bucket.secret_access_key,
+        "extra": {"endpoint_url": s3_bucket.endpoint_url, "region_name": s3_bucket.region,
+                  "bucket": s3_bucket.bucket, "prefix": "history"}}))
+    expected = []
+    for origin in ("c1", "c2", "c3"):
+        expected += traffic(kafka_clusters, origin, topic, 100)
+    converge(topo, settings)
+
+    archived = build_archive_dag(topo).test()
+    assert archived.state == "success"
+    assert xcom(archived, "archive")["archived"] == 300
+    location = dataclasses.replace(s3_bucket, prefix="history")
+    assert all(coverage(location, "c3", topic, p) for p in (0, 1))
+
+    # retention takes the older half on every peer; only the archive still has it
+    deleted = {c: _delete_before(kafka_clusters[c].bootstrap, topic, 2, keep=0.5) for c in ("c1", "c2", "c3")}
+    assert all(deleted.values())
+    expected += traffic(kafka_clusters, "c1", topic, 40, start=100)
+    converge(topo, settings)
+
+    run = build_onboard_dag(topo).test(run_conf=form(kafka_clusters, backfill="archive"))
+    assert run.state == "success", {t: xcom(run, t) for t in ("preflight", "backfill", "verify")}
+    backfill = xcom(run, "backfill")
+    # the archive restores its whole range (up to where it ends), then Kafka continues on c3
+    assert backfill["restored"] == 300 and backfill["lost_to_retention"] == 0
+    # verify counts what only c4 holds now (offsets deleted on c3 include transaction markers)
+    assert 0 < xcom(run, "verify")["history_only_on_new"] <= deleted["c3"]
+
+    grown = apply_changes(topo, operator_state(CHANGES_VARIABLE, "[]"))
+    converge(grown, clients(kafka_clusters, grown), targets=operator_state(TARGETS_VARIABLE))
+    assert_exactly_once(kafka_clusters, ["c4"], topic, expected)  # the whole history, once

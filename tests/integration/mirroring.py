@@ -174,3 +174,45 @@ class Traffic:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(60)
+
+
+class LevelRuns:
+    """Every level's run, round after round in a thread, as the scheduler would run them meanwhile.
+
+    ``current()`` returns the topology and effective targets to use for the next
+    round, as each scheduled run would see them (operator changes included).
+    """
+
+    def __init__(self, current: Callable[[], tuple[Topology, Mapping[str, str]]],
+                 settings: Mapping[str, Mapping]) -> None:
+        import threading
+
+        self.current, self.settings = current, settings
+        self.stop_ = threading.Event()
+        self.rounds = self.stale = 0
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            while not self.stop_.is_set():
+                topo, targets = self.current()
+                for level in topo.levels:
+                    result = run_level(topo, level, self.settings, targets=targets)
+                    errors = result.summary()["errors"]
+                    # a run planned just before an operator switched one of its links is fenced or
+                    # refuses to copy to the old target, as a scheduled run would; the next run uses the new one
+                    assert all("was switched from" in e or "fenced" in e for e in errors), errors
+                    self.stale += len(errors)
+                self.rounds += 1
+        except BaseException as exc:  # reported on exit
+            self.error = exc
+
+    def __enter__(self) -> "LevelRuns":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop_.set()
+        self.thread.join(120)
+        assert self.error is None, self.error

@@ -21,6 +21,12 @@ os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
 os.environ["AIRFLOW__CORE__PLUGINS_FOLDER"] = str(REPO / "plugins")
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_airflow_home / 'airflow.db'}"
+# One Fernet key for the session, so every process (tests, `airflow dags test` in a subprocess,
+# standalone) encrypts and decrypts Variables and connections alike.
+if not os.environ.get("AIRFLOW__CORE__FERNET_KEY"):
+    import base64
+
+    os.environ["AIRFLOW__CORE__FERNET_KEY"] = base64.urlsafe_b64encode(os.urandom(32)).decode()
 # DAG files parse the topology named here; tests that need their own clusters
 # build DAGs from their own topology objects instead of changing this.
 os.environ.setdefault("MIRROR_TOPOLOGY", str(REPO / "topologies" / "demo.yaml"))

@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from confluent_kafka import KafkaException, Producer
 
-from mirrorflow.errors import ClusterUnreachable, MirrorflowError, TopologyError
+from mirrorflow.errors import ClusterUnreachable, MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics, probe
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.offsets.position import OFFSETS_TOPIC
@@ -200,7 +200,7 @@ def joined_topology(topology: Topology, req: OnboardRequest) -> Topology:
         return topology
     try:
         new = topology.with_cluster(req.cluster, req.cluster_config(), sibling_of=req.sibling_of, level=req.level)
-    except (TopologyError, ValueError) as exc:
+    except (MirrorflowError, LookupError, ValueError) as exc:
         raise OnboardRefused(f"cluster {req.cluster} cannot join next to {req.sibling_of} at level {req.level}: "
                              f"{exc}") from None
     old_ids = {link.link_id for link in topology.all_links()}
@@ -223,7 +223,8 @@ def pins_for(old: Topology, new: Topology, targets: Mapping[str, str]) -> dict[s
     """Links whose effective target would change only because the tree grew: keep them where they are."""
     pins: dict[str, str] = {}
     for link in old.all_links():
-        current = targets.get(link.link_id) or link.default_target
+        stored = targets.get(link.link_id)
+        current = stored if stored and link.accepts(stored) else link.default_target  # as effective_links does
         if link.link_id not in {l.link_id for l in new.all_links()}:
             continue
         grown = new.link(link.link_id)

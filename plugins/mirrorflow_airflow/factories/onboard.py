@@ -177,8 +177,8 @@ def join_tree(topology: Topology, plan: OnboardPlan, run_id: str) -> dict[str, A
     if plan.dry_run:
         return {"dry_run": True, "pins": plan.pins}
     targets = link_targets()
-    pinned = {k: v for k, v in plan.pins.items() if k not in targets}
-    if pinned:
+    pinned = {k: v for k, v in plan.pins.items() if targets.get(k) != v}
+    if pinned:  # preflight computed them from the valid targets; a stale stored one is replaced
         set_link_targets({**targets, **pinned})
     events = record_change({**plan.event(), "at": datetime.now(timezone.utc).isoformat(), "run_id": run_id})
     grown = joined(topology, plan)

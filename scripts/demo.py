@@ -2,9 +2,11 @@
 
 ``make demo`` runs ``start``, which shows the whole product working, not just running:
 
-1. it starts the clusters of topologies/demo.yaml on their loopback ports and
-   ``airflow standalone`` with this repo's DAGs and plugins, and waits until the
-   UI answers and lists the mirrorflow DAGs;
+1. it starts the clusters of topologies/demo.yaml on their loopback ports, a
+   local S3 server (S3Proxy) with the bucket ``mirrorflow-demo`` for the
+   archive (``mirror_archive``, through the Airflow connection
+   ``mirrorflow_archive``), and ``airflow standalone`` with this repo's DAGs
+   and plugins, and waits until the UI answers and lists the mirrorflow DAGs;
 2. it creates the topic ``orders`` on every cluster and produces a fresh batch of
    uniquely identified messages on each (the values carry this start's run tag,
    so a second start on the same state adds a new batch instead of colliding);
@@ -37,6 +39,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
+from botocore.exceptions import BotoCoreError, ClientError
 from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
@@ -45,6 +48,12 @@ REPO = Path(__file__).resolve().parents[1]
 RUN = Path(os.environ.get("MIRRORFLOW_DEMO_RUN_DIR", REPO / ".run" / "demo"))
 KAFKA_RUN = RUN / "kafka"
 AIRFLOW_HOME = RUN / "airflow"
+# The S3 server: its config, log, pid and secret here, its buckets under data/.
+S3_RUN = RUN / "s3"
+S3_PORT = int(os.environ.get("MIRRORFLOW_DEMO_S3_PORT", "19100"))
+S3_ACCESS_KEY = "mirrorflow-demo"
+S3_BUCKET = "mirrorflow-demo"
+S3_CONN_ID = "mirrorflow_archive"  # the topology's archive.conn_id (its default)
 TOPOLOGY = Path(os.environ.get("MIRRORFLOW_DEMO_TOPOLOGY", REPO / "topologies" / "demo.yaml"))
 VENV_BIN = Path(sys.executable).parent
 UI_PORT = int(os.environ.get("MIRRORFLOW_DEMO_UI_PORT", "8080"))
@@ -65,6 +74,9 @@ RUN_TIMEOUT = 900.0
 _pause = threading.Event()  # never set: .wait(t) is a back-off between retries, not synchronisation
 
 sys.path.insert(0, str(REPO / "include"))
+from mirrorflow.archive.location import ArchiveLocation  # noqa: E402
+from mirrorflow.local.maven import FetchError  # noqa: E402
+from mirrorflow.local.s3 import DEFAULT_REGION, MAIN_CLASS as S3_MAIN_CLASS, LocalS3, S3ServerError  # noqa: E402
 from mirrorflow.topology import Topology, load_topology  # noqa: E402
 
 
@@ -111,6 +123,11 @@ def airflow_env() -> dict[str, str]:
         "SPARK_LOCAL_IP": "127.0.0.1",
         # The Spark provider falls back to YARN without a connection: run locally.
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
+        # mirror_archive's S3: the demo's S3 server (an environment variable, never a command line or log).
+        f"AIRFLOW_CONN_{S3_CONN_ID.upper()}": json.dumps({
+            "conn_type": "aws", "login": S3_ACCESS_KEY, "password": s3_secret(),
+            "extra": {"endpoint_url": demo_s3().endpoint_url, "region_name": DEFAULT_REGION, "bucket": S3_BUCKET},
+        }),
     })
     return env
 
@@ -127,6 +144,121 @@ def demo_password() -> str:
     pw_file.write_text(json.dumps({USER: password}))
     pw_file.chmod(0o600)
     return password
+
+
+# --------------------------------------------------------------------------- S3
+
+
+def s3_secret() -> str:
+    """The S3 server's secret key: generated once, kept in a 0600 file of the run dir, never printed."""
+    path = S3_RUN / "secret"
+    try:
+        stored = path.read_text().strip()
+    except FileNotFoundError:
+        stored = ""
+    if stored:
+        return stored
+    S3_RUN.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_urlsafe(24)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # never readable by others, not even briefly
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secret + "\n")
+    path.chmod(0o600)
+    return secret
+
+
+def demo_s3() -> LocalS3:
+    """The demo's S3 server (S3Proxy) as configured; detached: it outlives ``make demo`` until ``make stop``."""
+    return LocalS3(S3_PORT, S3_RUN / "data", S3_ACCESS_KEY, s3_secret(), run_dir=S3_RUN,
+                   die_with_parent=False, start_new_session=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def s3_pid() -> int | None:
+    """The pid of the demo's S3 server if it runs: the pid file, checked against the process's command line.
+
+    A recycled pid is not mistaken for it: the process must run S3Proxy with this run dir's properties.
+    """
+    try:
+        pid = int((S3_RUN / "s3proxy.pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    ours = S3_MAIN_CLASS.encode() in cmdline and str(S3_RUN / "s3proxy.properties").encode() in cmdline
+    return pid if ours and _pid_alive(pid) else None
+
+
+def start_s3() -> None:
+    """Start (or find) the S3 server and make sure the demo's bucket exists."""
+    server = demo_s3()
+    pid = s3_pid()
+    if pid is not None:
+        say(f"S3 server already running (pid {pid}) on {server.endpoint_url}")
+        wait_for(f"the S3 server (pid {pid}) to answer on {server.endpoint_url}", server.ready, timeout=30,
+                 on_timeout=lambda: f"is it on another port? `make stop` ends it; log: {server.log_path}")
+    else:
+        say(f"Starting the S3 server (S3Proxy) on {server.endpoint_url}, buckets in {server.data_dir}, "
+            f"log: {server.log_path}")
+        try:
+            server.start(timeout=120)
+        except FetchError as exc:
+            raise SystemExit(f"mirrorflow demo: {exc}") from None
+        except S3ServerError as exc:
+            hint = "; set MIRRORFLOW_DEMO_S3_PORT to another port" if "already in use" in str(exc) else ""
+            raise SystemExit(f"mirrorflow demo: the S3 server did not start: {exc}{hint}") from None
+        (S3_RUN / "s3proxy.pid").write_text(f"{server.pid}\n")
+    location = ArchiveLocation(bucket=S3_BUCKET, endpoint_url=server.endpoint_url, region=server.region,
+                               access_key_id=server.access_key, secret_access_key=server.secret_key)
+    try:
+        location.client().create_bucket(Bucket=S3_BUCKET)
+        say(f"S3: created bucket {S3_BUCKET}")
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            raise SystemExit(f"mirrorflow demo: cannot create the S3 bucket {S3_BUCKET}: {error.get('Code')}: "
+                             f"{error.get('Message')}") from None
+        say(f"S3: bucket {S3_BUCKET} already exists")
+    except BotoCoreError as exc:
+        raise SystemExit(f"mirrorflow demo: cannot create the S3 bucket {S3_BUCKET}: {exc}") from None
+
+
+def stop_s3() -> bool:
+    """TERM (the JVM shuts down on it), then KILL; its own session, so its pid is its process group.
+
+    False if it still runs (then its pid file stays, for another try).
+    """
+    pid = s3_pid()
+    if pid is not None:
+        say(f"Stopping the S3 server (pid {pid})")
+        for sig, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 5)):
+            try:
+                os.killpg(pid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + grace
+            while _pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.2)  # polling for the exit, not synchronising on time
+            if not _pid_alive(pid):
+                break
+        if _pid_alive(pid):
+            say(f"The S3 server (pid {pid}) did not stop")
+            return False
+    (S3_RUN / "s3proxy.pid").unlink(missing_ok=True)
+    return True
+
+
+# --------------------------------------------------------------------------- Kafka and Airflow
 
 
 def kafka_cli(*args: str) -> subprocess.CompletedProcess:
@@ -609,9 +741,12 @@ def stop() -> None:
             say(f"Stopping Airflow standalone (process group {pgid})")
             _stop_group(pgid)
         pid_file.unlink()
+    s3_stopped = stop_s3()
     if KAFKA_RUN.exists():
         say("Stopping the Kafka clusters")
         kafka_cli("stop", "--run-dir", str(KAFKA_RUN))
+    if not s3_stopped:
+        raise SystemExit("mirrorflow demo: the S3 server outlived stop; run it again")
     say(f"Stopped. State and logs stay in {RUN} (delete it for a clean slate).")
 
 
@@ -624,8 +759,11 @@ def main() -> None:
         return
     RUN.mkdir(parents=True, exist_ok=True)
     start_kafka()
+    start_s3()
     password = start_airflow()
     run_demo(password)
+    say(f"S3 (mirror_archive, connection {S3_CONN_ID}): {demo_s3().endpoint_url} bucket {S3_BUCKET}, "
+        f"access key {S3_ACCESS_KEY}, secret in {S3_RUN / 'secret'}")
     say(f"Demo running: UI http://127.0.0.1:{UI_PORT} (login {USER} / {password}). Stop it with: make stop")
 
 

@@ -11,7 +11,7 @@ from mirrorflow.topology.changes import apply_changes
 from mirrorflow_airflow.factories.decommission import build_decommission_dag, run_preflight
 from mirrorflow_airflow.state import CHANGES_VARIABLE, TARGETS_VARIABLE
 from tests.dags.test_level_dags import xcom
-from tests.integration.mirroring import (FOUR, LevelRuns, Traffic, assert_exactly_once, clients, converge,
+from tests.integration.mirroring import (FOUR, Traffic, assert_exactly_once, clients, converge,
                                          topic_everywhere, topology, traffic)
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
@@ -49,21 +49,21 @@ def test_decommissioning_a_target_leaf_moves_its_links_and_loses_nothing(kafka_c
         member.close()
 
     def current():
-        targets = operator_state(TARGETS_VARIABLE)
-        return apply_changes(base, operator_state(CHANGES_VARIABLE, "[]")), targets
+        return apply_changes(base, operator_state(CHANGES_VARIABLE, "[]")), operator_state(TARGETS_VARIABLE)
 
-    # c4 still holds messages it has not passed on when it is taken out: the drain must carry them
+    # c4 still holds messages it has not passed on when it is taken out: the drain must carry them;
+    # c1..c3 keep producing meanwhile, and what c2 writes must reach c3 instead of c4 from the switch on
     expected += traffic(kafka_clusters, "c4", topic, 50, start=1000)
-    with Traffic(kafka_clusters, topic, ["c1", "c2", "c3"]) as flowing, LevelRuns(current, settings) as runs:
-        flowing.wait_for(150)
+    with Traffic(kafka_clusters, topic, ["c1", "c2", "c3"], batch=5, interval=0.2) as flowing:
+        flowing.wait_for(60)
         run = dag.test(run_conf={"cluster": "c4", "force": False, "dry_run": False})
-        flowing.wait_for(len(flowing.ids) + 150)
+        flowing.wait_for(len(flowing.ids) + 60)
     assert run.state == "success", {t: xcom(run, t) for t in ("preflight", "switch", "drain", "leave")}
-    print(f"level rounds during decommissioning: {runs.rounds}; produced meanwhile: {len(flowing.ids)}")
     plan = xcom(run, "preflight")
     assert [(m["link_id"], m["old_target"], m["new_target"]) for m in plan["moves"]] == [("c2.L3", "c4", "c3")]
     assert xcom(run, "switch")["c2.L3"]["mode"] == "checkpoint"
-    assert set(xcom(run, "drain")["copied"]) == {1, 3} or set(xcom(run, "drain")["copied"]) == {"1", "3"}
+    drained = xcom(run, "drain")["copied"]
+    assert sum(drained.values()) >= 50, drained  # c4's own 50, to c3 (level 1) and to c2 (level 3)
 
     changes = operator_state(CHANGES_VARIABLE, "[]")
     assert [(e["op"], e["cluster"]) for e in changes] == [("remove", "c4")]

@@ -1,12 +1,21 @@
-"""mirror_onboard_cluster under dag.test(): a fourth cluster joins three with traffic flowing, and a clash."""
+"""mirror_onboard_cluster under dag.test(): c4 joins c1..c3 under traffic (killed once), from the archive, a clash."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
+
+from mirrorflow.copy.partition import checkpoint_group
 
 from mirrorflow.offsets.distribute import distribute
 from mirrorflow.offsets.sync import publish_owned
@@ -17,6 +26,7 @@ from mirrorflow_airflow.factories.onboard import build_onboard_dag
 from mirrorflow_airflow.state import CHANGES_VARIABLE, ONBOARDING_VARIABLE, OWNERS_VARIABLE, TARGETS_VARIABLE
 from tests.dags.test_level_dags import xcom
 from tests.integration.groups import consume_and_commit, read_from_committed
+from tests.integration.kafka_io import stable_end_offsets
 from tests.integration.mirroring import (LevelRuns, Traffic, assert_exactly_once, clients, converge,
                                          partitions_of, topic_everywhere, topology, traffic)
 
@@ -34,8 +44,29 @@ def form(kafka_clusters, **extra):
             "dry_run": False, **extra}
 
 
-def test_onboarding_a_fourth_cluster_under_traffic_is_exactly_once_and_positions_its_groups(
-        kafka_clusters, make_topic, operator_state):
+def _checkpointed(bootstrap: str, topic: str, partitions: int) -> int:
+    """Offsets of ``topic`` the backfill link c3.L1 has committed on c4 so far."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": checkpoint_group("c3.L1")})
+    try:
+        got = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return sum(max(tp.offset, 0) for tp in got)
+    except Exception:
+        return 0  # the topic is not there yet
+    finally:
+        consumer.close()
+
+
+def test_onboarding_under_traffic_killed_mid_backfill_and_rerun_is_exactly_once(
+        kafka_clusters, make_topic, kafka_distribution, operator_state, tmp_path):
+    """The acceptance scenario: c1..c3 keep producing and mirroring while c4 is onboarded with ``retained``.
+
+    The first attempt is Airflow's own ``airflow dags test`` in a process group of its
+    own (DAG file, topology file, spark-submit and its Python workers inside it),
+    SIGKILLed as soon as the backfill has committed part of the history on c4. The
+    second attempt is the same form under ``dag.test()``. Then the grown tree's level
+    runs take over: every cluster holds every message once, and a consumer group
+    positioned on c4 skips nothing.
+    """
     from airflow.models import Variable
 
     topic = topic_everywhere(make_topic, ("c1", "c2", "c3"), partitions=2)
@@ -43,11 +74,11 @@ def test_onboarding_a_fourth_cluster_under_traffic_is_exactly_once_and_positions
     settings = clients(kafka_clusters, topo)
     expected = []
     for origin in ("c1", "c2", "c3"):
-        expected += traffic(kafka_clusters, origin, topic, 150)
+        expected += traffic(kafka_clusters, origin, topic, 1000, keys=20)
     converge(topo, settings)
 
     # a consumer group on c1 with a known position, distributed as mirror_offsets would
-    taken = consume_and_commit(kafka_clusters["c1"].bootstrap, topic, "onboard-g", 200)
+    taken = consume_and_commit(kafka_clusters["c1"].bootstrap, topic, "onboard-g", 600)
     cl = {n: ClusterClient(n, s) for n, s in settings.items()}
     for c in cl.values():
         ensure_topic(c)
@@ -58,7 +89,6 @@ def test_onboarding_a_fourth_cluster_under_traffic_is_exactly_once_and_positions
     dag = build_onboard_dag(topo)
     assert {"cluster", "bootstrap", "conn_id", "sibling_of", "level", "topics", "backfill", "since", "schemas",
             "dry_run"} <= set(dag.params)
-
     dry = dag.test(run_conf=form(kafka_clusters, dry_run=True))
     assert dry.state == "success"
     plan = xcom(dry, "preflight")
@@ -66,17 +96,48 @@ def test_onboarding_a_fourth_cluster_under_traffic_is_exactly_once_and_positions
     assert partitions_of(kafka_clusters, "c4", topic) == 0, "a dry run creates nothing"
     assert operator_state(CHANGES_VARIABLE, "[]") == []
 
-    with Traffic(kafka_clusters, topic, ["c1", "c2", "c3"]) as flowing, LevelRuns(lambda: (topo, {}), settings) as runs:
-        flowing.wait_for(300)
+    (tmp_path / "topology.yaml").write_text(topo.to_yaml())
+    c4 = kafka_clusters["c4"].bootstrap
+    total = sum(stable_end_offsets(kafka_clusters["c3"].bootstrap, topic, 2))
+
+    def quota(*args: str) -> None:  # a producer byte-rate quota on c4 slows the backfill enough to kill it mid-way
+        subprocess.run(["java", "-cp", kafka_distribution.classpath, "kafka.admin.ConfigCommand",
+                        "--bootstrap-server", c4, "--entity-type", "clients", "--entity-default", "--alter", *args],
+                       check=True, capture_output=True, timeout=120)
+
+    with Traffic(kafka_clusters, topic, ["c1", "c2", "c3"], batch=5, interval=0.2) as flowing, \
+            LevelRuns(lambda: (topo, {}), settings) as runs:
+        quota("--add-config", "producer_byte_rate=30000")
+        try:
+            env = {**os.environ, "MIRROR_TOPOLOGY": str(tmp_path / "topology.yaml")}
+            first = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "airflow"), "dags", "test",
+                                      "mirror_onboard_cluster", "-c", json.dumps(form(kafka_clusters))], env=env,
+                                     start_new_session=True, stdout=open(tmp_path / "first.log", "wb"),
+                                     stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 240
+            while _checkpointed(c4, topic, 2) == 0:
+                assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "the backfill committed nothing within 240 s"
+                threading.Event().wait(0.1)  # poll interval of the condition above (it has a deadline)
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(30)
+        finally:
+            quota("--delete-config", "producer_byte_rate")
+        partial = _checkpointed(c4, topic, 2)
+        print(f"onboarding killed with {partial} of {total}+ offsets of c3 backfilled")
+        assert 0 < partial < total
+        assert operator_state(ONBOARDING_VARIABLE)["c4"]["sibling_of"] == "c3"
+        assert operator_state(CHANGES_VARIABLE, "[]") == [], "the killed attempt never joined"
+
         run = dag.test(run_conf=form(kafka_clusters))
-        flowing.wait_for(len(flowing.ids) + 150)
+        flowing.wait_for(len(flowing.ids) + 60)
     assert run.state == "success", {t: xcom(run, t) for t in ("preflight", "backfill", "verify", "summary")}
     print(f"level rounds during onboarding: {runs.rounds}; messages produced meanwhile: {len(flowing.ids)}")
     expected += flowing.ids
     backfill = xcom(run, "backfill")
-    assert backfill["ok"] and backfill["copied"] >= 450
+    assert backfill["ok"] and backfill["copied"] > 0
     verified = xcom(run, "verify")
-    assert verified["ok"] and verified["compared"] >= 450
+    assert verified["ok"] and verified["compared"] >= 3000
     assert xcom(run, "positions")["groups"] == ["onboard-g"]
 
     # the change is durable: the effective topology has c4 where the form said, c2.L3 pinned to c3

@@ -1,9 +1,11 @@
 """The README demo command, run as a user would, in an isolated run dir and ports.
 
-It must leave four reachable, independent clusters and an Airflow UI whose API,
-logged in as the demo user, lists the mirrorflow DAGs; its sample traffic,
-mirrored by the level DAGs it triggers, must end on every cluster exactly once
-(its final table says so); and `stop` must end it all.
+It must leave four reachable, independent clusters, an S3 server holding the
+archive's bucket (its secret only in a 0600 file, never in the output or a
+log) and an Airflow UI whose API, logged in as the demo user, lists the
+mirrorflow DAGs; its sample traffic, mirrored by the level DAGs it triggers,
+must end on every cluster exactly once (its final table says so); and `stop`
+must end it all.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
+import boto3
 import pytest
+from botocore.config import Config
 from confluent_kafka.admin import AdminClient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +64,7 @@ def _final_table(stdout: str) -> dict[str, dict[str, str]]:
 
 
 def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path):
-    k1, k2, k3, k4, ui, worker_logs, trigger_logs = _free_ports(7)
+    k1, k2, k3, k4, ui, worker_logs, trigger_logs, s3 = _free_ports(8)
     topology = tmp_path / "topology.yaml"
     topology.write_text(
         (REPO / "topologies" / "demo.yaml").read_text()
@@ -76,6 +81,7 @@ def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path):
         "MIRRORFLOW_DEMO_UI_PORT": str(ui),
         "MIRRORFLOW_DEMO_PASSWORD": "e2e-only-password",
         "MIRRORFLOW_DEMO_MESSAGES": str(MESSAGES),
+        "MIRRORFLOW_DEMO_S3_PORT": str(s3),
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
     })
@@ -87,7 +93,8 @@ def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path):
         listed = next((line.split("mirrorflow DAGs:", 1)[1] for line in started.stdout.splitlines()
                        if "mirrorflow DAGs:" in line), "")
         assert {"mirror_level_1", "mirror_level_3", "mirror_offsets", "mirror_failover_consumer_group",
-                "mirror_lag_monitor", "mirror_switch_target", "mirror_schemas"} <= {d.strip() for d in listed.split(",")}, started.stdout
+                "mirror_lag_monitor", "mirror_switch_target", "mirror_schemas",
+                "mirror_archive"} <= {d.strip() for d in listed.split(",")}, started.stdout
 
         table = _final_table(started.stdout)
         assert set(table) == set(CLUSTERS), started.stdout
@@ -118,13 +125,30 @@ def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path):
             dags = {d["dag_id"]: d for d in json.load(resp)["dags"]}
         assert {"mirror_level_1", "mirror_level_3"} <= set(dags)
         assert all("mirrorflow" in [t["name"] for t in d["tags"]] for d in dags.values())
+
+        # The archive's S3 server: the bucket exists, reachable with the key kept (0600) in the run dir only.
+        secret_file = tmp_path / "run" / "s3" / "secret"
+        assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+        secret = secret_file.read_text().strip()
+        assert len(secret) >= 16
+        leaked = [str(f) for f in (tmp_path / "run").rglob("*.log") if secret in f.read_text(errors="replace")]
+        leaked += [name for name, out in (("stdout", started.stdout), ("stderr", started.stderr)) if secret in out]
+        assert not leaked, "the S3 secret appears in: " + ", ".join(leaked)
+        client = boto3.session.Session().client(
+            "s3", endpoint_url=f"http://127.0.0.1:{s3}", region_name="us-east-1",
+            aws_access_key_id="mirrorflow-demo", aws_secret_access_key=secret,
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+        assert "mirrorflow-demo" in [b["Name"] for b in client.list_buckets()["Buckets"]]
     finally:
         pid_file = tmp_path / "run" / "airflow" / "standalone.pid"
         pgid = int(pid_file.read_text()) if pid_file.exists() else None
+        s3_pid_file = tmp_path / "run" / "s3" / "s3proxy.pid"
+        s3_pid = int(s3_pid_file.read_text()) if s3_pid_file.exists() else None
         stopped = subprocess.run(demo + ["stop"], env=env, capture_output=True, text=True, timeout=300)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    assert not any(_accepts(p) for p in (k1, k2, k3, k4, ui))
+    assert not any(_accepts(p) for p in (k1, k2, k3, k4, ui, s3))
     assert pgid is not None and not _group_alive(pgid), "processes of Airflow standalone outlived stop"
+    assert s3_pid is not None and not _pid_alive(s3_pid), "the S3 server outlived stop"
 
 
 def _group_alive(pgid: int) -> bool:
@@ -133,3 +157,15 @@ def _group_alive(pgid: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def _pid_alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie (an ended process its new parent has not reaped yet)."""
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True

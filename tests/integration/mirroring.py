@@ -132,13 +132,15 @@ def assert_exactly_once(kafka_clusters, clusters: Iterable[str], topic: str, exp
 class Traffic:
     """Producers that keep writing unique messages on some clusters until stopped (traffic that flows)."""
 
-    def __init__(self, kafka_clusters, topic: str, origins: Iterable[str], batch: int = 20) -> None:
+    def __init__(self, kafka_clusters, topic: str, origins: Iterable[str], batch: int = 20,
+                 interval: float = 0.0) -> None:
         import threading
 
         self._kafka = kafka_clusters
         self._topic = topic
         self._origins = list(origins)
         self._batch = batch
+        self._interval = interval  # pause between rounds of batches: a steady rate instead of a flood
         self._stop = threading.Event()
         self.ids: list[str] = []
         self.error: BaseException | None = None
@@ -151,6 +153,7 @@ class Traffic:
                 for origin in self._origins:
                     self.ids += traffic(self._kafka, origin, self._topic, self._batch, start=seq, tag="t")
                 seq += self._batch
+                self._stop.wait(self._interval)
         except BaseException as exc:  # reported by stop()
             self.error = exc
 

@@ -31,7 +31,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Kafka
 from mirrorflow.archive import layout
 from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.archive.records import ArchivedRecord, origin_of, to_table
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 from mirrorflow.topology.model import INTERNAL_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
@@ -174,7 +174,7 @@ def _read(task: ArchiveTask, consumer: Consumer, objects: _Objects, result: Arch
     while position < end and (task.max_records is None or count < task.max_records):
         # A short wait: consume() holds a partial batch until its timeout, and the last
         # batch of every range is partial.
-        msgs = consumer.consume(num_messages=500, timeout=0.2)
+        msgs = consumer.consume(num_messages=500, timeout=CONSUME_WAIT_S)
         if not msgs:
             if time.monotonic() - last_progress > idle_timeout:
                 raise KafkaException(KafkaError(KafkaError._TIMED_OUT,

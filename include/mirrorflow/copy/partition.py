@@ -42,7 +42,7 @@ from confluent_kafka import (
 from mirrorflow import copyflags, provenance
 from mirrorflow.copy.throttle import RateLimiter
 from mirrorflow.kafka.admin import RETRIABLE_COORDINATOR
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 from mirrorflow.topology.model import INTERNAL_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
@@ -408,7 +408,7 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
     pending = {"copied": 0, "skipped": 0, "malformed": 0, "bytes": 0}
     try:
         while position < end:
-            msgs = reader.consume(num_messages=500, timeout=1.0)
+            msgs = reader.consume(num_messages=500, timeout=CONSUME_WAIT_S)
             if not msgs:
                 if time.monotonic() - last_progress > idle_timeout:
                     raise KafkaException(KafkaError(KafkaError._TIMED_OUT,

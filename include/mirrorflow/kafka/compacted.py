@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 
 log = logging.getLogger(__name__)
 _pause = threading.Event()  # never set: .wait(t) is a back-off while a new partition gets its leader
@@ -68,7 +68,7 @@ def read_whole(client: ClusterClient, topic: str, reader_group: str, timeout: fl
         consumer.assign([TopicPartition(topic, 0, low)])
         deadline = time.monotonic() + timeout
         while True:
-            msgs = consumer.consume(num_messages=1000, timeout=1.0)
+            msgs = consumer.consume(num_messages=1000, timeout=CONSUME_WAIT_S)
             if not msgs and time.monotonic() > deadline:
                 raise KafkaOperationError(client.name, f"read {topic}",
                                           KafkaError(KafkaError._TIMED_OUT, f"stuck before offset {end}"))

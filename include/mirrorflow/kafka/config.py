@@ -20,6 +20,12 @@ from mirrorflow.secrets import is_secret_config
 _COMMON = {"socket.keepalive.enable": True, "client.dns.lookup": "use_all_dns_ips"}
 
 
+#: How long one ``consume()`` call waits to fill its batch. librdkafka hands a batch
+#: back only when it is full or this time is up, even after the partition's end was
+#: reached, so this is what every bounded read loses at its end (1 s per partition
+#: range made a four-cluster convergence wait tens of seconds for nothing).
+CONSUME_WAIT_S = 0.1
+
 @dataclass(frozen=True)
 class ClusterClient:
     """Everything needed to open a client to one cluster of the topology."""

@@ -188,12 +188,17 @@ class LocalS3:
     ``run_dir`` (default: ``<data_dir>.s3proxy``, beside the data, because every
     directory inside ``data_dir`` is a bucket) holds the properties file, the
     logback configuration and ``s3proxy.log``.
+
+    A server meant to outlive whoever started it (the demo's) passes
+    ``die_with_parent=False`` and ``start_new_session=True``: in a session and
+    process group of its own, a Ctrl-C or hang-up aimed at the starter's
+    terminal does not reach it either; it is stopped by its pid.
     """
 
     def __init__(self, port: int | None = None, data_dir: Path | str = ".", access_key: str = "mirrorflow",
                  secret_key: str = "mirrorflow-secret", *, run_dir: Path | None = None,
                  version: str = S3PROXY_VERSION, cache_root: Path | None = None,
-                 die_with_parent: bool = True) -> None:
+                 die_with_parent: bool = True, start_new_session: bool = False) -> None:
         self.port = port or free_port()
         self.data_dir = Path(data_dir).resolve()
         self.access_key = access_key
@@ -202,6 +207,7 @@ class LocalS3:
         self.version = version
         self.cache_root = cache_root
         self.die_with_parent = die_with_parent
+        self.start_new_session = start_new_session
         self.log_path = self.run_dir / "s3proxy.log"
         self.region = DEFAULT_REGION
         self._proc: subprocess.Popen | None = None
@@ -270,7 +276,8 @@ class LocalS3:
         try:
             self._proc = subprocess.Popen(cmd, cwd=self.run_dir, stdout=log, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL,
-                                          preexec_fn=_die_with_parent if self.die_with_parent else None)
+                                          preexec_fn=_die_with_parent if self.die_with_parent else None,
+                                          start_new_session=self.start_new_session)
         finally:
             log.close()  # the child has its own descriptor
         deadline = time.monotonic() + timeout

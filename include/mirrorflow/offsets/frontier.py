@@ -34,7 +34,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirrorflow import provenance
 from mirrorflow.errors import KafkaOperationError
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def scan(client: ClusterClient, topic: str, partition: int, start: int, end: int
         consumer.assign([TopicPartition(topic, partition, start)])
         last_progress = time.monotonic()
         while True:
-            msgs = consumer.consume(num_messages=1000, timeout=1.0)
+            msgs = consumer.consume(num_messages=1000, timeout=CONSUME_WAIT_S)
             if not msgs and time.monotonic() - last_progress > timeout:
                 raise KafkaOperationError(client.name, f"read {topic}[{partition}] {start}..{end}",
                                           KafkaError(KafkaError._TIMED_OUT, "no progress"))

@@ -23,6 +23,7 @@ an error. Each partition is read up to its last stable offset at the start.
 from __future__ import annotations
 
 import logging
+import time
 import zlib
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -33,7 +34,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from mirrorflow import provenance
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.kafka.admin import earliest_and_stable
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 
 log = logging.getLogger(__name__)
 
@@ -98,18 +99,17 @@ def read_identities(client: ClusterClient, topic: str, partition: int, low: int,
     consumer = Consumer(client.consumer("_mirrorflow.verify", **{"enable.partition.eof": True}))
     consumer.assign([TopicPartition(topic, partition, low)])
     here = f"{client.name}:{topic}:{partition}"
-    idle = 0
+    last_progress = time.monotonic()
     try:
         position = low
         while position < end:
-            msgs = consumer.consume(num_messages=1000, timeout=1.0)
+            msgs = consumer.consume(num_messages=1000, timeout=CONSUME_WAIT_S)
             if not msgs:
-                idle += 1
-                if idle > timeout:
+                if time.monotonic() - last_progress > timeout:
                     raise KafkaOperationError(client.name, f"verify read {topic}[{partition}]",
                                               KafkaError(KafkaError._TIMED_OUT, f"stuck at offset {position}"))
                 continue
-            idle = 0
+            last_progress = time.monotonic()
             for msg in msgs:
                 err = msg.error()
                 if err is not None:

@@ -1,0 +1,65 @@
+"""The backfill job's start rules, in-process against real brokers: ``since``, ``none``, and a re-run."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from mirrorflow import copyflags, provenance
+from mirrorflow.copy.partition import checkpoint_group
+from mirrorflow.onboard.backfill import BackfillSpec, run_backfill
+from tests.integration.kafka_io import produce, read_all
+
+pytestmark = pytest.mark.kafka
+
+HOUR_MS = 3_600_000
+
+
+def _checkpoint(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": checkpoint_group("c3.L1")})
+    try:
+        return consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset
+    finally:
+        consumer.close()
+
+
+def _spec(kafka_clusters, topic: str, mode: str, since_ms: int | None = None) -> BackfillSpec:
+    return BackfillSpec(run_id=f"t-{uuid.uuid4().hex[:6]}", link_id="c3.L1", level=1, source="c3", target="c4",
+                        mode=mode, bits=0b101, topics={topic: 1}, since_ms=since_ms,
+                        clusters={c: {"bootstrap.servers": kafka_clusters[c].bootstrap} for c in ("c3", "c4")})
+
+
+def test_since_copies_from_the_first_offset_at_the_timestamp_and_hands_over_its_end(kafka_clusters, make_topic):
+    topic = make_topic("c3")
+    make_topic("c4", name=topic)
+    now = int(time.time() * 1000)
+    old = [(b"k", f"old-{i}".encode(), [], now - 2 * HOUR_MS + i) for i in range(30)]
+    new = [(b"k", f"new-{i}".encode(), [("h", b"v")], now - HOUR_MS + i) for i in range(40)]
+    produce(kafka_clusters["c3"].bootstrap, topic, old + new)
+
+    result = run_backfill(_spec(kafka_clusters, topic, "since", since_ms=now - HOUR_MS))
+    assert result.ok, result.errors
+    got = read_all(kafka_clusters["c4"].bootstrap, topic, 1)
+    assert [r.value.decode() for r in got] == [f"new-{i}" for i in range(40)]
+    first = got[0]
+    assert copyflags.read_flags(first.headers)[0] == 0b101  # every level c4 distributes at: never sent on
+    assert provenance.find(first.headers) == provenance.Origin("c3", topic, 0, 30)
+    assert ("h", b"v") in first.headers and first.timestamp == now - HOUR_MS
+    assert _checkpoint(kafka_clusters["c4"].bootstrap, topic) == 70  # the regular link continues here
+
+    again = run_backfill(_spec(kafka_clusters, topic, "since", since_ms=now - HOUR_MS))
+    assert again.ok and again.summary()["copied"] == 0 and again.partitions == []  # complete: nothing planned
+
+
+def test_none_copies_nothing_but_commits_the_sibling_end_as_the_hand_over(kafka_clusters, make_topic):
+    topic = make_topic("c3")
+    make_topic("c4", name=topic)
+    produce(kafka_clusters["c3"].bootstrap, topic, [(b"k", f"m{i}".encode(), [], None) for i in range(25)])
+
+    result = run_backfill(_spec(kafka_clusters, topic, "none"))
+    assert result.ok and result.summary()["copied"] == 0
+    assert read_all(kafka_clusters["c4"].bootstrap, topic, 1) == []
+    assert _checkpoint(kafka_clusters["c4"].bootstrap, topic) == 25

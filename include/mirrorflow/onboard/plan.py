@@ -202,7 +202,8 @@ def joined_topology(topology: Topology, req: OnboardRequest) -> Topology:
         new = topology.with_cluster(req.cluster, req.cluster_config(), sibling_of=req.sibling_of, level=req.level)
     except (MirrorflowError, LookupError, ValueError) as exc:
         raise OnboardRefused(f"cluster {req.cluster} cannot join next to {req.sibling_of} at level {req.level}: "
-                             f"{exc}") from None
+                             f"{exc} (a new cluster joins as a pair with one leaf, at a level below the level of "
+                             "that leaf's parent; see docs/onboarding.md)") from None
     old_ids = {link.link_id for link in topology.all_links()}
     foreign = [l for l in new.all_links() if l.link_id not in old_ids and l.source != req.cluster
                and not (l.source == req.sibling_of and l.level == req.level)]

@@ -13,39 +13,14 @@ itself could not run.
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
-from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--result", type=Path, help="write the backfill result (JSON) here")
-    args = parser.parse_args(argv)
-
-    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-
-    from pyspark.sql import SparkSession
-
     from mirrorflow.onboard.backfill import BackfillSpec, run_backfill
+    from mirrorflow.spark_entry import run_entry
 
-    spec = BackfillSpec.from_env()
-    spark = SparkSession.builder.appName(f"mirrorflow-backfill-{spec.target}").getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    try:
-        result = run_backfill(spec, spark)
-    finally:
-        spark.stop()
-    if args.result:
-        args.result.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.result.with_suffix(".tmp")
-        tmp.write_text(result.to_json(), encoding="utf-8")
-        tmp.replace(args.result)
-    for error in result.errors:
-        logging.getLogger("mirrorflow.backfill").error("%s", error)
-    return 0 if result.ok else 2
+    return run_entry(__doc__, lambda spec: f"mirrorflow-backfill-{spec.target}", BackfillSpec.from_env, run_backfill, argv)
 
 
 if __name__ == "__main__":

@@ -15,39 +15,14 @@ itself could not run.
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
-from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--result", type=Path, help="write the job result (JSON) here")
-    args = parser.parse_args(argv)
-
-    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-
-    from pyspark.sql import SparkSession
-
     from mirrorflow.copy.job import JobSpec, run_job
+    from mirrorflow.spark_entry import run_entry
 
-    spec = JobSpec.from_env()
-    spark = SparkSession.builder.appName(f"mirrorflow-level-{spec.level}").getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    try:
-        result = run_job(spec, spark)
-    finally:
-        spark.stop()
-    if args.result:
-        args.result.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.result.with_suffix(".tmp")
-        tmp.write_text(result.to_json(), encoding="utf-8")
-        tmp.replace(args.result)
-    for error in result.errors:
-        logging.getLogger("mirrorflow.job").error("%s", error)
-    return 0 if result.ok else 2
+    return run_entry(__doc__, lambda spec: f"mirrorflow-level-{spec.level}", JobSpec.from_env, run_job, argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,48 @@
+"""What every Spark entry point in ``spark_jobs/`` does around its job: one place, three jobs.
+
+Each job (level copy, onboarding backfill, archive) reads its spec from an
+environment variable (it may hold credentials), runs on a SparkSession, writes
+its result as JSON to ``--result`` (atomically, via a temporary file the caller
+reads only once renamed) and exits 0 when everything was done, 2 when some
+partitions failed (the result names each; the others were done), 1 when the
+job itself could not run (an exception).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def run_entry(doc: str, app_name: Callable[[Any], str], load: Callable[[], Any], run: Callable[[Any, Any], Any],
+              argv: list[str] | None = None) -> int:
+    """``load()`` the spec, ``run(spec, spark)``, write the result; ``app_name(spec)`` names the Spark app."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--result", type=Path, help="write the job result (JSON) here")
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("py4j", "botocore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+    from pyspark.sql import SparkSession
+
+    spec = load()
+    spark = SparkSession.builder.appName(app_name(spec)).getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    try:
+        result = run(spec, spark)
+    finally:
+        spark.stop()
+    if args.result:
+        args.result.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.result.with_suffix(".tmp")
+        tmp.write_text(result.to_json(), encoding="utf-8")
+        tmp.replace(args.result)
+    for error in result.errors:
+        logging.getLogger("mirrorflow.job").error("%s", error)
+    return 0 if result.ok else 2

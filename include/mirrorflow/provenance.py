@@ -59,6 +59,9 @@ def stamp(headers: list[tuple[str, bytes | None]], origin: Origin) -> list[tuple
     present = [i for i, (key, _) in enumerate(headers) if key == HEADER or key == _HEADER_BYTES]
     if len(present) == 1 and decode(headers[present[0]][1]) is not None:
         return headers
-    kept = [h for i, h in enumerate(headers) if i not in set(present)]
-    kept.append((HEADER, origin.encode()))
-    return kept
+    if present:  # rare: invalid or repeated origin headers are dropped
+        headers = [h for h in headers if h[0] != HEADER and h[0] != _HEADER_BYTES]
+    else:
+        headers = list(headers)
+    headers.append((HEADER, origin.encode()))
+    return headers

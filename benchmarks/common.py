@@ -1,0 +1,122 @@
+"""What every contender shares: two local clusters, a pre-filled source topic, and a count on the target.
+
+Every contender copies the *same* data: :func:`prefill` writes ``records``
+messages of ``size`` bytes (random values, 16-byte keys, one header) round-robin
+over ``partitions`` partitions of the source topic once, and each contender
+copies it into a fresh, empty target topic of the same shape. The clock stops
+when :func:`committed_count` sees every record on the target (read_committed
+end offsets, so open transactions never count).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from mirrorflow.local.kafka import KafkaDistribution, LocalKafka
+
+REPO = Path(__file__).resolve().parents[1]
+_pause = threading.Event()  # never set: .wait(t) is a polling interval with a deadline around it
+
+
+@dataclass(frozen=True)
+class Case:
+    size: int
+    partitions: int
+    records: int
+
+    @property
+    def bytes(self) -> int:
+        return self.size * self.records
+
+
+def start_clusters(run_dir: Path, names: tuple[str, ...] = ("src", "dst")) -> LocalKafka:
+    """Independent single-broker KRaft clusters on free loopback ports (stop with ``.stop()``)."""
+    kafka = LocalKafka(run_dir, names=names, distribution=KafkaDistribution.fetch(), owner_pid=os.getpid())
+    kafka.start()
+    return kafka
+
+
+def create_topic(bootstrap: str, partitions: int, name: str | None = None) -> str:
+    name = name or f"bench-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(60)
+    deadline = time.monotonic() + 60
+    while True:
+        md = admin.list_topics(topic=name, timeout=10).topics.get(name)
+        if md is not None and md.error is None and len(md.partitions) == partitions and all(
+                p.leader >= 0 for p in md.partitions.values()):
+            return name
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {name} not ready on {bootstrap}")
+        _pause.wait(0.1)
+
+
+def prefill(bootstrap: str, topic: str, case: Case) -> float:
+    """Write the case's records once; returns the seconds it took (not part of any contender's time)."""
+    started = time.monotonic()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
+                         "compression.type": "none", "acks": "all", "enable.idempotence": True})
+    value = os.urandom(case.size)
+    for i in range(case.records):
+        while True:
+            try:
+                producer.produce(topic, value=value, key=b"%016d" % i, partition=i % case.partitions,
+                                 headers=[("bench", b"1")])
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10000 == 0:
+            producer.poll(0)
+    if producer.flush(120):
+        raise RuntimeError(f"prefill of {topic}: not every record was acknowledged")
+    return time.monotonic() - started
+
+
+def committed_count(bootstrap: str, topic: str, partitions: int) -> int:
+    """Committed (read_committed) records on the target: last stable minus earliest, summed."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=IsolationLevel.READ_COMMITTED)
+    lows = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps})
+    return sum(ends[tp].result(30).offset - lows[tp].result(30).offset for tp in tps)
+
+
+def records_on(bootstrap: str, topic: str, partitions: int, timeout: float = 120.0) -> int:
+    """Records a read_committed consumer actually reads (transaction markers excluded): the exact count."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-count-{uuid.uuid4().hex[:6]}",
+                         "isolation.level": "read_committed", "enable.partition.eof": True,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    done, count = set(), 0
+    deadline = time.monotonic() + timeout
+    try:
+        while len(done) < partitions:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"counting {topic}: {len(done)} of {partitions} partitions read to the end")
+            for msg in consumer.consume(1000, 0.2):
+                if msg.error():
+                    done.add(msg.partition())
+                else:
+                    count += 1
+    finally:
+        consumer.close()
+    return count
+
+
+def wait_for_records(bootstrap: str, topic: str, partitions: int, expected: int, started: float,
+                     timeout: float = 900.0) -> float:
+    """Seconds from ``started`` until the target holds at least ``expected`` committed offsets."""
+    deadline = time.monotonic() + timeout
+    while committed_count(bootstrap, topic, partitions) < expected:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{topic}: fewer than {expected} records after {timeout:.0f}s")
+        _pause.wait(0.05)
+    return time.monotonic() - started

@@ -12,7 +12,6 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,17 +28,15 @@ from mirrorflow.local.kafka import (
     SLF4J_VERSION,
     KafkaDistribution,
     _diagnosis,
-    _file_lock,
     default_cache_root,
     free_port,
 )
-from mirrorflow.local.maven import MVN_HINT, Artifact, FetchError, copy_dependencies, require_tool
+from mirrorflow.local.maven import Artifact, fetch_jars
 
 Progress = Callable[[str], None]
 
 MM2_VERSION = KAFKA_VERSION  # 4.3.1: the release whose modules are all on Maven Central
 MM2_MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
-MARKER_NAME = ".fetched.json"
 
 
 def mm2_artifacts(version: str = MM2_VERSION) -> list[Artifact]:
@@ -64,58 +61,12 @@ def mm2_home(version: str = MM2_VERSION, cache_root: Path | None = None) -> Path
     return (cache_root or default_cache_root()) / "mm2" / version
 
 
-def _cached_libs(version: str, cache_root: Path | None) -> Path | None:
-    base = mm2_home(version, cache_root)
-    try:
-        marker = json.loads((base / MARKER_NAME).read_text())
-    except (OSError, ValueError):
-        return None
-    libs = base / "libs"
-    jars = marker.get("jars") or []
-    if marker.get("artifacts") != [a.coordinate for a in mm2_artifacts(version)] or not jars:
-        return None
-    return libs if all((libs / jar).is_file() for jar in jars) else None
-
-
 def fetch(progress: Progress = print, *, version: str = MM2_VERSION, cache_root: Path | None = None,
           mvn: str | None = None) -> Path:
-    """The ``libs`` folder holding MirrorMaker 2's jars, resolving them with Maven the first time.
-
-    Idempotent: a marker listing the artifacts and jars is written only after Maven succeeded
-    and the essential jars arrived, and a file lock serialises concurrent fetches.
-    """
-    done = _cached_libs(version, cache_root)
-    if done is not None:
-        progress(f"MirrorMaker 2 {version}: cached in {done}")
-        return done
-    mvn_path = mvn or require_tool("mvn", MVN_HINT)
-    base = mm2_home(version, cache_root)
-    base.mkdir(parents=True, exist_ok=True)
-    with _file_lock(base / ".lock"):
-        done = _cached_libs(version, cache_root)
-        if done is not None:
-            return done
-        progress(f"MirrorMaker 2 {version}: fetching jars from Maven Central into {base / 'libs'}")
-        started = time.monotonic()
-        partial = base / "libs.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        wanted = mm2_artifacts(version)
-        jars = copy_dependencies(wanted, partial, work_dir=base / "maven", mvn=mvn_path, progress=progress)
-        names = sorted(j.name for j in jars)
-        for needed in (f"connect-mirror-{version}.jar", f"connect-runtime-{version}.jar",
-                       f"kafka-clients-{version}.jar", f"log4j-core-{LOG4J_VERSION}.jar"):
-            if needed not in names:
-                raise FetchError(f"Maven did not deliver {needed} into {partial}; got {names}")
-        libs = base / "libs"
-        shutil.rmtree(libs, ignore_errors=True)
-        partial.rename(libs)
-        marker = {"version": version, "artifacts": [a.coordinate for a in wanted], "jars": names,
-                  "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        tmp = base / (MARKER_NAME + ".tmp")
-        tmp.write_text(json.dumps(marker, indent=2) + "\n")
-        os.replace(tmp, base / MARKER_NAME)
-        progress(f"MirrorMaker 2 {version}: {len(names)} jars in {libs}, took {time.monotonic() - started:.1f}s")
-        return libs
+    """The ``libs`` folder holding MirrorMaker 2's jars, resolving them with Maven the first time."""
+    return fetch_jars(f"MirrorMaker 2 {version}", mm2_home(version, cache_root), mm2_artifacts(version),
+                      [f"connect-mirror-{version}.jar", f"connect-runtime-{version}.jar",
+                       f"kafka-clients-{version}.jar", f"log4j-core-{LOG4J_VERSION}.jar"], mvn=mvn, progress=progress)
 
 
 # --------------------------------------------------------------------------- run

@@ -153,3 +153,69 @@ def copy_dependencies(
     if not jars:
         raise FetchError(f"mvn succeeded but copied no jar into {out_dir} (see {log_path})")
     return jars
+
+
+# --------------------------------------------------------------------------- a cached jar folder
+
+#: Written into ``<home>`` once a fetch completed: the artifacts asked for and the jars that came.
+MARKER_NAME = ".fetched.json"
+
+
+def cached_jars(home: Path, wanted: Sequence[Artifact]) -> Path | None:
+    """``<home>/libs`` if a fetch of exactly ``wanted`` completed and its jars are all still there."""
+    import json
+
+    try:
+        marker = json.loads((home / MARKER_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    libs = home / "libs"
+    jars = marker.get("jars") or []
+    if marker.get("artifacts") != [a.coordinate for a in wanted] or not jars:
+        return None
+    return libs if all((libs / jar).is_file() for jar in jars) else None
+
+
+def fetch_jars(label: str, home: Path, wanted: Sequence[Artifact], required: Sequence[str], *,
+               mvn: str | None = None, progress: Progress = print) -> Path:
+    """Resolve ``wanted`` into ``<home>/libs`` once (idempotent, cheap when cached); the folder.
+
+    Concurrent fetches (two test sessions) wait for each other on a file lock.
+    The jars land in a scratch folder first; the marker is written only after
+    Maven succeeded and every ``required`` jar arrived, so an interrupted fetch
+    is redone rather than trusted.
+    """
+    import fcntl
+    import json
+    import time
+
+    done = cached_jars(home, wanted)
+    if done is not None:
+        progress(f"{label}: cached in {done}")
+        return done
+    mvn_path = mvn or require_tool("mvn", MVN_HINT)
+    home.mkdir(parents=True, exist_ok=True)
+    with (home / ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = cached_jars(home, wanted)
+        if done is not None:
+            return done
+        progress(f"{label}: fetching jars from Maven Central into {home / 'libs'} (first time only)")
+        started = time.monotonic()
+        partial = home / "libs.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        jars = copy_dependencies(list(wanted), partial, work_dir=home / "maven", mvn=mvn_path, progress=progress)
+        names = sorted(j.name for j in jars)
+        for needed in required:
+            if needed not in names:
+                raise FetchError(f"Maven did not deliver {needed} into {partial}; got {names}")
+        libs = home / "libs"
+        shutil.rmtree(libs, ignore_errors=True)
+        partial.rename(libs)
+        marker = {"label": label, "artifacts": [a.coordinate for a in wanted], "jars": names,
+                  "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        tmp = home / (MARKER_NAME + ".tmp")
+        tmp.write_text(json.dumps(marker, indent=2) + "\n")
+        os.replace(tmp, home / MARKER_NAME)
+        progress(f"{label}: {len(names)} jars in {libs}, took {time.monotonic() - started:.1f}s")
+        return libs

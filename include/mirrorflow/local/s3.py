@@ -35,12 +35,8 @@ appears in a ``repr`` or a log line.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ctypes
-import fcntl
-import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -49,12 +45,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable
 
 from mirrorflow.local.kafka import default_cache_root, free_port
-from mirrorflow.local.maven import MVN_HINT, Artifact, FetchError, copy_dependencies, find_java, require_tool
+from mirrorflow.local.maven import Artifact, FetchError, cached_jars, fetch_jars, find_java
 
 Progress = Callable[[str], None]
 
@@ -64,7 +59,6 @@ JACKSON_ANNOTATIONS_VERSION = "2.22"
 MAIN_CLASS = "org.gaul.s3proxy.Main"
 HOST = "127.0.0.1"
 DEFAULT_REGION = "us-east-1"
-MARKER_NAME = ".fetched.json"
 _LOG_TAIL_LINES = 30
 _pause = threading.Event()  # never set: .wait(t) paces the readiness probe
 
@@ -98,68 +92,11 @@ def home(version: str = S3PROXY_VERSION, cache_root: Path | None = None) -> Path
     return (cache_root or default_cache_root()) / "s3proxy" / version
 
 
-def _cached_libs(version: str, cache_root: Path | None) -> Path | None:
-    """The jar folder if a fetch of exactly today's artifact list completed and its jars are still there."""
-    base = home(version, cache_root)
-    try:
-        marker = json.loads((base / MARKER_NAME).read_text())
-    except (OSError, ValueError):
-        return None
-    libs = base / "libs"
-    jars = marker.get("jars") or []
-    if marker.get("artifacts") != [a.coordinate for a in artifacts(version)] or not jars:
-        return None
-    return libs if all((libs / jar).is_file() for jar in jars) else None
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """Two test sessions fetching at once wait for each other instead of mixing jars."""
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def fetch(version: str = S3PROXY_VERSION, *, cache_root: Path | None = None, mvn: str | None = None,
           progress: Progress = _stderr) -> Path:
-    """Resolve S3Proxy's jars into ``<cache>/s3proxy/<version>/libs`` once; the folder's path.
-
-    Idempotent and cheap when cached. The marker is written only after Maven
-    succeeded and the server's jar arrived, so an interrupted fetch is redone.
-    """
-    done = _cached_libs(version, cache_root)
-    if done is not None:
-        progress(f"S3Proxy {version}: cached in {done}")
-        return done
-    mvn_path = mvn or require_tool("mvn", MVN_HINT)
-    base = home(version, cache_root)
-    base.mkdir(parents=True, exist_ok=True)
-    with _file_lock(base / ".lock"):
-        done = _cached_libs(version, cache_root)
-        if done is not None:
-            return done
-        progress(f"S3Proxy {version}: fetching jars from Maven Central into {base / 'libs'} (first time only)")
-        started = time.monotonic()
-        partial = base / "libs.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        wanted = artifacts(version)
-        jars = copy_dependencies(wanted, partial, work_dir=base / "maven", mvn=mvn_path, progress=progress)
-        names = sorted(j.name for j in jars)
-        if f"s3proxy-{version}.jar" not in names:
-            raise FetchError(f"Maven did not deliver s3proxy-{version}.jar into {partial}; got {names}")
-        libs = base / "libs"
-        shutil.rmtree(libs, ignore_errors=True)
-        partial.rename(libs)
-        marker = {"version": version, "artifacts": [a.coordinate for a in wanted], "jars": names,
-                  "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        tmp = base / (MARKER_NAME + ".tmp")
-        tmp.write_text(json.dumps(marker, indent=2) + "\n")
-        os.replace(tmp, base / MARKER_NAME)
-        progress(f"S3Proxy {version}: {len(names)} jars in {libs}, took {time.monotonic() - started:.1f}s")
-        return libs
+    """Resolve S3Proxy's jars into ``<cache>/s3proxy/<version>/libs`` once; the folder's path."""
+    return fetch_jars(f"S3Proxy {version}", home(version, cache_root), artifacts(version),
+                      [f"s3proxy-{version}.jar"], mvn=mvn, progress=progress)
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -261,7 +198,7 @@ class LocalS3:
         """
         if self.is_running():
             return self
-        libs = _cached_libs(self.version, self.cache_root)
+        libs = cached_jars(home(self.version, self.cache_root), artifacts(self.version))
         if libs is None:
             raise FetchError(f"S3Proxy {self.version} is not fetched (no complete {home(self.version, self.cache_root)}"
                              "): run `python -m mirrorflow.local.s3 fetch` (scripts/bootstrap.sh does)")

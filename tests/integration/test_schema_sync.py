@@ -256,7 +256,9 @@ def test_a_sync_killed_while_writing_completes_on_rerun_identical_to_an_uninterr
     (tmp_path / "topology.yaml").write_text(topo.to_yaml())
     c4 = kafka_clusters["c4"].bootstrap
 
-    def quota(*args: str) -> None:  # a producer byte-rate quota on c4 makes the writer slow enough to kill mid-way
+    def quota(*args: str) -> None:  # a producer byte-rate quota on c4 makes the writer slow enough to kill mid-way; Kafka averages
+        # over its whole quota window (about 11 s), so the quota must sit well below 1 MB / 11 s or the
+        # whole write passes unthrottled
         subprocess.run(["java", "-cp", kafka_distribution.classpath, "kafka.admin.ConfigCommand",
                         "--bootstrap-server", c4, "--entity-type", "clients", "--entity-default", "--alter", *args],
                        check=True, capture_output=True, timeout=120)
@@ -270,7 +272,7 @@ def test_a_sync_killed_while_writing_completes_on_rerun_identical_to_an_uninterr
         finally:
             consumer.close()
 
-    quota("--add-config", "producer_byte_rate=150000")
+    quota("--add-config", "producer_byte_rate=20000")
     try:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         addresses = [f"{n}={kafka_clusters[n].bootstrap}" for n in ("c1", "c2", "c3", "c4")]

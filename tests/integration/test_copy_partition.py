@@ -120,8 +120,9 @@ import sys
 from mirrorflow.copy.partition import PartitionTask, copy_partition
 from mirrorflow.kafka.config import ClusterClient
 src, dst, topic = sys.argv[1:4]
-task = PartitionTask(link_id="c1.L1", level=1, source="c1", target="c2", topic=topic, partition=0,
-                     end_offset=int(sys.argv[4]), txn_records=200)
+task = PartitionTask(link_id=sys.argv[5], level=1, source="c1", target="c2", topic=topic, partition=0,
+                     end_offset=int(sys.argv[4]), txn_records=200, exactly_once=sys.argv[6] == "eos",
+                     max_bytes_per_second=float(sys.argv[7]) if len(sys.argv) > 7 else None)
 print(copy_partition(task, ClusterClient("c1", {"bootstrap.servers": src}),
                      ClusterClient("c2", {"bootstrap.servers": dst})))
 """
@@ -139,7 +140,7 @@ def test_killed_mid_copy_then_rerun_is_exactly_once(kafka_clusters, make_topic):
     n = 60000
     produce(kafka_clusters["c1"].bootstrap, topic, _records(n, size=100))
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
-    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, c1, c2, topic, str(n)],
+    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, c1, c2, topic, str(n), "c1.L1", "eos"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     # Wait until some transactions are committed on the target (its last stable offset
@@ -183,3 +184,55 @@ def test_message_too_large_for_target_stops_at_its_offset_then_completes(kafka_c
     assert retry.ok and (retry.start_offset, retry.copied, retry.next_offset) == (10, 10, 20)
     target = read_all(kafka_clusters["c2"].bootstrap, topic, 1)
     assert [r.value for r in target] == [v for _, v, _, _ in records]
+
+
+def test_at_least_once_copies_everything_and_commits_the_checkpoint(kafka_clusters, make_topic):
+    topic = _topic_pair(make_topic, partitions=2)
+    for p in range(2):
+        produce(kafka_clusters["c1"].bootstrap, topic, _records(50, tag=f"p{p}-"), partition=p)
+    src, dst = _clients(kafka_clusters)
+    results = [copy_partition(_task(topic, p, 50, txn_records=20, exactly_once=False), src, dst) for p in range(2)]
+    assert [(r.ok, r.copied, r.next_offset, r.transactions) for r in results] == [(True, 50, 50, 3)] * 2
+    source = read_all(kafka_clusters["c1"].bootstrap, topic, 2)
+    target = read_all(kafka_clusters["c2"].bootstrap, topic, 2)
+    assert [(t.partition, t.key, t.value) for t in target] == [(s.partition, s.key, s.value) for s in source]
+    assert all(t.header(copyflags.HEADER) == b"1" for t in target)
+    assert [provenance.decode(t.header(provenance.HEADER)).offset for t in target] == [s.offset for s in source]
+
+    again = [copy_partition(_task(topic, p, 50, exactly_once=False), src, dst) for p in range(2)]
+    assert [(r.copied, r.start_offset) for r in again] == [(0, 50)] * 2
+    # The checkpoint is the link's group as in exactly-once mode, so a link can switch modes.
+    assert copy_partition(_task(topic, 0, 50), src, dst).start_offset == 50
+
+
+def test_at_least_once_killed_mid_copy_loses_nothing_and_repeats_at_most_one_commit_interval(
+        kafka_clusters, make_topic):
+    topic = _topic_pair(make_topic)
+    n = 60000
+    produce(kafka_clusters["c1"].bootstrap, topic, _records(n, size=100))
+    c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
+    # Throttled to about 10 s for the whole range, so the kill lands mid-copy.
+    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, c1, c2, topic, str(n), "c1.L1", "alo", "600000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while _end_offset(c2, topic) < 1000:  # no transactions: copies are visible as they land
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the copy never got going"
+        _pause.wait(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+
+    src, dst = _clients(kafka_clusters)
+    result = copy_partition(_task(topic, 0, n, exactly_once=False), src, dst)
+    assert result.ok and result.next_offset == n and 0 < result.start_offset < n and result.copied > 0
+    values = Counter(r.value for r in read_all(c2, topic, 1))
+    assert len(values) == n  # nothing lost
+    duplicates = sum(values.values()) - n
+    print(f"at-least-once kill: restarted at {result.start_offset}, {duplicates} duplicates")
+    assert duplicates <= 200  # at most one commit interval (txn_records) is copied again
+
+
+def _end_offset(bootstrap, topic):
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    tp = TopicPartition(topic, 0)
+    return admin.list_offsets({tp: OffsetSpec.latest()}, request_timeout=10)[tp].result().offset

@@ -20,7 +20,7 @@ def spec(**overrides) -> JobSpec:
         links=(
             LinkJob("c1.L3", 3, "c1", "c4", max_bytes_per_second=5000, max_records_per_run=100,
                     max_bytes_per_run=65536, txn_records=2000),
-            LinkJob("c2.L3", 3, "c2", "c4"),
+            LinkJob("c2.L3", 3, "c2", "c4", exactly_once=False),
         ),
         clusters={
             "c1": {"bootstrap.servers": "h1:9092", "security.protocol": "SASL_SSL", "sasl.username": "mirror",
@@ -31,6 +31,7 @@ def spec(**overrides) -> JobSpec:
         },
         slots=6,
         align_configs=True,
+        copy_threads=3,
     )
     data.update(overrides)
     return JobSpec(**data)
@@ -57,9 +58,9 @@ def test_json_round_trip_with_defaults():
 
 def test_from_json_defaults_optional_keys():
     data = json.loads(spec().to_json())
-    del data["slots"], data["align_configs"]
+    del data["slots"], data["align_configs"], data["copy_threads"]
     again = JobSpec.from_json(json.dumps(data))
-    assert again.slots is None and again.align_configs is False
+    assert again.slots is None and again.align_configs is False and again.copy_threads == 4
 
 
 def test_from_env_reads_the_variable():
@@ -157,6 +158,8 @@ def test_from_env_malformed_json_names_the_variable(text):
 @pytest.mark.parametrize("text, what", [
     pytest.param(_with(topics="orders"), "topics given as one string", id="topics a string"),
     pytest.param(_with(slots="many"), "slots not an integer", id="slots a string"),
+    pytest.param(_with(copy_threads=0), "copy_threads zero", id="copy_threads zero"),
+    pytest.param(_with(copy_threads=True), "copy_threads a boolean", id="copy_threads a boolean"),
 ])
 def test_from_env_refuses_wrong_types_instead_of_coercing_them(text, what):
     # BUG (job.JobSpec.from_json): tuple("orders") silently becomes the patterns ('o','r','d','e','r','s'), so the

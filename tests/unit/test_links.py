@@ -29,6 +29,8 @@ replication:
       max_bytes_per_run: 65536
     c2.L3:
       txn_records: 10
+      exactly_once: false
+  copy_threads: 6
 """
 
 UTC = timezone.utc
@@ -174,12 +176,31 @@ def test_build_spec_carries_the_link_settings(topo):
     assert list(jobs) == ["c1.L3", "c2.L3", "c3.L3", "c4.L3"]
     assert jobs["c1.L3"] == LinkJob("c1.L3", 3, "c1", "c3", max_bytes_per_second=5000, max_records_per_run=100,
                                     max_bytes_per_run=65536, txn_records=2000)
-    assert jobs["c2.L3"] == LinkJob("c2.L3", 3, "c2", "c4", max_bytes_per_second=1000000, txn_records=10)
+    assert jobs["c2.L3"] == LinkJob("c2.L3", 3, "c2", "c4", max_bytes_per_second=1000000, txn_records=10,
+                                    exactly_once=False)
     assert jobs["c4.L3"] == LinkJob("c4.L3", 3, "c4", "c2", max_bytes_per_second=1000000, txn_records=2000)
 
 
 def test_link_job_without_replication_settings(demo):
     assert link_job(demo, demo.link("c3.L1")) == LinkJob("c3.L1", 1, "c3", "c4")
+    assert link_job(demo, demo.link("c3.L1")).exactly_once is True
+    assert build_spec(demo, 1, "r", [], {}).copy_threads == 4
+
+
+def test_build_spec_carries_copy_threads(topo):
+    assert build_spec(topo, 3, "r", topo.links(3), CLIENTS).copy_threads == 6
+
+
+@pytest.mark.parametrize("text, key", [
+    ("replication:\n  copy_threads: 0\n", "replication.copy_threads"),
+    ("replication:\n  copy_threads: many\n", "replication.copy_threads"),
+    ("replication:\n  defaults: {exactly_once: 'no'}\n", "replication.defaults.exactly_once"),
+])
+def test_bad_copy_settings_are_refused_naming_the_key(text, key):
+    from mirrorflow.errors import TopologyError
+
+    with pytest.raises(TopologyError, match=key.replace(".", "\\.")):
+        parse_topology(DEMO + text, "demo.yaml")
 
 
 def test_build_spec_with_no_links(topo):

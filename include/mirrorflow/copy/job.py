@@ -32,6 +32,7 @@ import logging
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -46,7 +47,7 @@ from mirrorflow.kafka.admin import committed_offsets, earliest_and_stable, list_
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
 from mirrorflow.topology.model import TopicSelector
-from mirrorflow.topology.replication import DEFAULT_TXN_RECORDS
+from mirrorflow.topology.replication import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,8 @@ class LinkJob:
     max_records_per_run: int | None = None
     max_bytes_per_run: int | None = None
     txn_records: int | None = None
+    #: ``False``: at-least-once copies (``replication`` key ``exactly_once: false``).
+    exactly_once: bool = True
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,8 @@ class JobSpec:
     slots: int | None = None
     #: Whether the target's travelling topic configs are realigned to the source's.
     align_configs: bool = False
+    #: Partitions each Spark task copies at the same time (``replication.copy_threads``).
+    copy_threads: int = DEFAULT_COPY_THREADS
 
     def __repr__(self) -> str:
         links = ", ".join(f"{l.link_id}->{l.target}" for l in self.links)
@@ -106,6 +111,9 @@ class JobSpec:
                 raise TypeError("clusters must map cluster names to client settings")
             if slots is not None and (not isinstance(slots, int) or isinstance(slots, bool) or slots < 1):
                 raise TypeError("slots must be a positive integer or null")
+            threads = data.get("copy_threads", DEFAULT_COPY_THREADS)
+            if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+                raise TypeError("copy_threads must be a positive integer")
             return cls(
                 level=int(data["level"]),
                 run_id=str(data["run_id"]),
@@ -114,6 +122,7 @@ class JobSpec:
                 clusters={k: dict(v) for k, v in clusters.items()},
                 slots=slots,
                 align_configs=bool(data.get("align_configs", False)),
+                copy_threads=threads,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
@@ -229,6 +238,10 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
     """Shape the target, read checkpoints and end offsets, and cut the link's work into tasks."""
     report = LinkReport(link.link_id, link.source, link.target)
     plan = LinkPlan(link, report)
+    if not link.exactly_once:
+        log.warning("%s: copies AT LEAST ONCE (replication exactly_once: false): a copy that fails or is killed "
+                    "duplicates up to %d messages per partition on %s", link.link_id,
+                    link.txn_records or DEFAULT_TXN_RECORDS, link.target)
     source, target = spec.client(link.source), spec.client(link.target)
 
     shape = sync_topic_shapes(source, target, selector, align_configs=spec.align_configs, timeout=timeout)
@@ -265,7 +278,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             plan.works.append(work)
     report.planned_records = sum(w.records for w in plan.works)
 
-    concurrent = max(1, min(slots, len(plan.works)))
+    concurrent = max(1, min(slots * spec.copy_threads, len(plan.works)))
     rate_share = link.max_bytes_per_second / concurrent if link.max_bytes_per_second else None
     for work in plan.works:
         plan.tasks.append(PartitionTask(
@@ -275,6 +288,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             txn_records=link.txn_records or DEFAULT_TXN_RECORDS,
             max_bytes=link.max_bytes_per_run,
             max_bytes_per_second=rate_share,
+            exactly_once=link.exactly_once,
         ))
     return plan
 
@@ -307,24 +321,31 @@ def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
 # --------------------------------------------------------------------------- copying (executors)
 
 
-def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[PartitionTask]) -> Iterator[dict[str, Any]]:
+def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[PartitionTask],
+               threads: int = 1) -> Iterator[dict[str, Any]]:
     """Executor side: copy each task's partition; one result dict per task, errors included.
+
+    Up to ``threads`` partitions are copied at the same time, each on its own
+    thread with its own producer and consumer. A copier spends much of its time
+    waiting on the brokers (acknowledgements before each commit, the commit
+    itself, fencing, the first fetch); one partition at a time left the core
+    idle during those waits, and the profile showed them as the largest cost.
 
     When a partition fails because a cluster stopped answering (each such failure
     costs the client's timeouts, about a minute), the cluster is probed once; if it
-    is down, this task's remaining partitions on it are reported failed at their
-    checkpoint straight away instead of waiting out the same timeouts one by one.
+    is down, this task's partitions on it that have not started yet are reported
+    failed at their checkpoint straight away instead of waiting out the same
+    timeouts one by one.
     """
     clients = {name: ClusterClient(name, dict(settings)) for name, settings in clusters.items()}
     down: dict[str, str] = {}
-    for task in tasks:
+
+    def one(task: PartitionTask) -> dict[str, Any]:
         dead = next((c for c in (task.source, task.target) if c in down), None)
         if dead is not None:
-            result = PartitionResult(task.link_id, task.source, task.target, task.topic, task.partition,
-                                     end_offset=task.end_offset,
-                                     error=f"not attempted: cluster {dead} is unreachable ({down[dead]})")
-            yield result.to_dict()
-            continue
+            return PartitionResult(task.link_id, task.source, task.target, task.topic, task.partition,
+                                   end_offset=task.end_offset,
+                                   error=f"not attempted: cluster {dead} is unreachable ({down[dead]})").to_dict()
         try:
             result = copy_partition(task, clients[task.source], clients[task.target])
         except Exception as exc:  # never let one partition end the Spark task of the others
@@ -333,31 +354,44 @@ def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[Partit
                                      end_offset=task.end_offset, error=f"{type(exc).__name__}: {exc}")
         if result.error_code in UNREACHABLE_CODES:
             for name in (task.target, task.source):
+                if name in down:
+                    continue
                 try:
                     probe(clients[name], timeout=5.0)
                 except ClusterUnreachable as exc:
                     down[name] = exc.detail
                     log.error("cluster %s is unreachable; the remaining partitions of this task that use it are "
                               "left at their checkpoints", name)
-        yield result.to_dict()
+        return result.to_dict()
+
+    if threads <= 1:
+        yield from map(one, tasks)
+        return
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="mirrorflow-copy") as pool:
+        yield from pool.map(one, tasks)
 
 
-def _copy_bins(clusters: Mapping[str, Mapping[str, Any]], bins: Iterator[list[PartitionTask]]) -> Iterator[dict]:
+def _copy_bins(clusters: Mapping[str, Mapping[str, Any]], threads: int,
+               bins: Iterator[list[PartitionTask]]) -> Iterator[dict]:
     for tasks in bins:
-        yield from copy_tasks(clusters, tasks)
+        yield from copy_tasks(clusters, tasks, threads)
 
 
-def execute(spark: Any, spec: JobSpec, bins: list[list[PartitionTask]]) -> list[dict[str, Any]]:
-    """Run the bins as Spark tasks (one bin, one task), or in this process when ``spark`` is ``None``."""
+def execute(spark: Any, spec: Any, bins: list[list[PartitionTask]]) -> list[dict[str, Any]]:
+    """Run the bins as Spark tasks (one bin, one task), or in this process when ``spark`` is ``None``.
+
+    ``spec`` is any job spec with ``clusters``, ``level``, ``run_id`` and ``copy_threads``.
+    """
     if not bins:
         return []
     clusters = {name: dict(settings) for name, settings in spec.clusters.items()}
+    threads = spec.copy_threads
     if spark is None:
-        return [r for tasks in bins for r in copy_tasks(clusters, tasks)]
+        return [r for tasks in bins for r in copy_tasks(clusters, tasks, threads)]
     sc = spark.sparkContext
     sc.setJobDescription(f"mirrorflow level {spec.level} run {spec.run_id}: {sum(map(len, bins))} partitions")
     rdd = sc.parallelize(bins, len(bins))
-    return rdd.mapPartitions(functools.partial(_copy_bins, clusters)).collect()
+    return rdd.mapPartitions(functools.partial(_copy_bins, clusters, threads)).collect()
 
 
 # --------------------------------------------------------------------------- the job
@@ -418,6 +452,7 @@ def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None
         malformed=r["malformed"],
         bytes=r["bytes"],
         checksum=f"crc32:{r['checksum']:08x}",
+        exactly_once=link.exactly_once,
         transactions=r["transactions"],
         duration_s=r["duration_s"],
         throttled_s=r.get("throttled_s", 0.0),

@@ -70,6 +70,7 @@ def link_job(topology: Topology, link: Distributor) -> LinkJob:
         max_records_per_run=settings.max_records_per_run,
         max_bytes_per_run=settings.max_bytes_per_run,
         txn_records=settings.txn_records,
+        exactly_once=settings.exactly_once is not False,
     )
 
 
@@ -84,4 +85,5 @@ def build_spec(topology: Topology, level: int, run_id: str, links: list[Distribu
         level=level, run_id=run_id, topics=tuple(topology.topics),
         links=tuple(link_job(topology, link) for link in links),
         clusters={c: dict(clusters[c]) for c in needed}, slots=slots,
+        copy_threads=topology.replication.copy_threads,
     )

@@ -120,6 +120,11 @@ class PartitionTask:
     restore: dict[str, Any] | None = None
     #: Fail (instead of warn) when the source no longer holds offsets this copy needs.
     require_contiguous: bool = False
+    #: ``False`` (``replication`` key ``exactly_once: false``): at-least-once copies. No
+    #: transactions: an idempotent producer, and the checkpoint committed once every copy
+    #: before it is acknowledged. A killed or failed copy repeats up to one commit interval
+    #: (``txn_records``) on the next run, and nothing fences a zombie attempt.
+    exactly_once: bool = True
 
 
 #: ``PartitionTask.start_offset`` meaning "the source's earliest offset when the copy starts".
@@ -195,7 +200,8 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
         "enable.partition.eof": True,
     }))
     try:
-        producer.init_transactions(op_timeout)
+        if task.exactly_once:
+            producer.init_transactions(op_timeout)
         start = committed = _checkpoint(checkpoint, task, op_timeout)
         low, _ = reader.get_watermark_offsets(TopicPartition(task.topic, task.partition), timeout=op_timeout)
         if start is None and task.start_offset is not None:
@@ -294,19 +300,18 @@ def _restore(task: PartitionTask, producer: Producer, checkpoint: Consumer, star
 def _commit_position(task: PartitionTask, producer: Producer, checkpoint: Consumer, offset: int,
                      timeout: float) -> None:
     """Commit ``offset`` as the link's checkpoint in an otherwise empty transaction (fenced like a copy)."""
-    producer.begin_transaction()
-    _bounded(lambda: producer.send_offsets_to_transaction(
-        [TopicPartition(task.topic, task.partition, offset)], checkpoint.consumer_group_metadata(), timeout),
-        timeout, "send_offsets_to_transaction", task.target)
-    _bounded(lambda: producer.commit_transaction(timeout), timeout, "commit_transaction", task.target)
+    commits = _Commits(task, producer, checkpoint, timeout)
+    commits.begin()
+    commits.commit(offset)
 
 
 def _producer(task: PartitionTask, target: ClusterClient) -> Producer:
-    conf: dict[str, Any] = {
-        "transactional.id": transactional_id(task.link_id, task.topic, task.partition),
-        "transaction.timeout.ms": 60000,
-        "linger.ms": 5,
-    }
+    conf: dict[str, Any] = {"linger.ms": 5}
+    if task.exactly_once:
+        conf["transactional.id"] = transactional_id(task.link_id, task.topic, task.partition)
+        conf["transaction.timeout.ms"] = 60000
+    else:
+        conf["enable.idempotence"] = True  # no duplicates from the producer's own retries, at least
     if task.max_message_bytes:
         # Batches must fit the target topic's limit (it applies to whole record batches);
         # a single message above it is then refused locally, at its exact offset.
@@ -323,7 +328,8 @@ def _fresh_producer(old: Producer, task: PartitionTask, target: ClusterClient, t
     """
     old.flush(timeout)
     producer = _producer(task, target)
-    producer.init_transactions(timeout)
+    if task.exactly_once:
+        producer.init_transactions(timeout)
     return producer
 
 
@@ -355,12 +361,12 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
     ``one_by_one`` waits for each copy's acknowledgement before the next (one
     message per request): slow, used only to find the message a target refuses.
     """
-    group_meta = checkpoint.consumer_group_metadata()
+    txn = _Commits(task, producer, checkpoint, op_timeout)
     reader.assign([TopicPartition(task.topic, task.partition, start)])
     position = start
     batch = _Batch()
     in_txn = 0
-    producer.begin_transaction()
+    txn.begin()
     last_progress = txn_started = time.monotonic()
     crc = result.checksum
     limiter = RateLimiter(task.max_bytes_per_second) if task.max_bytes_per_second else None
@@ -384,10 +390,7 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
                                            f"{unacknowledged} copies not acknowledged by target {task.target} "
                                            f"within {op_timeout:.0f}s"))
         try:
-            _bounded(lambda: producer.send_offsets_to_transaction(
-                [TopicPartition(task.topic, task.partition, next_offset)], group_meta, op_timeout),
-                op_timeout, "send_offsets_to_transaction", task.target)
-            _bounded(lambda: producer.commit_transaction(op_timeout), op_timeout, "commit_transaction", task.target)
+            txn.commit(next_offset)
         except _TargetSilent:
             raise
         except KafkaException as exc:
@@ -470,15 +473,15 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
                 if in_txn >= task.txn_records or time.monotonic() - txn_started >= task.txn_max_seconds:
                     commit(position)
                     _fold(result, pending)
-                    producer.begin_transaction()
+                    txn.begin()
         if in_txn or position != result.next_offset:
             commit(position)
         else:  # the range ended on a transaction boundary: the open transaction is empty
-            producer.commit_transaction(op_timeout)
+            txn.close_empty()
         _fold(result, pending)
         result.throttled_s = round(result.throttled_s, 3)
     except _Abort:
-        producer.abort_transaction(op_timeout)
+        txn.abort()
         failed_offset, err = batch.first_error  # type: ignore[misc]
         result.error = f"{err.name()}: {err.str()} (producing the copy of source offset {failed_offset})"
         result.error_offset = failed_offset
@@ -496,10 +499,48 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
         raise
     except KafkaException:
         try:
-            producer.abort_transaction(op_timeout)
+            txn.abort()
         except KafkaException:
             pass  # fenced or fatal: the next attempt's init_transactions cleans up
         raise
+
+
+class _Commits:
+    """How a copy makes its copies and its checkpoint durable, for both delivery settings.
+
+    Exactly once: the copies and the checkpoint go in one transaction on the target.
+    At least once: the copies are acknowledged (the caller flushes first), then the
+    checkpoint is committed by the link's group; a crash between the two repeats
+    the copies since the previous commit.
+    """
+
+    def __init__(self, task: PartitionTask, producer: Producer, checkpoint: Consumer, timeout: float) -> None:
+        self.task, self.producer, self.checkpoint, self.timeout = task, producer, checkpoint, timeout
+        self.group_meta = checkpoint.consumer_group_metadata() if task.exactly_once else None
+
+    def begin(self) -> None:
+        if self.task.exactly_once:
+            self.producer.begin_transaction()
+
+    def commit(self, next_offset: int) -> None:
+        task, timeout = self.task, self.timeout
+        position = [TopicPartition(task.topic, task.partition, next_offset)]
+        if not task.exactly_once:
+            _bounded(lambda: self.checkpoint.commit(offsets=position, asynchronous=False), timeout,
+                     "commit (checkpoint)", task.target)
+            return
+        _bounded(lambda: self.producer.send_offsets_to_transaction(position, self.group_meta, timeout),
+                 timeout, "send_offsets_to_transaction", task.target)
+        _bounded(lambda: self.producer.commit_transaction(timeout), timeout, "commit_transaction", task.target)
+
+    def close_empty(self) -> None:
+        """End the open transaction, which holds nothing (the range ended on a commit)."""
+        if self.task.exactly_once:
+            self.producer.commit_transaction(self.timeout)
+
+    def abort(self) -> None:
+        if self.task.exactly_once:
+            self.producer.abort_transaction(self.timeout)
 
 
 class _TargetSilent(KafkaException):

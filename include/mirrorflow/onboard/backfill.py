@@ -37,6 +37,7 @@ from mirrorflow.copy.plan import PartitionWork, pack
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.topology.replication import DEFAULT_COPY_THREADS
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,8 @@ class BackfillSpec:
     txn_records: int = 5000
     #: Stop each partition after this many records (tests; a paced backfill).
     max_records: int | None = None
+    #: Partitions each Spark task copies at the same time (``replication.copy_threads``).
+    copy_threads: int = DEFAULT_COPY_THREADS
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -19,7 +19,7 @@ from datetime import datetime, time, timedelta, timezone
 
 from typing import Annotated
 
-from pydantic import Field, StrictInt, StrictStr, field_validator
+from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator
 from pydantic_core import PydanticCustomError
 
 from mirrorflow.topology.base import Model
@@ -29,6 +29,8 @@ PositiveInt = Annotated[StrictInt, Field(gt=0)]
 
 DEFAULT_SCHEDULE = "5m"
 DEFAULT_TXN_RECORDS = 5000
+#: Partitions a Spark task copies at the same time; measured in benchmarks/ (docs/benchmarks.md).
+DEFAULT_COPY_THREADS = 4
 MIN_INTERVAL = timedelta(seconds=10)
 
 _DURATION = re.compile(r"^(\d+)(s|m|h)$")
@@ -168,6 +170,9 @@ class LinkSettings(Model):
     max_bytes_per_run: PositiveInt | None = None
     #: Source offsets per transaction: bounds what a killed task has to redo.
     txn_records: PositiveInt | None = None
+    #: ``false``: at-least-once copies without transactions (faster at small messages;
+    #: a killed or failed copy duplicates up to ``txn_records`` messages on the target).
+    exactly_once: StrictBool | None = None
 
     @field_validator("windows")
     @classmethod
@@ -207,6 +212,8 @@ class ReplicationConfig(Model):
     levels: dict[StrictInt, LevelSettings] = Field(default_factory=dict)
     defaults: LinkSettings = Field(default_factory=LinkSettings)
     links: dict[StrictStr, LinkSettings] = Field(default_factory=dict)
+    #: Partitions each Spark task copies at the same time, each on its own thread.
+    copy_threads: PositiveInt = DEFAULT_COPY_THREADS
 
     @field_validator("schedule")
     @classmethod

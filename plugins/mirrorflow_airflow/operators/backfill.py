@@ -48,7 +48,7 @@ class MirrorBackfillOperator(MirrorSparkJobOperator):
             run_id=context["run_id"], link_id=plan.link_id, level=plan.level, source=plan.sibling_of,
             target=plan.cluster, mode=plan.backfill, bits=plan.bits, topics=plan.topics,
             clusters={name: dict(c.settings) for name, c in clients.items()}, since_ms=plan.since_ms,
-            restore=plan.restore, location=location,
+            restore=plan.restore, location=location, copy_threads=self.topology.replication.copy_threads,
         )
         result = self.submit(context, {BACKFILL_ENV: spec.to_json()})
         partitions = result.pop("partition_results", [])

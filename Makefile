@@ -1,5 +1,5 @@
 # The two set-up commands of README.md are `make demo` and `make test`.
-.PHONY: demo stop test setup
+.PHONY: demo stop test setup bench
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -12,3 +12,10 @@ stop:
 
 test: setup
 	@.venv/bin/python -m pytest
+
+
+# Not part of the tests: every benchmark on local clusters, results in benchmarks/results/
+# and docs/benchmarks.md (about 40 minutes; BENCH_ARGS=--quick for a smoke run).
+bench: setup
+	@.venv/bin/python -m pip install --quiet -r requirements-bench.txt -c constraints.txt
+	@.venv/bin/python -m benchmarks.run $(BENCH_ARGS)

@@ -2,9 +2,9 @@
 
 One link (``src`` -> ``dst``, level 1), the whole topic in one run. The clock
 runs from ``spark-submit`` until the job has exited, which is after its last
-transaction (copies and checkpoint) was committed on the target; the job's own
-split (planning, copying) comes from its result. Spark's start-up is part of
-the time, as it is for every scheduled micro-batch.
+commit (copies and checkpoint) on the target; the job's own split (planning,
+copying) comes from its result. Spark's start-up is part of the time, as it is
+for every scheduled micro-batch.
 """
 
 from __future__ import annotations
@@ -17,30 +17,61 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.memory import TreeSampler
 from mirrorflow.copy.job import JOB_ENV, JobSpec, LinkJob
+from mirrorflow.topology.replication import DEFAULT_COPY_THREADS
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "plugins"))
+from mirrorflow_airflow.spark import spark_conf  # noqa: E402  (plain Python: no Airflow import)
 
 
-def mirrorflow_copy(source: str, target: str, topic: str, *, txn_records: int | None = None,
-                    master: str = "local[*]") -> dict:
-    spec = JobSpec(level=1, run_id=f"bench-{topic}", topics=(topic,),
-                   links=(LinkJob("src.L1", 1, "src", "dst", txn_records=txn_records),),
-                   clusters={"src": {"bootstrap.servers": source}, "dst": {"bootstrap.servers": target}})
+def spark_env(spec: JobSpec) -> dict[str, str]:
+    """The environment ``MirrorSparkJobOperator`` gives ``spark-submit`` (spec, interpreter, include/)."""
+    return {**os.environ, JOB_ENV: spec.to_json(), "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+            "PYTHONPATH": os.pathsep.join([str(REPO / "include"), os.environ.get("PYTHONPATH", "")])}
+
+
+def submit(spec: JobSpec, *, master: str = "local[*]", sample_memory: bool = False) -> dict:
+    """Run the level job on ``spec`` with ``spark-submit``; its result plus ``seconds`` (and ``memory``).
+
+    The command line carries the same Spark settings as ``MirrorSparkJobOperator`` gives it.
+    """
     spark_submit = Path(sys.executable).with_name("spark-submit")
     with tempfile.TemporaryDirectory(prefix="mirrorflow-bench-") as tmp:
         result_path = Path(tmp) / "result.json"
-        env = {**os.environ, JOB_ENV: spec.to_json(), "PYSPARK_PYTHON": sys.executable,
-               "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
-               "PYTHONPATH": os.pathsep.join([str(REPO / "include"), os.environ.get("PYTHONPATH", "")])}
         started = time.monotonic()
-        proc = subprocess.run([str(spark_submit), "--master", master, "--conf", "spark.ui.showConsoleProgress=false",
-                               str(REPO / "spark_jobs" / "mirror_level.py"), "--result", str(result_path)],
-                              env=env, capture_output=True, text=True)
+        confs = [arg for k, v in spark_conf(master).items() for arg in ("--conf", f"{k}={v}")]
+        proc = subprocess.Popen([str(spark_submit), "--master", master, *confs,
+                                 str(REPO / "spark_jobs" / "mirror_level.py"), "--result", str(result_path)],
+                                env=spark_env(spec), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        sampler = TreeSampler(proc.pid).start() if sample_memory else None
+        out, err = proc.communicate()
         seconds = time.monotonic() - started
+        memory = sampler.stop() if sampler else None
         if proc.returncode != 0 or not result_path.exists():
-            raise RuntimeError(f"mirrorflow copy job failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n"
-                               f"{proc.stderr[-2000:]}")
+            raise RuntimeError(f"mirrorflow copy job failed ({proc.returncode}):\n{out[-2000:]}\n{err[-3000:]}")
         result = json.loads(result_path.read_text())
-    return {"seconds": seconds, "records": result["copied"], "plan_s": result["plan_s"], "copy_s": result["copy_s"],
+    if result["errors"]:
+        raise RuntimeError(f"mirrorflow copy job reported errors: {result['errors']}")
+    out_ = {"seconds": seconds, "copied": result["copied"], "plan_s": result["plan_s"], "copy_s": result["copy_s"],
             "spark_tasks": result["spark_tasks"]}
+    if memory is not None:
+        out_["memory"] = memory
+    return out_
+
+
+def mirrorflow_copy(source: str, target: str, topic: str, *, exactly_once: bool = True, link_id: str = "src.L1",
+                    copy_threads: int = DEFAULT_COPY_THREADS, txn_records: int | None = None,
+                    master: str = "local[*]", sample_memory: bool = False) -> dict:
+    """Copy ``topic`` from ``source`` to ``target`` with one level-1 run of the link ``link_id``.
+
+    A fresh ``link_id`` per run starts from an empty checkpoint (the checkpoint group and
+    the transactional ids derive from it).
+    """
+    spec = JobSpec(level=1, run_id=f"bench-{topic}", topics=(topic,),
+                   links=(LinkJob(link_id, 1, "src", "dst", txn_records=txn_records, exactly_once=exactly_once),),
+                   clusters={"src": {"bootstrap.servers": source}, "dst": {"bootstrap.servers": target}},
+                   copy_threads=copy_threads)
+    return submit(spec, master=master, sample_memory=sample_memory)

@@ -344,6 +344,16 @@ def listed_dags(password: str) -> set[str]:
         return set()
 
 
+def expected_dags() -> set[str]:
+    """Every DAG id of dags/: one file per DAG, named after it, and one level DAG per level of the topology.
+
+    The dag-processor parses the files one by one; waiting for all of them (not only
+    the level DAGs) keeps the demo from reporting ready with half the DAGs missing.
+    """
+    single = {path.stem for path in (REPO / "dags").glob("mirror_*.py")} - {"mirror_levels"}
+    return single | {f"mirror_level_{lvl}" for lvl in load_topology(TOPOLOGY).levels}
+
+
 def import_errors(env) -> str:
     out = subprocess.run(["airflow", "dags", "list-import-errors", "-o", "plain"], env=env, capture_output=True, text=True)
     return out.stdout.strip()
@@ -367,9 +377,10 @@ def start_airflow() -> str:
         pid_file.write_text(str(proc.pid))
     tail = lambda: "last lines of the log:\n" + "\n".join(log_file.read_text(errors="replace").splitlines()[-30:])
     wait_for("the Airflow UI to answer", ui_healthy, timeout=240, interval=2, on_timeout=tail)
-    expected = {f"mirror_level_{lvl}" for lvl in load_topology(TOPOLOGY).levels}
-    wait_for(f"the DAGs {sorted(expected)} to be listed", lambda: expected <= listed_dags(password), timeout=180,
-             interval=3, on_timeout=lambda: "import errors:\n" + import_errors(env))
+    expected = expected_dags()
+    wait_for(f"the DAGs {sorted(expected)} to be listed", lambda: expected <= listed_dags(password), timeout=240,
+             interval=3, on_timeout=lambda: f"listed: {sorted(listed_dags(password))}\nimport errors:\n"
+                                            + import_errors(env))
     dags = sorted(listed_dags(password))
     say(f"Airflow UI: http://127.0.0.1:{UI_PORT}  login: {USER} / {password}")
     say(f"mirrorflow DAGs: {', '.join(dags)}")

@@ -1,7 +1,7 @@
 """What every Spark entry point in ``spark_jobs/`` does around its job: one place, three jobs.
 
 Each job (level copy, onboarding backfill, archive) reads its spec from an
-environment variable (it may hold credentials), runs on a SparkSession, writes
+environment variable (it may hold credentials), runs on a SparkContext, writes
 its result as JSON to ``--result`` (atomically, via a temporary file the caller
 reads only once renamed) and exits 0 when everything was done, 2 when some
 partitions failed (the result names each; the others were done), 1 when the
@@ -18,6 +18,11 @@ from pathlib import Path
 from typing import Any
 
 
+def spark_context(spark: Any) -> Any:
+    """The SparkContext of ``spark``, which may be a SparkSession (tests) or a SparkContext (the entry points)."""
+    return getattr(spark, "sparkContext", spark)
+
+
 def run_entry(doc: str, app_name: Callable[[Any], str], load: Callable[[], Any], run: Callable[[Any, Any], Any],
               argv: list[str] | None = None) -> int:
     """``load()`` the spec, ``run(spec, spark)``, write the result; ``app_name(spec)`` names the Spark app."""
@@ -29,15 +34,17 @@ def run_entry(doc: str, app_name: Callable[[Any], str], load: Callable[[], Any],
     for noisy in ("py4j", "botocore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
-    from pyspark.sql import SparkSession
+    # A bare SparkContext: the jobs use RDDs only, and a SparkSession's SQL machinery
+    # added about 2 s to every micro-batch's start (benchmarks/, docs/benchmarks.md).
+    from pyspark import SparkConf, SparkContext
 
     spec = load()
-    spark = SparkSession.builder.appName(app_name(spec)).getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    sc = SparkContext(conf=SparkConf().setAppName(app_name(spec)))
+    sc.setLogLevel("WARN")
     try:
-        result = run(spec, spark)
+        result = run(spec, sc)
     finally:
-        spark.stop()
+        sc.stop()
     if args.result:
         args.result.parent.mkdir(parents=True, exist_ok=True)
         tmp = args.result.with_suffix(".tmp")

@@ -46,6 +46,7 @@ from mirrorflow.errors import ClusterUnreachable, MirrorflowError
 from mirrorflow.kafka.admin import committed_offsets, earliest_and_stable, list_topics, probe
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
+from mirrorflow.spark_entry import spark_context
 from mirrorflow.topology.model import TopicSelector
 from mirrorflow.topology.replication import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 
@@ -388,7 +389,7 @@ def execute(spark: Any, spec: Any, bins: list[list[PartitionTask]]) -> list[dict
     threads = spec.copy_threads
     if spark is None:
         return [r for tasks in bins for r in copy_tasks(clusters, tasks, threads)]
-    sc = spark.sparkContext
+    sc = spark_context(spark)
     sc.setJobDescription(f"mirrorflow level {spec.level} run {spec.run_id}: {sum(map(len, bins))} partitions")
     rdd = sc.parallelize(bins, len(bins))
     return rdd.mapPartitions(functools.partial(_copy_bins, clusters, threads)).collect()
@@ -400,7 +401,7 @@ def execute(spark: Any, spec: Any, bins: list[list[PartitionTask]]) -> list[dict
 def run_job(spec: JobSpec, spark: Any = None) -> JobResult:
     """Plan, copy, audit. ``spark=None`` copies in this process (dry runs, small tests)."""
     result = JobResult(spec.level, spec.run_id)
-    slots = spec.slots or (spark.sparkContext.defaultParallelism if spark is not None else 1)
+    slots = spec.slots or (spark_context(spark).defaultParallelism if spark is not None else 1)
     started = time.monotonic()
     plans = plan(spec, slots)
     by_link = {p.link.link_id: p for p in plans}

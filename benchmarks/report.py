@@ -1,0 +1,188 @@
+"""Results of one benchmark run as JSON, Markdown and a PNG chart, and the block in docs/benchmarks.md.
+
+``docs/benchmarks.md`` keeps its hand-written parts; only the text between
+:data:`START` and :data:`END` is replaced by the latest run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchmarks.throughput import CONTENDERS, ratios
+
+REPO = Path(__file__).resolve().parents[1]
+START, END = "<!-- latest-run:start -->", "<!-- latest-run:end -->"
+ORDER = ("producer ceiling", *CONTENDERS)
+
+
+def machine() -> dict[str, Any]:
+    """The machine and the versions the numbers belong to."""
+    cpu = "unknown"
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem_gib = None
+    try:
+        kb = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text())[1])
+        mem_gib = round(kb / 2**20, 1)
+    except (OSError, TypeError):
+        pass
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+    import confluent_kafka
+    import pyspark
+
+    from mirrorflow.local.kafka import KAFKA_VERSION
+    return {
+        "cpu": cpu, "cores": os.cpu_count(), "memory_gib": mem_gib, "kernel": platform.release(),
+        "python": platform.python_version(), "java": java[0] if java else "unknown",
+        "kafka": KAFKA_VERSION, "mirrormaker2": KAFKA_VERSION, "pyspark": pyspark.__version__,
+        "confluent_kafka": confluent_kafka.version()[0], "librdkafka": confluent_kafka.libversion()[0],
+        "brokers": "one KRaft broker per cluster, loopback, 1 GiB heap, same machine",
+    }
+
+
+def _fmt(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.{digits}f}"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    out = [f"Run of {results['date']} (`{results['command']}`), {results['total_minutes']:.0f} minutes in all.",
+           "",
+           f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Linux {m['kernel']}; "
+           f"Python {m['python']}; {m['java']}; Kafka and MirrorMaker 2 {m['kafka']}; PySpark {m['pyspark']}; "
+           f"confluent-kafka {m['confluent_kafka']} (librdkafka {m['librdkafka']}). {m['brokers']}.", ""]
+    rows = results.get("throughput", [])
+    if rows:
+        out += ["### Copy throughput", "",
+                "Seconds from start to the last record committed on the target; MB = 10^6 bytes of values. "
+                "`vs MM2` compares with MirrorMaker 2 at the same exactly-once setting, `vs raw` with the raw loop.",
+                "",
+                "| size | partitions | records | contender | seconds | records/s | MB/s | vs MM2 | vs raw | check |",
+                "|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+        for row in rows:
+            r = ratios(row)
+            for name in ORDER:
+                run = row["runs"].get(name)
+                if run is None:
+                    continue
+                vs_mm2 = {"mirrorflow EOS": r["eos_vs_mm2"], "mirrorflow at-least-once": r["alo_vs_mm2"]}.get(name)
+                vs_raw = {"mirrorflow EOS": r["eos_vs_raw"], "mirrorflow at-least-once": r["alo_vs_raw"]}.get(name)
+                if "on_target" not in run:
+                    check = ""
+                elif run["lost"] == 0 and run["duplicated"] == 0:
+                    check = "exact"
+                else:
+                    check = f"**{run['lost']} lost, {run['duplicated']} duplicated**"
+                extra = f" (plan {run['plan_s']:.1f}s, copy {run['copy_s']:.1f}s)" if "copy_s" in run else ""
+                out.append(f"| {row['size']:,} B | {row['partitions']} | {row['records']:,} | {name} | "
+                           f"{run['seconds']:.1f}{extra} | {_fmt(run['records_per_s'])} | {_fmt(run['mb_per_s'], 1)} | "
+                           f"{_fmt(vs_mm2, 2)} | {_fmt(vs_raw, 2)} | {check} |")
+        out.append("")
+    fixed = results.get("empty_batch")
+    if fixed:
+        mem = fixed["memory"]
+        out += ["### Empty micro-batch", "",
+                "| what | seconds |", "|---|---:|",
+                f"| level job alone (`spark-submit` start to exit) | {fixed['spark_submit_s']:.1f} |",
+                f"| of which planning | {fixed['plan_s']:.2f} |",
+                f"| `mirror_level_1` DAG run under `dag.test()` | {fixed['dag_run_s']:.1f} |",
+                f"| of which the `copy` task | {fixed['copy_task_s']:.1f} |",
+                f"| of which the `plan` task | {fixed['plan_task_s']:.1f} |", "",
+                f"Medians of {fixed['runs']} runs. Peak memory of the empty batch: JVM (driver and executor, "
+                f"local mode) {mem['jvm_mib']:.0f} MiB, Python driver {mem['python_driver_mib']:.0f} MiB, "
+                f"Python workers {mem['python_workers_mib']:.0f} MiB.", ""]
+    plans = results.get("planning", [])
+    if plans:
+        out += ["### Planning time by partition count", "",
+                "| partitions | topics | first plan (creates target topics), s | steady plan, s |",
+                "|---:|---:|---:|---:|"]
+        for p in plans:
+            out.append(f"| {p['partitions']:,} | {p['topics']} | {p['first_s']:.2f} | {p['steady_s']:.2f} |")
+        out.append("")
+    lat = results.get("latency")
+    if lat:
+        out += ["### Latency to convergence (four clusters)", "",
+                "From produce on any cluster until the message is readable on all four; messages produced in the "
+                "measurement window. The level runs are started on each schedule tick as the DAGs' schedule would "
+                "(one at a time, no catch-up), without the Airflow scheduler in the loop.", "",
+                "| schedule | messages | median, s | p99, s | max, s | level runs (median duration, overran) |",
+                "|---|---:|---:|---:|---:|---|"]
+        for x in lat:
+            runs = "; ".join(f"{k}: {v['runs']} runs, {v['median_run_s']} s, {v['overran']} overran"
+                             for k, v in x["runs"].items())
+            out.append(f"| {x['schedule']} | {x['messages']:,} | {x['median_s']} | {x['p99_s']} | {x['max_s']} | {runs} |")
+        out.append("")
+    mem = results.get("peak_memory")
+    if mem:
+        out += ["### Peak memory at the largest case", "",
+                f"mirrorflow EOS at {mem['case']}: JVM (driver and executor, local mode) {mem['jvm_mib']:.0f} MiB, "
+                f"Python driver {mem['python_driver_mib']:.0f} MiB, Python workers together "
+                f"{mem['python_workers_mib']:.0f} MiB; all processes together {mem['total_mib']:.0f} MiB.", ""]
+    return "\n".join(out)
+
+
+def chart(results: dict[str, Any], path: Path) -> Path | None:
+    rows = results.get("throughput", [])
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = sorted({r["size"] for r in rows})
+    fig, axes = plt.subplots(1, len(sizes), figsize=(5 * len(sizes), 4.2), squeeze=False)
+    names = [n for n in ORDER if any(n in r["runs"] for r in rows)]
+    width = 0.8 / len(names)
+    for ax, size in zip(axes[0], sizes):
+        cases = [r for r in rows if r["size"] == size]
+        for i, name in enumerate(names):
+            xs = [j + i * width for j in range(len(cases))]
+            ys = [c["runs"].get(name, {}).get("mb_per_s", 0) for c in cases]
+            ax.bar(xs, ys, width, label=name)
+        ax.set_xticks([j + width * (len(names) - 1) / 2 for j in range(len(cases))])
+        ax.set_xticklabels([f"{c['partitions']} part." for c in cases])
+        ax.set_title(f"{size:,} B messages")
+        ax.set_ylabel("MB/s")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(f"Copy throughput, {results['date']} ({results['machine']['cores']} cores, one machine)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write(results: dict[str, Any], out_dir: Path, docs: Path = REPO / "docs" / "benchmarks.md") -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = results["date"]
+    json_path = out_dir / f"{stem}.json"
+    json_path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    md = markdown(results)
+    md_path = out_dir / f"{stem}.md"
+    md_path.write_text(f"# Benchmark run {stem}\n\n{md}\n")
+    png = chart(results, out_dir / f"{stem}.png")
+    block = md + (f"\n![Copy throughput](../benchmarks/results/{png.name})\n" if png else "")
+    text = docs.read_text() if docs.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
+    if START not in text or END not in text:
+        raise ValueError(f"{docs} lacks the markers {START} / {END}")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    docs.write_text(f"{head}{START}\n{block}\n{END}{tail}")
+    return {"json": json_path, "markdown": md_path, "png": png, "docs": docs}
+
+
+if __name__ == "__main__":  # re-render a stored run: python -m benchmarks.report benchmarks/results/<date>.json
+    data = json.loads(Path(sys.argv[1]).read_text())
+    print(write(data, Path(sys.argv[1]).parent))

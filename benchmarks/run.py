@@ -1,0 +1,106 @@
+"""``make bench``: every benchmark against local real clusters, in one run, results kept in the repo.
+
+    python -m benchmarks.run                 # everything (about 30-40 minutes on 2 cores)
+    python -m benchmarks.run --quick         # a tenth of the records per case: a smoke run
+    python -m benchmarks.run --only throughput --sizes 1000 --partitions 8
+
+Two single-broker KRaft clusters (``src``, ``dst``) are started for the run and
+stopped at its end. Results go to ``benchmarks/results/<date>.json``, ``.md`` and
+``.png``, and the latest run replaces the generated block of
+``docs/benchmarks.md``. Nothing here is a pass/fail test: the numbers are for
+reading, side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import fixed_cost, latency, report, throughput
+from benchmarks.common import Case, warm_up
+from mirrorflow.local.kafka import KafkaDistribution, LocalKafka
+
+SECTIONS = ("throughput", "empty_batch", "planning", "latency")
+#: The default schedule (replication.schedule) and the shortest the level runs keep up with here.
+LATENCY_SCHEDULES = ("5m", "30s")
+PLANNING_SIZES = (100, 1000, 10_000)
+
+
+def progress(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a tenth of the records per case")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
+    parser.add_argument("--sizes", default=None, help="message sizes, e.g. 100,1000")
+    parser.add_argument("--partitions", default=None, help="partition counts, e.g. 1,8")
+    parser.add_argument("--contenders", default=None, help=f"subset of {throughput.CONTENDERS}, comma-separated")
+    parser.add_argument("--schedules", default=",".join(LATENCY_SCHEDULES), help="latency: schedules to measure")
+    parser.add_argument("--out", type=Path, default=report.REPO / "benchmarks" / "results")
+    parser.add_argument("--no-docs", action="store_true", help="do not update docs/benchmarks.md")
+    args = parser.parse_args(argv)
+    sections = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown section(s) {sorted(unknown)}; choose from {SECTIONS}")
+
+    started = time.monotonic()
+    results: dict[str, Any] = {"date": dt.date.today().isoformat(), "command": " ".join(["make bench", *(argv or sys.argv[1:])]),
+                               "machine": report.machine(), "quick": args.quick}
+    throughput.prepare(progress)
+    run_dir = Path(tempfile.mkdtemp(prefix="mirrorflow-bench-"))
+    kafka = LocalKafka(run_dir, names=("src", "dst"), distribution=KafkaDistribution.fetch(), heap_max="1g",
+                       progress=progress)
+    kafka.start()
+    try:
+        src, dst = kafka.clusters["src"].bootstrap, kafka.clusters["dst"].bootstrap
+        warm_up(src, dst)
+        if "throughput" in sections:
+            cases = throughput.cases(args.quick)
+            if args.sizes:
+                cases = [c for c in cases if c.size in {int(x) for x in args.sizes.split(",")}]
+            if args.partitions:
+                cases = [c for c in cases if c.partitions in {int(x) for x in args.partitions.split(",")}]
+            contenders = tuple(c.strip() for c in args.contenders.split(",")) if args.contenders else throughput.CONTENDERS
+            largest: Case = max(cases, key=lambda c: (c.bytes, c.partitions))
+            rows = []
+            for case in cases:
+                rows.append(throughput.measure_case(src, dst, case, progress=progress, contenders=contenders,
+                                                    memory_for="mirrorflow EOS" if case == largest else None))
+                results["throughput"] = rows
+            memory = rows[cases.index(largest)]["runs"].get("mirrorflow EOS", {}).get("memory")
+            if memory:
+                results["peak_memory"] = {"case": f"{largest.size:,} B x {largest.partitions} partitions, "
+                                                  f"{largest.records:,} records", **memory}
+        if "empty_batch" in sections:
+            results["empty_batch"] = fixed_cost.empty_batch(src, dst, runs=3, progress=progress)
+        if "planning" in sections:
+            results["planning"] = [fixed_cost.planning(src, dst, n, progress=progress) for n in PLANNING_SIZES]
+        kafka.stop()
+        if "latency" in sections:
+            kafka = LocalKafka(run_dir / "tree", names=latency.NAMES, distribution=KafkaDistribution.fetch(),
+                               progress=progress)
+            kafka.start()
+            clusters = {n: kafka.clusters[n].bootstrap for n in latency.NAMES}
+            warm_up(*clusters.values())
+            results["latency"] = []
+            for schedule in (s.strip() for s in args.schedules.split(",") if s.strip()):
+                results["latency"].append(latency.measure(clusters, schedule, progress=progress))
+    finally:
+        kafka.stop()
+        results["total_minutes"] = round((time.monotonic() - started) / 60, 1)
+        if len(results) > 5:
+            written = report.write(results, args.out, **({} if not args.no_docs else {"docs": Path(tempfile.mkdtemp()) / "x.md"}))
+            progress(f"results: {', '.join(str(p) for p in written.values() if p)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

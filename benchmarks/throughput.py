@@ -1,0 +1,120 @@
+"""Copy throughput: every contender copies the same pre-filled topic into an empty target topic.
+
+Per case (message size x partitions), the source topic is written once; each
+contender then gets a freshly created, empty target topic of the same name and
+shape on the target cluster, copies, and is checked afterwards by reading the
+target back (``read_committed``): a contender that lost or duplicated records is
+reported as such, never silently timed. The brokers' produce ceiling is
+measured per case with ``ProducerPerformance`` into a scratch topic of the same
+shape on the target cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import Case, create_topic, prefill, records_on
+from benchmarks.mirrorflow_copy import mirrorflow_copy
+from benchmarks.mm2 import fetch as fetch_mm2
+from benchmarks.mm2 import recreate_topic, run_mm2
+from benchmarks.producer_ceiling import producer_ceiling
+from benchmarks.raw_loop import raw_copy
+from mirrorflow.local.kafka import KafkaDistribution
+
+CONTENDERS = ("raw loop", "mirrorflow EOS", "mirrorflow at-least-once", "MM2 EOS", "MM2 at-least-once")
+SIZES = (100, 1000, 10_000)
+PARTITIONS = (1, 8, 64)
+#: Records per size: about 100-400 MB per case, so that a contender's fixed start-up
+#: (Spark's, MirrorMaker's JVM) is part of the time without dominating it.
+RECORDS = {100: 1_000_000, 1000: 300_000, 10_000: 40_000}
+
+
+def cases(quick: bool = False) -> list[Case]:
+    scale = 10 if quick else 1
+    return [Case(size, partitions, RECORDS[size] // scale) for size in SIZES for partitions in PARTITIONS]
+
+
+def _delete_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    if topic in admin.list_topics(timeout=10).topics:
+        admin.delete_topics([topic], operation_timeout=30)[topic].result()
+
+
+def measure_case(src: str, dst: str, case: Case, *, progress: Callable[[str], None],
+                 contenders: tuple[str, ...] = CONTENDERS, memory_for: str | None = None) -> dict[str, Any]:
+    """Every contender on one case; returns the case's row with one entry per contender."""
+    cores = os.cpu_count() or 1
+    topic = create_topic(src, case.partitions)
+    prefill_s = prefill(src, topic, case)
+    progress(f"{case.size} B x {case.partitions} partitions: {case.records} records written in {prefill_s:.1f}s")
+    runs: dict[str, Any] = {}
+    for name in contenders:
+        recreate_topic(dst, topic, case.partitions)
+        started = time.monotonic()
+        if name == "raw loop":
+            r = raw_copy(src, dst, topic, case.partitions, case.records)
+        elif name.startswith("mirrorflow"):
+            r = mirrorflow_copy(src, dst, topic, exactly_once=name.endswith("EOS"),
+                                link_id=f"bench-{uuid.uuid4().hex[:8]}.L1", sample_memory=name == memory_for)
+        else:
+            r = run_mm2(src, dst, topic, case.records, tasks_max=cores, exactly_once=name.endswith("EOS"),
+                        workdir=Path(".run") / "bench-mm2" / topic, progress=lambda m: None)
+        seconds = r["seconds"]
+        wall = time.monotonic() - started
+        on_target = records_on(dst, topic, case.partitions, timeout=600)
+        row = {"seconds": round(seconds, 3), "records_per_s": round(case.records / seconds),
+               "mb_per_s": round(case.bytes / seconds / 1e6, 2), "on_target": on_target,
+               "lost": max(0, case.records - on_target), "duplicated": max(0, on_target - case.records),
+               "wall_s": round(wall, 1)}
+        for key in ("plan_s", "copy_s", "spark_tasks", "memory"):
+            if key in r:
+                row[key] = r[key]
+        runs[name] = row
+        progress(f"  {name:26s} {seconds:7.2f}s {row['records_per_s']:>9,} rec/s {row['mb_per_s']:7.1f} MB/s"
+                 + ("" if on_target == case.records else f"  ON TARGET {on_target} of {case.records}"))
+    _delete_topic(dst, topic)
+
+    scratch = create_topic(dst, case.partitions, name=f"bench-ceiling-{uuid.uuid4().hex[:8]}")
+    ceiling = producer_ceiling(dst, scratch, case.records, case.size,
+                               classpath=KafkaDistribution.fetch().classpath)
+    runs["producer ceiling"] = {"seconds": round(case.records / ceiling["records_per_s"], 3),
+                                "records_per_s": round(ceiling["records_per_s"]),
+                                "mb_per_s": round(ceiling["records_per_s"] * case.size / 1e6, 2),
+                                "p99_ms": ceiling["p99_ms"]}
+    progress(f"  {'producer ceiling':26s} {runs['producer ceiling']['records_per_s']:>18,} rec/s "
+             f"{runs['producer ceiling']['mb_per_s']:7.1f} MB/s")
+    _delete_topic(dst, scratch)
+    _delete_topic(src, topic)
+    return {"size": case.size, "partitions": case.partitions, "records": case.records, "bytes": case.bytes,
+            "prefill_s": round(prefill_s, 1), "runs": runs}
+
+
+def ratios(row: dict[str, Any]) -> dict[str, float | None]:
+    """mirrorflow against MirrorMaker 2 (same exactly-once setting) and against the raw loop."""
+    runs = row["runs"]
+
+    def rate(name: str) -> float | None:
+        return runs[name]["records_per_s"] if name in runs else None
+
+    def ratio(a: str, b: str) -> float | None:
+        x, y = rate(a), rate(b)
+        return round(x / y, 2) if x and y else None
+
+    return {
+        "eos_vs_mm2": ratio("mirrorflow EOS", "MM2 EOS"),
+        "alo_vs_mm2": ratio("mirrorflow at-least-once", "MM2 at-least-once"),
+        "eos_vs_raw": ratio("mirrorflow EOS", "raw loop"),
+        "alo_vs_raw": ratio("mirrorflow at-least-once", "raw loop"),
+    }
+
+
+def prepare(progress: Callable[[str], None]) -> None:
+    """Fetch MirrorMaker 2's jars before any clock runs."""
+    fetch_mm2(progress=progress)

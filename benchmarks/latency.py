@@ -111,9 +111,10 @@ class _Level(threading.Thread):
             self.error = exc
 
 
-def measure(clusters: dict[str, str], schedule: str, *, rate: float = 20.0, window_ticks: int = 3,
-            partitions: int = 2, progress: Callable[[str], None]) -> dict[str, Any]:
+def measure(clusters: dict[str, str], schedule: str, *, rate: float = 20.0, partitions: int = 2,
+            progress: Callable[[str], None]) -> dict[str, Any]:
     every = parse_schedule(schedule).total_seconds()
+    window = max(2 * every, 120.0)  # at least two ticks of each level
     topic = f"bench-lat-{uuid.uuid4().hex[:8]}"
     for bootstrap in clusters.values():
         create_topic(bootstrap, partitions, name=topic)
@@ -135,15 +136,14 @@ def measure(clusters: dict[str, str], schedule: str, *, rate: float = 20.0, wind
     producers = [_Produce(n, clusters[n], topic, rate, produced, lock, stop_produce) for n in NAMES]
     for t in (*watches, *levels):
         t.start()
-    warm_up = every  # one tick for the first runs (and the JVMs) to settle
-    stop_all.wait(0)  # threads started
+    warm_up = min(every, 30.0)  # the first runs start with the producers; skip the very first messages
     for p in producers:
         p.start()
     window_start = time.time() + warm_up
-    window_end = window_start + window_ticks * every
+    window_end = window_start + window
     progress(f"latency at schedule {schedule}: producing {rate:g}/s on each of 4 clusters; measuring messages "
-             f"produced in a {window_ticks * every:.0f}s window after {warm_up:.0f}s of warm-up")
-    deadline = time.monotonic() + warm_up + window_ticks * every + 6 * every + 300
+             f"produced in a {window:.0f}s window after {warm_up:.0f}s of warm-up")
+    deadline = time.monotonic() + warm_up + window + 4 * every + 300
     try:
         while time.time() < window_end:
             if any(level.error for level in levels):

@@ -58,7 +58,9 @@ def _fmt(value: float | None, digits: int = 0) -> str:
 
 def markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
-    out = [f"Run of {results['date']} (`{results['command']}`), {results['total_minutes']:.0f} minutes in all.",
+    commands = results.get("commands", [results.get("command", "make bench")])
+    out = [f"Run of {results['date']} ({', '.join(f'`{c}`' for c in commands)}), "
+           f"{results['total_minutes']:.0f} minutes in all.",
            "",
            f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Linux {m['kernel']}; "
            f"Python {m['python']}; {m['java']}; Kafka and MirrorMaker 2 {m['kafka']}; PySpark {m['pyspark']}; "
@@ -85,10 +87,32 @@ def markdown(results: dict[str, Any]) -> str:
                     check = "exact"
                 else:
                     check = f"**{run['lost']} lost, {run['duplicated']} duplicated**"
-                extra = f" (plan {run['plan_s']:.1f}s, copy {run['copy_s']:.1f}s)" if "copy_s" in run else ""
+                extra = (f" (plan {run['plan_s']:.1f}s, copy {run['copy_s']:.1f}s = "
+                         f"{run['copy_records_per_s']:,} rec/s)" if "copy_records_per_s" in run else "")
                 out.append(f"| {row['size']:,} B | {row['partitions']} | {row['records']:,} | {name} | "
                            f"{run['seconds']:.1f}{extra} | {_fmt(run['records_per_s'])} | {_fmt(run['mb_per_s'], 1)} | "
                            f"{_fmt(vs_mm2, 2)} | {_fmt(vs_raw, 2)} | {check} |")
+        out.append("")
+    start = results.get("spark_start")
+    if start:
+        out += ["### Spark start-up of one micro-batch", "",
+                f"A trivial two-task job submitted like the level job; medians of {start['runs']} runs.", "",
+                "| entry point on | total, s | launch (spark-submit, JVM, Python), s | context up, s | first job "
+                "(Python workers), s | stop, s |", "|---|---:|---:|---:|---:|---:|"]
+        for variant, label in (("session", "SparkSession (before)"), ("context", "bare SparkContext (now)")):
+            v = start[variant]
+            out.append(f"| {label} | {v['total_s']:.1f} | {v['launch_s']:.1f} | {v['context_s']:.1f} | "
+                       f"{v['first_job_s']:.1f} | {v['stop_s']:.1f} |")
+        out.append("")
+    threads = results.get("threads")
+    if threads:
+        out += ["### Partitions copied at once per Spark task (`replication.copy_threads`)", "",
+                "mirrorflow EOS, 1 KB messages, two Spark tasks (`local[*]` on this machine).", "",
+                "| partitions | records | copy_threads | seconds | copy phase, s | records/s while copying |",
+                "|---:|---:|---:|---:|---:|---:|"]
+        for t in threads:
+            out.append(f"| {t['partitions']} | {t['records']:,} | {t['copy_threads']} | {t['seconds']:.1f} | "
+                       f"{t['copy_s']:.2f} | {t['copy_records_per_s']:,} |")
         out.append("")
     fixed = results.get("empty_batch")
     if fixed:
@@ -162,6 +186,19 @@ def chart(results: dict[str, Any], path: Path) -> Path | None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def merge_same_day(results: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    """This run's sections on top of an earlier run of the same day (sections run separately make one record)."""
+    path = out_dir / f"{results['date']}.json"
+    if not path.exists():
+        return {**results, "commands": [results["command"]], "minutes": {results["command"]: results["total_minutes"]}}
+    earlier = json.loads(path.read_text())
+    merged = {**earlier, **{k: v for k, v in results.items() if k not in ("command", "total_minutes")}}
+    merged["commands"] = [*earlier.get("commands", [earlier.get("command", "?")]), results["command"]]
+    merged["minutes"] = {**earlier.get("minutes", {}), results["command"]: results["total_minutes"]}
+    merged["total_minutes"] = round(sum(merged["minutes"].values()), 1)
+    return merged
 
 
 def write(results: dict[str, Any], out_dir: Path, docs: Path = REPO / "docs" / "benchmarks.md") -> dict[str, Path]:

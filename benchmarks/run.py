@@ -21,13 +21,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import fixed_cost, latency, report, throughput
+from benchmarks import fixed_cost, latency, report, spark_start, throughput
 from benchmarks.common import Case, warm_up
 from mirrorflow.local.kafka import KafkaDistribution, LocalKafka
 
-SECTIONS = ("throughput", "empty_batch", "planning", "latency")
+SECTIONS = ("spark_start", "threads", "throughput", "empty_batch", "planning", "latency")
 #: The default schedule (replication.schedule) and the shortest the level runs keep up with here.
-LATENCY_SCHEDULES = ("5m", "30s")
+LATENCY_SCHEDULES = ("5m", "30s", "15s")
 PLANNING_SIZES = (100, 1000, 10_000)
 
 
@@ -62,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         src, dst = kafka.clusters["src"].bootstrap, kafka.clusters["dst"].bootstrap
         warm_up(src, dst)
+        if "spark_start" in sections:
+            results["spark_start"] = spark_start.measure(progress=progress)
+        if "threads" in sections:
+            results["threads"] = throughput.threads_ablation(src, dst, progress=progress)
         if "throughput" in sections:
             cases = throughput.cases(args.quick)
             if args.sizes:
@@ -96,8 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         kafka.stop()
         results["total_minutes"] = round((time.monotonic() - started) / 60, 1)
-        if len(results) > 5:
-            written = report.write(results, args.out, **({} if not args.no_docs else {"docs": Path(tempfile.mkdtemp()) / "x.md"}))
+        measured = [key for key in results if key not in ("date", "command", "machine", "quick", "total_minutes")]
+        if measured:
+            merged = report.merge_same_day(results, args.out)
+            docs = {} if not args.no_docs else {"docs": Path(tempfile.mkdtemp()) / "benchmarks.md"}
+            written = report.write(merged, args.out, **docs)
             progress(f"results: {', '.join(str(p) for p in written.values() if p)}")
     return 0
 

@@ -76,6 +76,8 @@ def measure_case(src: str, dst: str, case: Case, *, progress: Callable[[str], No
         for key in ("plan_s", "copy_s", "spark_tasks", "memory"):
             if key in r:
                 row[key] = r[key]
+        if r.get("copy_s"):  # the job's own copy phase, without Spark's start and the planning
+            row["copy_records_per_s"] = round(case.records / r["copy_s"])
         runs[name] = row
         progress(f"  {name:26s} {seconds:7.2f}s {row['records_per_s']:>9,} rec/s {row['mb_per_s']:7.1f} MB/s"
                  + ("" if on_target == case.records else f"  ON TARGET {on_target} of {case.records}"))
@@ -94,6 +96,28 @@ def measure_case(src: str, dst: str, case: Case, *, progress: Callable[[str], No
     _delete_topic(src, topic)
     return {"size": case.size, "partitions": case.partitions, "records": case.records, "bytes": case.bytes,
             "prefill_s": round(prefill_s, 1), "runs": runs}
+
+
+def threads_ablation(src: str, dst: str, *, progress: Callable[[str], None], records: int = 100_000,
+                     threads: tuple[int, ...] = (1, 2, 4, 8)) -> list[dict[str, Any]]:
+    """mirrorflow EOS on one case with each ``replication.copy_threads`` value: what the concurrency buys."""
+    out = []
+    for partitions in (8, 64):
+        case = Case(1000, partitions, records)
+        topic = create_topic(src, partitions)
+        prefill(src, topic, case)
+        for n in threads:
+            recreate_topic(dst, topic, partitions)
+            r = mirrorflow_copy(src, dst, topic, link_id=f"bench-{uuid.uuid4().hex[:8]}.L1", copy_threads=n)
+            if r["copied"] != case.records:
+                raise RuntimeError(f"copy_threads={n}: copied {r['copied']} of {case.records}")
+            out.append({"partitions": partitions, "records": records, "size": 1000, "copy_threads": n,
+                        "seconds": round(r["seconds"], 2), "copy_s": r["copy_s"],
+                        "copy_records_per_s": round(records / r["copy_s"])})
+            progress(f"copy_threads={n}, {partitions} partitions: {r['seconds']:.1f}s, copy {r['copy_s']:.2f}s")
+        _delete_topic(dst, topic)
+        _delete_topic(src, topic)
+    return out
 
 
 def ratios(row: dict[str, Any]) -> dict[str, float | None]:

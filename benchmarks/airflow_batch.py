@@ -49,15 +49,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
     home = Path(tempfile.mkdtemp(prefix="mirrorflow-bench-airflow-"))
+    text = (f"clusters:\n  src: {{bootstrap: \"{args.src}\"}}\n  dst: {{bootstrap: \"{args.dst}\"}}\n"
+            f"tree: {{level: 1, children: [src, dst]}}\ntopics: [\"{args.topic}\"]\n")
+    (home / "topology.yaml").write_text(text)
     _environment(home)
+    # dag.test() serializes the DAG folder's DAGs first: they must describe these clusters too.
+    os.environ["MIRROR_TOPOLOGY"] = str(home / "topology.yaml")
     airflow = Path(sys.executable).with_name("airflow")
     subprocess.run([str(airflow), "db", "migrate"], check=True, capture_output=True)
 
     from mirrorflow.topology import parse_topology
     from mirrorflow_airflow.factories.levels import build_level_dag
 
-    topo = parse_topology(f"clusters:\n  src: {{bootstrap: \"{args.src}\"}}\n  dst: {{bootstrap: \"{args.dst}\"}}\n"
-                          f"tree: {{level: 1, children: [src, dst]}}\ntopics: [\"{args.topic}\"]\n", source="bench")
+    topo = parse_topology(text, source="bench")
     dag = build_level_dag(topo, 1)
     dag.test()  # the first run copies the topic; what follows has nothing to copy
     runs = []

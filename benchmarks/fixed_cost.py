@@ -67,8 +67,10 @@ def planning(src: str, dst: str, partitions: int, *, progress: Callable[[str], N
     per_topic = min(partitions, TOPIC_PARTITIONS)
     admin = AdminClient({"bootstrap.servers": src, "log_level": 3})
     started = time.monotonic()
-    for future in admin.create_topics([NewTopic(t, per_topic, 1) for t in topics], operation_timeout=120).values():
-        future.result()
+    for i in range(0, len(topics), 10):  # a KRaft controller refuses 10,000 partitions in one request
+        batch = [NewTopic(t, per_topic, 1) for t in topics[i:i + 10]]
+        for future in admin.create_topics(batch, operation_timeout=120).values():
+            future.result()
     _wait_for_leaders(admin, topics, per_topic)
     producer = Producer({"bootstrap.servers": src, "linger.ms": 20})
     for t in topics:

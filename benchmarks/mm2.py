@@ -219,8 +219,10 @@ class CopyWatch:
         self._consumer: Any = None
 
     def done(self, timeout: float) -> bool:
+        from confluent_kafka import KafkaException
+
         if not self.exactly_once:
-            with contextlib.suppress(RuntimeError):
+            with contextlib.suppress(RuntimeError, KafkaException):  # not ready yet: ask again
                 self.copied.update(end_offsets(self.target, self.topic, committed=False, timeout=10))
             _BACKOFF.wait(timeout)
         else:
@@ -368,11 +370,19 @@ def recreate_topic(bootstrap: str, topic: str, partitions: int, timeout: float =
     while True:
         try:
             admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30)[topic].result()
-            return
+            break
         except KafkaException:  # deletion is asynchronous: "already exists" / "marked for deletion"
             if time.monotonic() >= deadline:
                 raise
             _BACKOFF.wait(0.2)
+    while True:  # every partition has a leader before anybody's clock starts
+        info = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
+        if info is not None and info.error is None and len(info.partitions) == partitions and all(
+                p.leader >= 0 for p in info.partitions.values()):
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{topic} on {bootstrap}: partitions without a leader after {timeout:.0f}s")
+        _BACKOFF.wait(0.1)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -365,6 +365,45 @@ def test_one_failing_topic_does_not_stop_the_others(kafka_clusters, c1_c2, uniqu
 
 
 @pytest.mark.kafka
+def test_many_partitions_are_created_and_grown_in_requests_the_controller_accepts(
+        kafka_clusters, c1_c2, unique_topic, monkeypatch):
+    # A KRaft controller refuses a request writing more than 10,000 records, which failed every
+    # topic of a plan of 10,000 partitions at once; apply_shape now cuts its requests. The limit is
+    # lowered here so that a few small topics need several requests.
+    import mirrorflow.kafka.topics as topics_module
+
+    _, target = c1_c2
+    sent: list[int] = []
+    real = AdminClient.create_topics
+
+    def counting(self, new_topics, *args, **kwargs):
+        sent.append(sum(t.num_partitions for t in new_topics))
+        return real(self, new_topics, *args, **kwargs)
+
+    monkeypatch.setattr(topics_module, "PARTITIONS_PER_REQUEST", 5)
+    monkeypatch.setattr(AdminClient, "create_topics", counting)
+    names = [f"{unique_topic}-{i}" for i in range(4)]
+    plan = plan_shape({n: TopicShape(n, 3, {}, "c1") for n in names}, {})
+    result = apply_shape(client_of(target), plan)
+    assert result.ok and sorted(c.topic for c in result.created) == names
+    assert sent == [3, 3, 3, 3] and all(partitions_of(target, n) == 3 for n in names)
+
+    grown = plan_shape({n: TopicShape(n, 6, {}, "c1") for n in names},
+                       {n: TopicShape(n, 3, {}, "c2") for n in names})
+    result = apply_shape(client_of(target), grown)
+    assert result.ok and len(result.partitions_added) == 4
+    assert all(partitions_of(target, n) == 6 for n in names)
+
+
+def test_batches_keep_order_and_stay_within_the_limit():
+    from mirrorflow.kafka.topics import batches
+
+    assert batches([], len, 5) == []
+    assert batches([2, 2, 1, 4, 6, 1], lambda n: n, 5) == [[2, 2, 1], [4], [6], [1]]
+    assert batches(list(range(1, 4)), lambda n: 1, 2) == [[1, 2], [3]]
+
+
+@pytest.mark.kafka
 def test_internal_topics_on_the_source_are_never_planned(kafka_clusters, c1_c2, make_topic, unique_topic):
     source, target = c1_c2
     internal = [make_topic(source, name=f"__{unique_topic}"), make_topic(source, name=f"_mirrorflow-{unique_topic}")]

@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", default=None, help="partition counts, e.g. 1,8")
     parser.add_argument("--contenders", default=None, help=f"subset of {throughput.CONTENDERS}, comma-separated")
     parser.add_argument("--schedules", default=",".join(LATENCY_SCHEDULES), help="latency: schedules to measure")
+    parser.add_argument("--record", default=None,
+                        help="the dated record to write or extend (default: today; a run past midnight keeps its day)")
     parser.add_argument("--out", type=Path, default=report.REPO / "benchmarks" / "results")
     parser.add_argument("--no-docs", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args(argv)
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown section(s) {sorted(unknown)}; choose from {SECTIONS}")
 
     started = time.monotonic()
-    results: dict[str, Any] = {"date": dt.date.today().isoformat(), "command": " ".join(["make bench", *(argv or sys.argv[1:])]),
+    results: dict[str, Any] = {"date": args.record or dt.date.today().isoformat(), "command": " ".join(["make bench", *(argv or sys.argv[1:])]),
                                "machine": report.machine(), "quick": args.quick}
     throughput.prepare(progress)
     run_dir = Path(tempfile.mkdtemp(prefix="mirrorflow-bench-"))

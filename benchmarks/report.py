@@ -180,9 +180,10 @@ def chart(results: dict[str, Any], path: Path) -> Path | None:
         ax.set_xticklabels([f"{c['partitions']} part." for c in cases])
         ax.set_title(f"{size:,} B messages")
         ax.set_ylabel("MB/s")
-    axes[0][0].legend(fontsize=7)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(names), fontsize=8, frameon=False)
     fig.suptitle(f"Copy throughput, {results['date']} ({results['machine']['cores']} cores, one machine)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -128,6 +128,17 @@ print(copy_partition(task, ClusterClient("c1", {"bootstrap.servers": src}),
 """
 
 
+def _kill_once(proc, reached, timeout: float = 120.0) -> None:
+    """SIGKILL ``proc`` as soon as ``reached()`` holds; it must still be running then."""
+    deadline = time.monotonic() + timeout
+    while not reached():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the copy never got going"
+        _pause.wait(0.02)  # poll interval of the condition above (it has a deadline)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+
+
 def _last_stable_offset(bootstrap, topic):
     admin = AdminClient({"bootstrap.servers": bootstrap})
     tp = TopicPartition(topic, 0)
@@ -142,17 +153,11 @@ def test_killed_mid_copy_then_rerun_is_exactly_once(kafka_clusters, make_topic):
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
     proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, c1, c2, topic, str(n), "c1.L1", "eos"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
     # Wait until some transactions are committed on the target (its last stable offset
     # moves), then kill. The checkpoint itself is not read here: while the killed
     # producer's transaction is open, a stable read of it blocks until that
     # transaction is fenced, which is exactly what the next attempt does first.
-    while _last_stable_offset(c2, topic) < 1000:
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the copy never got going"
-        _pause.wait(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(30)
+    _kill_once(proc, lambda: _last_stable_offset(c2, topic) >= 1000)
 
     src, dst = _clients(kafka_clusters)
     result = copy_partition(_task(topic, 0, n), src, dst)
@@ -214,13 +219,7 @@ def test_at_least_once_killed_mid_copy_loses_nothing_and_repeats_at_most_one_com
     # Throttled to about 10 s for the whole range, so the kill lands mid-copy.
     proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, c1, c2, topic, str(n), "c1.L1", "alo", "600000"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while _end_offset(c2, topic) < 1000:  # no transactions: copies are visible as they land
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the copy never got going"
-        _pause.wait(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(30)
+    _kill_once(proc, lambda: _end_offset(c2, topic) >= 1000)  # no transactions: copies show as they land
 
     src, dst = _clients(kafka_clusters)
     result = copy_partition(_task(topic, 0, n, exactly_once=False), src, dst)

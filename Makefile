@@ -15,7 +15,7 @@ test: setup
 
 
 # Not part of the tests: every benchmark on local clusters, results in benchmarks/results/
-# and docs/benchmarks.md (about 40 minutes; BENCH_ARGS=--quick for a smoke run).
+# and docs/benchmarks.md (about an hour, half of it latency; BENCH_ARGS=--quick for a smoke run).
 bench: setup
 	@.venv/bin/python -m pip install --quiet -r requirements-bench.txt -c constraints.txt
 	@.venv/bin/python -m benchmarks.run $(BENCH_ARGS)

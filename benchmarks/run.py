@@ -1,6 +1,6 @@
 """``make bench``: every benchmark against local real clusters, in one run, results kept in the repo.
 
-    python -m benchmarks.run                 # everything (about 30-40 minutes on 2 cores)
+    python -m benchmarks.run                 # everything (about an hour on 2 cores, half of it latency)
     python -m benchmarks.run --quick         # a tenth of the records per case: a smoke run
     python -m benchmarks.run --only throughput --sizes 1000 --partitions 8
 

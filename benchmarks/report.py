@@ -202,7 +202,9 @@ def merge_same_day(results: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     return merged
 
 
-def write(results: dict[str, Any], out_dir: Path, docs: Path = REPO / "docs" / "benchmarks.md") -> dict[str, Path]:
+def write(results: dict[str, Any], out_dir: Path,
+          docs: Path | None = REPO / "docs" / "benchmarks.md") -> dict[str, Path | None]:
+    """Write the record's JSON, Markdown and chart; replace the generated block of ``docs`` (unless None)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = results["date"]
     json_path = out_dir / f"{stem}.json"
@@ -211,6 +213,8 @@ def write(results: dict[str, Any], out_dir: Path, docs: Path = REPO / "docs" / "
     md_path = out_dir / f"{stem}.md"
     md_path.write_text(f"# Benchmark run {stem}\n\n{md}\n")
     png = chart(results, out_dir / f"{stem}.png")
+    if docs is None:
+        return {"json": json_path, "markdown": md_path, "png": png, "docs": None}
     block = md + (f"\n![Copy throughput](../benchmarks/results/{png.name})\n" if png else "")
     text = docs.read_text() if docs.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
     if START not in text or END not in text:

@@ -105,8 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         measured = [key for key in results if key not in ("date", "command", "machine", "quick", "total_minutes")]
         if measured:
             merged = report.merge_same_day(results, args.out)
-            docs = {} if not args.no_docs else {"docs": Path(tempfile.mkdtemp()) / "benchmarks.md"}
-            written = report.write(merged, args.out, **docs)
+            written = report.write(merged, args.out, **({"docs": None} if args.no_docs else {}))
             progress(f"results: {', '.join(str(p) for p in written.values() if p)}")
     return 0
 

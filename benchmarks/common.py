@@ -48,14 +48,20 @@ def create_topic(bootstrap: str, partitions: int, name: str | None = None) -> st
     name = name or f"bench-{uuid.uuid4().hex[:10]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(60)
-    deadline = time.monotonic() + 60
+    wait_for_leaders(admin, bootstrap, name, partitions)
+    return name
+
+
+def wait_for_leaders(admin: AdminClient, bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> None:
+    """Until every partition of ``topic`` has a leader: nobody's clock starts before that."""
+    deadline = time.monotonic() + timeout
     while True:
-        md = admin.list_topics(topic=name, timeout=10).topics.get(name)
+        md = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
         if md is not None and md.error is None and len(md.partitions) == partitions and all(
                 p.leader >= 0 for p in md.partitions.values()):
-            return name
+            return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"topic {name} not ready on {bootstrap}")
+            raise TimeoutError(f"topic {topic} not ready on {bootstrap}")
         _pause.wait(0.1)
 
 

@@ -375,14 +375,9 @@ def recreate_topic(bootstrap: str, topic: str, partitions: int, timeout: float =
             if time.monotonic() >= deadline:
                 raise
             _BACKOFF.wait(0.2)
-    while True:  # every partition has a leader before anybody's clock starts
-        info = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
-        if info is not None and info.error is None and len(info.partitions) == partitions and all(
-                p.leader >= 0 for p in info.partitions.values()):
-            return
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"{topic} on {bootstrap}: partitions without a leader after {timeout:.0f}s")
-        _BACKOFF.wait(0.1)
+    from benchmarks.common import wait_for_leaders
+
+    wait_for_leaders(admin, bootstrap, topic, partitions, timeout=max(1.0, deadline - time.monotonic()))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -217,30 +217,50 @@ def _only_message(bootstrap: str, topic: str) -> bytes:
 
 KILLED_SYNC = """
 import sys
+import mirrorflow.kafka.compacted as compacted
 from mirrorflow.topology.load import load_topology
 from mirrorflow.schemas.sync import stores_for, sync
+
+STOP_AFTER = int(sys.argv[2])
+
+
+class PausingProducer(compacted.Producer):
+    # Halfway through a chunk, wait until what was sent is acknowledged, say so, and block:
+    # the test SIGKILLs the process here, so exactly STOP_AFTER records have landed and the
+    # rest of the chunk never leaves the process.
+    sent = 0
+
+    def produce(self, *args, **kwargs):
+        if PausingProducer.sent == STOP_AFTER:
+            assert self.flush(60) == 0
+            print("paused", flush=True)
+            sys.stdin.read()
+        PausingProducer.sent += 1
+        return super().produce(*args, **kwargs)
+
+
+compacted.Producer = PausingProducer
 topo = load_topology(sys.argv[1])
 primary, naming, targets = stores_for(topo, {n: {"bootstrap.servers": b} for n, b in
-                                             (a.split("=", 1) for a in sys.argv[2:])})
+                                             (a.split("=", 1) for a in sys.argv[3:])})
 sync(primary, naming, [t for t in targets if t[0].cluster == "c4"])
 print("finished")
 """
 
 
+@pytest.mark.timeout(300)  # bounds the blocking read of the writer's output below
 def test_a_sync_killed_while_writing_completes_on_rerun_identical_to_an_uninterrupted_one(
-        kafka_clusters, kafka_distribution, tmp_path):
+        kafka_clusters, tmp_path):
     import os
     import signal
     import subprocess
     import sys
-    import threading
-    import time
 
     from confluent_kafka import TopicPartition
 
     topo, storage, reg = schema_topology(kafka_clusters)
     # Several of the writer's chunks (WRITE_CHUNK records, each acknowledged before the next is
-    # sent), so a kill can land between them; written straight into the primary's storage topic.
+    # sent); written straight into the primary's storage topic.
     total = 5 * WRITE_CHUNK
     producer = Producer({"bootstrap.servers": kafka_clusters["c1"].bootstrap, "enable.idempotence": True})
     for i in range(total):
@@ -256,41 +276,33 @@ def test_a_sync_killed_while_writing_completes_on_rerun_identical_to_an_uninterr
     (tmp_path / "topology.yaml").write_text(topo.to_yaml())
     c4 = kafka_clusters["c4"].bootstrap
 
-    def quota(*args: str) -> None:  # a producer byte-rate quota on c4 makes the writer slow enough to kill mid-way; Kafka averages
-        # over its whole quota window (about 11 s), so the quota must sit well below 1 MB / 11 s or the
-        # whole write passes unthrottled
-        subprocess.run(["java", "-cp", kafka_distribution.classpath, "kafka.admin.ConfigCommand",
-                        "--bootstrap-server", c4, "--entity-type", "clients", "--entity-default", "--alter", *args],
-                       check=True, capture_output=True, timeout=120)
-
     def landed() -> int:
         consumer = Consumer({"bootstrap.servers": c4, "group.id": "t-watermark"})
         try:
             return consumer.get_watermark_offsets(TopicPartition(storage, 0), timeout=10, cached=False)[1]
-        except Exception:
-            return 0  # the topic does not exist yet
         finally:
             consumer.close()
 
-    quota("--add-config", "producer_byte_rate=20000")
+    # The writer is killed in the middle of its second chunk, with the chunk's first half
+    # acknowledged and nothing in flight (a kill with requests in flight lets the broker append
+    # them after the process is gone, which makes the count this test checks a race).
+    stop_after = WRITE_CHUNK + WRITE_CHUNK // 2
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    addresses = [f"{n}={kafka_clusters[n].bootstrap}" for n in ("c1", "c2", "c3", "c4")]
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_SYNC, str(tmp_path / "topology.yaml"), str(stop_after),
+                               *addresses], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL)
     try:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-        addresses = [f"{n}={kafka_clusters[n].bootstrap}" for n in ("c1", "c2", "c3", "c4")]
-        writer = subprocess.Popen([sys.executable, "-c", KILLED_SYNC, str(tmp_path / "topology.yaml"), *addresses],
-                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while landed() == 0:  # the first batch is in
-            assert writer.poll() is None, "the sync ended before it could be killed"
-            assert time.monotonic() < deadline, "the sync wrote nothing within 120 s"
-            threading.Event().wait(0.05)  # poll interval of the condition above (it has a deadline)
+        line = writer.stdout.readline()  # blocks until the writer pauses or exits
+        assert line == b"paused\n", f"the sync should pause mid-write, it printed {line!r}"
         os.kill(writer.pid, signal.SIGKILL)
-        writer.wait(30)
-        assert b"finished" not in (writer.stdout.read() or b"")
+        assert writer.wait(30) == -signal.SIGKILL
     finally:
-        quota("--delete-config", "producer_byte_rate")
+        if writer.poll() is None:
+            writer.kill()
     partial = landed()
     print(f"sync killed after {partial} of {total} records reached c4")
-    assert 0 < partial < total, f"the kill should land mid-write, {partial} of {total} records were written"
+    assert partial == stop_after
 
     result = run_sync(topo, kafka_clusters)
     assert result.problems == []

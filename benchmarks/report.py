@@ -50,6 +50,31 @@ def machine() -> dict[str, Any]:
     }
 
 
+def _throughput_table(rows: list[dict[str, Any]]) -> list[str]:
+    out = ["| size | partitions | records | contender | seconds | records/s | MB/s | vs MM2 | vs raw | check |",
+           "|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+    for row in rows:
+        r = ratios(row)
+        for name in ORDER:
+            run = row["runs"].get(name)
+            if run is None:
+                continue
+            vs_mm2 = {"mirrorflow EOS": r["eos_vs_mm2"], "mirrorflow at-least-once": r["alo_vs_mm2"]}.get(name)
+            vs_raw = {"mirrorflow EOS": r["eos_vs_raw"], "mirrorflow at-least-once": r["alo_vs_raw"]}.get(name)
+            if "on_target" not in run:
+                check = ""
+            elif run["lost"] == 0 and run["duplicated"] == 0:
+                check = "exact"
+            else:
+                check = f"**{run['lost']} lost, {run['duplicated']} duplicated**"
+            extra = (f" (plan {run['plan_s']:.1f}s, copy {run['copy_s']:.1f}s = "
+                     f"{run['copy_records_per_s']:,} rec/s)" if "copy_records_per_s" in run else "")
+            out.append(f"| {row['size']:,} B | {row['partitions']} | {row['records']:,} | {name} | "
+                       f"{run['seconds']:.1f}{extra} | {_fmt(run['records_per_s'])} | {_fmt(run['mb_per_s'], 1)} | "
+                       f"{_fmt(vs_mm2, 2)} | {_fmt(vs_raw, 2)} | {check} |")
+    return out
+
+
 def _fmt(value: float | None, digits: int = 0) -> str:
     if value is None:
         return "–"
@@ -65,34 +90,21 @@ def markdown(results: dict[str, Any]) -> str:
            f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Linux {m['kernel']}; "
            f"Python {m['python']}; {m['java']}; Kafka and MirrorMaker 2 {m['kafka']}; PySpark {m['pyspark']}; "
            f"confluent-kafka {m['confluent_kafka']} (librdkafka {m['librdkafka']}). {m['brokers']}.", ""]
+    carried = results.get("carried")
+    if carried:
+        out += ["Not measured again in this run, carried over from the earlier record named: "
+                + ", ".join(f"{section} ({date})" for section, date in sorted(carried.items())) + ".", ""]
     rows = results.get("throughput", [])
     if rows:
         out += ["### Copy throughput", "",
                 "Seconds from start to the last record committed on the target; MB = 10^6 bytes of values. "
                 "`vs MM2` compares with MirrorMaker 2 at the same exactly-once setting, `vs raw` with the raw loop.",
-                "",
-                "| size | partitions | records | contender | seconds | records/s | MB/s | vs MM2 | vs raw | check |",
-                "|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
-        for row in rows:
-            r = ratios(row)
-            for name in ORDER:
-                run = row["runs"].get(name)
-                if run is None:
-                    continue
-                vs_mm2 = {"mirrorflow EOS": r["eos_vs_mm2"], "mirrorflow at-least-once": r["alo_vs_mm2"]}.get(name)
-                vs_raw = {"mirrorflow EOS": r["eos_vs_raw"], "mirrorflow at-least-once": r["alo_vs_raw"]}.get(name)
-                if "on_target" not in run:
-                    check = ""
-                elif run["lost"] == 0 and run["duplicated"] == 0:
-                    check = "exact"
-                else:
-                    check = f"**{run['lost']} lost, {run['duplicated']} duplicated**"
-                extra = (f" (plan {run['plan_s']:.1f}s, copy {run['copy_s']:.1f}s = "
-                         f"{run['copy_records_per_s']:,} rec/s)" if "copy_records_per_s" in run else "")
-                out.append(f"| {row['size']:,} B | {row['partitions']} | {row['records']:,} | {name} | "
-                           f"{run['seconds']:.1f}{extra} | {_fmt(run['records_per_s'])} | {_fmt(run['mb_per_s'], 1)} | "
-                           f"{_fmt(vs_mm2, 2)} | {_fmt(vs_raw, 2)} | {check} |")
-        out.append("")
+                "", *_throughput_table(rows), ""]
+    volume = results.get("volume", [])
+    if volume:
+        out += ["### Copy throughput at volume", "",
+                "The same measurement with about 2 GB per case, where Spark's fixed start-up is a smaller share.",
+                "", *_throughput_table(volume), ""]
     start = results.get("spark_start")
     if start:
         out += ["### Spark start-up of one micro-batch", "",
@@ -200,6 +212,19 @@ def merge_same_day(results: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     merged["minutes"] = {**earlier.get("minutes", {}), results["command"]: results["total_minutes"]}
     merged["total_minutes"] = round(sum(merged["minutes"].values()), 1)
     return merged
+
+
+def carry(results: dict[str, Any], earlier_path: Path, sections: tuple[str, ...]) -> dict[str, Any]:
+    """Sections this run did not measure, taken from an earlier record and marked as such."""
+    earlier = json.loads(earlier_path.read_text())
+    carried = dict(results.get("carried", {}))
+    for section in sections:
+        if section not in results and section in earlier:
+            results[section] = earlier[section]
+            carried[section] = earlier.get("carried", {}).get(section, earlier["date"])
+    if carried:
+        results["carried"] = carried
+    return results
 
 
 def write(results: dict[str, Any], out_dir: Path,

@@ -25,7 +25,9 @@ from benchmarks import fixed_cost, latency, report, spark_start, throughput
 from benchmarks.common import Case, warm_up
 from mirrorflow.local.kafka import KafkaDistribution, LocalKafka
 
-SECTIONS = ("spark_start", "threads", "throughput", "empty_batch", "planning", "latency")
+SECTIONS = ("spark_start", "threads", "throughput", "volume", "empty_batch", "planning", "latency")
+#: What --carry may take from an earlier record: everything but the throughput tables.
+CARRIABLE = ("spark_start", "threads", "empty_batch", "planning", "latency", "peak_memory")
 #: The default schedule (replication.schedule) and the shortest the level runs keep up with here.
 LATENCY_SCHEDULES = ("5m", "30s", "15s")
 PLANNING_SIZES = (100, 1000, 10_000)
@@ -33,6 +35,10 @@ PLANNING_SIZES = (100, 1000, 10_000)
 
 def progress(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def contenders_of(args: argparse.Namespace) -> tuple[str, ...]:
+    return tuple(c.strip() for c in args.contenders.split(",")) if args.contenders else throughput.CONTENDERS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", default=None,
                         help="the dated record to write or extend (default: today; a run past midnight keeps its day)")
     parser.add_argument("--out", type=Path, default=report.REPO / "benchmarks" / "results")
+    parser.add_argument("--carry", type=Path, default=None,
+                        help="an earlier record (JSON) to take the sections this run skips from; they are marked "
+                             "as carried over with their date")
     parser.add_argument("--no-docs", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args(argv)
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -74,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                 cases = [c for c in cases if c.size in {int(x) for x in args.sizes.split(",")}]
             if args.partitions:
                 cases = [c for c in cases if c.partitions in {int(x) for x in args.partitions.split(",")}]
-            contenders = tuple(c.strip() for c in args.contenders.split(",")) if args.contenders else throughput.CONTENDERS
+            contenders = contenders_of(args)
             largest: Case = max(cases, key=lambda c: (c.bytes, c.partitions))
             rows = []
             for case in cases:
@@ -85,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
             if memory:
                 results["peak_memory"] = {"case": f"{largest.size:,} B x {largest.partitions} partitions, "
                                                   f"{largest.records:,} records", **memory}
+        if "volume" in sections:
+            scale = 10 if args.quick else 1
+            results["volume"] = [throughput.measure_case(src, dst, Case(c.size, c.partitions, c.records // scale),
+                                                         progress=progress, contenders=contenders_of(args))
+                                 for c in throughput.VOLUME]
         if "empty_batch" in sections:
             results["empty_batch"] = fixed_cost.empty_batch(src, dst, runs=3, progress=progress)
         if "planning" in sections:
@@ -105,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         measured = [key for key in results if key not in ("date", "command", "machine", "quick", "total_minutes")]
         if measured:
             merged = report.merge_same_day(results, args.out)
+            if args.carry:
+                merged = report.carry(merged, args.carry, CARRIABLE)
             written = report.write(merged, args.out, **({"docs": None} if args.no_docs else {}))
             progress(f"results: {', '.join(str(p) for p in written.values() if p)}")
     return 0

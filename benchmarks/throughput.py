@@ -34,6 +34,12 @@ PARTITIONS = (1, 8, 64)
 RECORDS = {100: 1_000_000, 1000: 300_000, 10_000: 40_000}
 
 
+#: The raw loop's batching, so the ceiling is the brokers' and not the Java producer's defaults (16 KB, no linger).
+CEILING_PROPS = {"batch.size": "1048576", "linger.ms": "5"}
+#: About 2 GB per case: where Spark's fixed start-up (about 7 s) has been paid off.
+VOLUME = (Case(1000, 8, 2_000_000), Case(10_000, 8, 200_000))
+
+
 def cases(quick: bool = False) -> list[Case]:
     scale = 10 if quick else 1
     return [Case(size, partitions, RECORDS[size] // scale) for size in SIZES for partitions in PARTITIONS]
@@ -84,8 +90,8 @@ def measure_case(src: str, dst: str, case: Case, *, progress: Callable[[str], No
     _delete_topic(dst, topic)
 
     scratch = create_topic(dst, case.partitions, name=f"bench-ceiling-{uuid.uuid4().hex[:8]}")
-    ceiling = producer_ceiling(dst, scratch, case.records, case.size,
-                               classpath=KafkaDistribution.fetch().classpath)
+    ceiling = producer_ceiling(dst, scratch, case.records, case.size, classpath=KafkaDistribution.fetch().classpath,
+                               producer_props=CEILING_PROPS)
     runs["producer ceiling"] = {"seconds": round(case.records / ceiling["records_per_s"], 3),
                                 "records_per_s": round(ceiling["records_per_s"]),
                                 "mb_per_s": round(ceiling["records_per_s"] * case.size / 1e6, 2),

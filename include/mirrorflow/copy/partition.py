@@ -27,6 +27,7 @@ import threading
 import time
 import zlib
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 from confluent_kafka import (
@@ -39,7 +40,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from mirrorflow import copyflags, provenance
+from mirrorflow import copyflags
+from mirrorflow.copy.headers import CopyHeaders
 from mirrorflow.copy.throttle import RateLimiter
 from mirrorflow.kafka.admin import RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
@@ -370,8 +372,11 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
     last_progress = txn_started = time.monotonic()
     crc = result.checksum
     limiter = RateLimiter(task.max_bytes_per_second) if task.max_bytes_per_second else None
+    # The time bound on a transaction is checked once per fetched batch, and per record when a
+    # batch can take longer than the transaction may stay open (throttled, or one copy at a time).
+    slow = limiter is not None or one_by_one
 
-    def delivered(err: KafkaError | None, msg, source_offset: int) -> None:
+    def delivered(source_offset: int, err: KafkaError | None, msg) -> None:
         if err is not None:
             if batch.first_error is None:
                 batch.first_error = (source_offset, err)
@@ -408,16 +413,30 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
         in_txn = 0
         txn_started = time.monotonic()
 
-    pending = {"copied": 0, "skipped": 0, "malformed": 0, "bytes": 0}
+    headers_of = CopyHeaders(task.source, task.topic, task.partition, level=task.level,
+                             backfill_flags=task.backfill_flags, on_malformed=task.on_malformed).for_copy
+    topic, partition, txn_records, max_bytes = task.topic, task.partition, task.txn_records, task.max_bytes
+    copied = skipped = malformed = size_total = 0  # since the last commit; folded into result there
+
+    def fold() -> None:
+        nonlocal copied, skipped, malformed, size_total
+        result.copied += copied
+        result.skipped += skipped
+        result.malformed += malformed
+        result.bytes += size_total
+        copied = skipped = malformed = size_total = 0
+
     try:
         while position < end:
             msgs = reader.consume(num_messages=500, timeout=CONSUME_WAIT_S)
+            now = time.monotonic()
             if not msgs:
-                if time.monotonic() - last_progress > idle_timeout:
+                if now - last_progress > idle_timeout:
                     raise KafkaException(KafkaError(KafkaError._TIMED_OUT,
                                                     f"no progress reading the source for {idle_timeout:.0f}s at "
                                                     f"offset {position} (planned end {end})"))
                 continue
+            progressed = False
             for msg in msgs:
                 err = msg.error()
                 if err is not None:
@@ -432,53 +451,55 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
                 if offset >= end:
                     position = end
                     break
-                last_progress = time.monotonic()
-                headers = msg.headers()
-                if task.backfill_flags is not None:
-                    decision = copyflags.backfill(task.backfill_flags, headers, on_malformed=task.on_malformed)
-                else:
-                    decision = copyflags.decide(task.level, headers, on_malformed=task.on_malformed)
-                if decision.malformed:
-                    pending["malformed"] += 1
-                    log.warning("%s %s[%d]@%d: %s", task.link_id, task.topic, task.partition, offset, decision.reason)
-                if decision.copy:
-                    out_headers = provenance.stamp(
-                        decision.headers_for_copy(headers),
-                        provenance.Origin(task.source, task.topic, task.partition, offset),
-                    )
+                progressed = True
+                out_headers, problem = headers_of(msg.headers(), offset)
+                if problem is not None:
+                    malformed += 1
+                    log.warning("%s %s[%d]@%d: %s", task.link_id, topic, partition, offset, problem)
+                if out_headers is not None:
                     key, value = msg.key(), msg.value()
                     ts_type, ts = msg.timestamp()
-                    produce_args: dict[str, Any] = {"partition": task.partition, "headers": out_headers}
-                    if ts_type != TIMESTAMP_NOT_AVAILABLE:
-                        produce_args["timestamp"] = ts
-                    _produce(producer, task.topic, key, value, produce_args,
-                             lambda e, m, o=offset: delivered(e, m, o), offset)
+                    on_delivery = partial(delivered, offset)
+                    try:
+                        producer.produce(topic, value, key, partition=partition, on_delivery=on_delivery,
+                                         timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts,
+                                         headers=out_headers)
+                    except (BufferError, KafkaException):  # local queue full, or refused: the careful path
+                        _produce(producer, topic, key, value, {"partition": partition, "headers": out_headers,
+                                                               "timestamp": 0 if ts_type == TIMESTAMP_NOT_AVAILABLE
+                                                               else ts}, on_delivery, offset)
                     if one_by_one:
                         producer.flush(op_timeout)
                         if batch.first_error is not None:
                             raise _Abort()
                     size = len(key or b"") + len(value or b"")
-                    pending["copied"] += 1
-                    pending["bytes"] += size
+                    copied += 1
+                    size_total += size
                     crc = zlib.crc32(value or b"", zlib.crc32(key or b"", crc))
                     if limiter is not None:
                         result.throttled_s += limiter.acquire(size)
                 else:
-                    pending["skipped"] += 1
+                    skipped += 1
                 position = offset + 1
                 in_txn += 1
-                if task.max_bytes is not None and result.bytes + pending["bytes"] >= task.max_bytes:
+                if max_bytes is not None and result.bytes + size_total >= max_bytes:
                     end = position  # this run's byte budget is spent: commit and stop here
                     break
-                if in_txn >= task.txn_records or time.monotonic() - txn_started >= task.txn_max_seconds:
+                if in_txn >= txn_records or (slow and time.monotonic() - txn_started >= task.txn_max_seconds):
                     commit(position)
-                    _fold(result, pending)
+                    fold()
                     txn.begin()
+            if progressed:
+                last_progress = now
+            if in_txn and time.monotonic() - txn_started >= task.txn_max_seconds:
+                commit(position)
+                fold()
+                txn.begin()
         if in_txn or position != result.next_offset:
             commit(position)
         else:  # the range ended on a transaction boundary: the open transaction is empty
             txn.close_empty()
-        _fold(result, pending)
+        fold()
         result.throttled_s = round(result.throttled_s, 3)
     except _Abort:
         txn.abort()
@@ -489,7 +510,7 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
     except _ProduceRejected as exc:
         # Commit what precedes the message the target refuses, then stop at it.
         commit(exc.offset)
-        _fold(result, pending)
+        fold()
         result.error = exc.reason
         result.error_offset = exc.offset
     except _TargetSilent:
@@ -610,9 +631,3 @@ def _produce(producer: Producer, topic: str, key, value, args: dict[str, Any], o
             err = exc.args[0]
             raise _ProduceRejected(offset, f"{err.name()}: {err.str()} (source offset {offset}, "
                                            f"{len(key or b'') + len(value or b'')} bytes)") from exc
-
-
-def _fold(result: PartitionResult, pending: dict[str, int]) -> None:
-    for k in pending:
-        setattr(result, k, getattr(result, k) + pending[k])
-        pending[k] = 0

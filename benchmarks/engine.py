@@ -1,0 +1,73 @@
+"""The copy engine alone: ``copy_partition`` in this process, no Spark, against real brokers.
+
+What the throughput table cannot separate: the per-record cost of the copier
+and what the transaction size costs, without Spark's start-up around them.
+Used to check a change to ``mirrorflow.copy.partition`` before the full
+benchmark; its numbers go to stdout, not to the record.
+
+    python -m benchmarks.engine --size 100 --records 1000000 --txn-records 5000,20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from benchmarks.common import Case, create_topic, prefill, start_clusters, warm_up
+from benchmarks.mm2 import recreate_topic
+from benchmarks.raw_loop import raw_copy
+from mirrorflow.copy.partition import PartitionTask, copy_partition
+from mirrorflow.kafka.config import ClusterClient
+
+
+def engine_copy(src: str, dst: str, topic: str, records: int, *, exactly_once: bool, txn_records: int) -> dict:
+    """One copy of partition 0 of ``topic`` into a fresh, empty target topic."""
+    recreate_topic(dst, topic, 1)
+    task = PartitionTask(link_id=f"engine-{uuid.uuid4().hex[:8]}.L1", level=1, source="src", target="dst",
+                         topic=topic, partition=0, end_offset=records, txn_records=txn_records,
+                         start_offset=0, exactly_once=exactly_once)
+    started = time.monotonic()
+    result = copy_partition(task, ClusterClient("src", {"bootstrap.servers": src}),
+                            ClusterClient("dst", {"bootstrap.servers": dst}))
+    seconds = time.monotonic() - started
+    if not result.ok or result.copied != records:
+        raise RuntimeError(f"engine copy: {result.error or ''} copied {result.copied} of {records}")
+    return {"seconds": seconds, "transactions": result.transactions}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.engine", description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--txn-records", default="5000")
+    parser.add_argument("--rounds", type=int, default=2, help="alternate the variants this many times")
+    args = parser.parse_args(argv)
+    kafka = start_clusters(Path(tempfile.mkdtemp(prefix="mirrorflow-engine-")))
+    try:
+        src, dst = kafka.clusters["src"].bootstrap, kafka.clusters["dst"].bootstrap
+        warm_up(src, dst)
+        topic = create_topic(src, 1)
+        prefill(src, topic, Case(args.size, 1, args.records))
+
+        def show(name: str, seconds: float, extra: str = "") -> None:
+            print(f"{name:28s} {seconds:6.2f}s  {seconds / args.records * 1e6:5.1f} us/record{extra}", flush=True)
+
+        for _ in range(args.rounds):
+            recreate_topic(dst, topic, 1)
+            show("raw loop", raw_copy(src, dst, topic, 1, args.records)["seconds"])
+            for txn in (int(x) for x in args.txn_records.split(",")):
+                for eos in (True, False):
+                    r = engine_copy(src, dst, topic, args.records, exactly_once=eos, txn_records=txn)
+                    show(f"{'EOS' if eos else 'ALO'} txn_records={txn}", r["seconds"],
+                         f"  ({r['transactions']} commits)")
+    finally:
+        kafka.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

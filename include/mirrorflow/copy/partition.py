@@ -27,7 +27,6 @@ import threading
 import time
 import zlib
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from typing import Any
 
 from confluent_kafka import (
@@ -376,7 +375,7 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
     # batch can take longer than the transaction may stay open (throttled, or one copy at a time).
     slow = limiter is not None or one_by_one
 
-    def delivered(source_offset: int, err: KafkaError | None, msg) -> None:
+    def delivered(err: KafkaError | None, msg, source_offset: int) -> None:
         if err is not None:
             if batch.first_error is None:
                 batch.first_error = (source_offset, err)
@@ -459,7 +458,10 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
                 if out_headers is not None:
                     key, value = msg.key(), msg.value()
                     ts_type, ts = msg.timestamp()
-                    on_delivery = partial(delivered, offset)
+                    # A Python callable, not functools.partial: confluent-kafka may call the callback while a
+                    # fatal error (fenced) is pending; a C-level callable turns that into a SystemError that
+                    # hides the fencing, a Python one lets flush() raise the KafkaException itself.
+                    on_delivery = lambda e, m, o=offset: delivered(e, m, o)  # noqa: E731
                     try:
                         producer.produce(topic, value, key, partition=partition, on_delivery=on_delivery,
                                          timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts,

@@ -211,6 +211,11 @@ def merge_same_day(results: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     merged["commands"] = [*earlier.get("commands", [earlier.get("command", "?")]), results["command"]]
     merged["minutes"] = {**earlier.get("minutes", {}), results["command"]: results["total_minutes"]}
     merged["total_minutes"] = round(sum(merged["minutes"].values()), 1)
+    carried = {k: v for k, v in merged.get("carried", {}).items() if k not in results}  # measured now
+    if carried:
+        merged["carried"] = carried
+    else:
+        merged.pop("carried", None)
     return merged
 
 

@@ -14,8 +14,9 @@ For the first, the copy gets the application's headers, the level's flags and
 its origin. For the second, the decision depends only on the flags bytes
 ``v``, which take a handful of values in a tree; it is made once per value and
 remembered. Any other shape (a malformed or repeated header, an invalid
-origin, the two in another place) goes through the general functions, so the rules live in one place and the
-fast paths are checked against them (``tests/unit/test_copy_headers.py``).
+origin, the two in another place) goes through the general functions, so the
+rules live in one place and the fast paths are checked against them
+(``tests/unit/test_copy_headers.py``).
 """
 
 from __future__ import annotations
@@ -52,7 +53,6 @@ class CopyHeaders:
 
     def __init__(self, source: str, topic: str, partition: int, *, level: int,
                  backfill_flags: int | None = None, on_malformed: copyflags.OnMalformed = "fresh") -> None:
-        self._on_malformed = on_malformed
         self._decide: Callable[..., copyflags.Decision]
         if backfill_flags is not None:
             self._decide = lambda headers: copyflags.backfill(backfill_flags, headers, on_malformed=on_malformed)

@@ -458,18 +458,18 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
                 if out_headers is not None:
                     key, value = msg.key(), msg.value()
                     ts_type, ts = msg.timestamp()
+                    timestamp = 0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts  # 0: the producer's clock
                     # A Python callable, not functools.partial: confluent-kafka may call the callback while a
                     # fatal error (fenced) is pending; a C-level callable turns that into a SystemError that
                     # hides the fencing, a Python one lets flush() raise the KafkaException itself.
                     on_delivery = lambda e, m, o=offset: delivered(e, m, o)  # noqa: E731
                     try:
                         producer.produce(topic, value, key, partition=partition, on_delivery=on_delivery,
-                                         timestamp=0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts,
-                                         headers=out_headers)
+                                         timestamp=timestamp, headers=out_headers)
                     except (BufferError, KafkaException):  # local queue full, or refused: the careful path
-                        _produce(producer, topic, key, value, {"partition": partition, "headers": out_headers,
-                                                               "timestamp": 0 if ts_type == TIMESTAMP_NOT_AVAILABLE
-                                                               else ts}, on_delivery, offset)
+                        _produce(producer, topic, key, value,
+                                 {"partition": partition, "headers": out_headers, "timestamp": timestamp},
+                                 on_delivery, offset)
                     if one_by_one:
                         producer.flush(op_timeout)
                         if batch.first_error is not None:

@@ -24,12 +24,14 @@ from mirrorflow.copy.partition import PartitionTask, copy_partition
 from mirrorflow.kafka.config import ClusterClient
 
 
-def engine_copy(src: str, dst: str, topic: str, records: int, *, exactly_once: bool, txn_records: int) -> dict:
+def engine_copy(src: str, dst: str, topic: str, records: int, *, exactly_once: bool, txn_records: int,
+                txn_seconds: float | None = None) -> dict:
     """One copy of partition 0 of ``topic`` into a fresh, empty target topic."""
     recreate_topic(dst, topic, 1)
     task = PartitionTask(link_id=f"engine-{uuid.uuid4().hex[:8]}.L1", level=1, source="src", target="dst",
                          topic=topic, partition=0, end_offset=records, txn_records=txn_records,
-                         start_offset=0, exactly_once=exactly_once)
+                         start_offset=0, exactly_once=exactly_once,
+                         **({} if txn_seconds is None else {"txn_max_seconds": txn_seconds}))
     started = time.monotonic()
     result = copy_partition(task, ClusterClient("src", {"bootstrap.servers": src}),
                             ClusterClient("dst", {"bootstrap.servers": dst}))
@@ -44,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--txn-records", default="5000")
+    parser.add_argument("--txn-seconds", default="", help="comma-separated; empty: the copier's default")
     parser.add_argument("--rounds", type=int, default=2, help="alternate the variants this many times")
     args = parser.parse_args(argv)
     kafka = start_clusters(Path(tempfile.mkdtemp(prefix="mirrorflow-engine-")))
@@ -59,11 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):
             recreate_topic(dst, topic, 1)
             show("raw loop", raw_copy(src, dst, topic, 1, args.records)["seconds"])
+            seconds_choices = [float(x) for x in args.txn_seconds.split(",") if x] or [None]
             for txn in (int(x) for x in args.txn_records.split(",")):
-                for eos in (True, False):
-                    r = engine_copy(src, dst, topic, args.records, exactly_once=eos, txn_records=txn)
-                    show(f"{'EOS' if eos else 'ALO'} txn_records={txn}", r["seconds"],
-                         f"  ({r['transactions']} commits)")
+                for txn_s in seconds_choices:
+                    for eos in (True, False):
+                        r = engine_copy(src, dst, topic, args.records, exactly_once=eos, txn_records=txn,
+                                        txn_seconds=txn_s)
+                        label = f"{'EOS' if eos else 'ALO'} txn_records={txn}" + (f" {txn_s}s" if txn_s else "")
+                        show(label, r["seconds"], f"  ({r['transactions']} commits)")
     finally:
         kafka.stop()
     return 0

@@ -45,6 +45,7 @@ from mirrorflow.copy.throttle import RateLimiter
 from mirrorflow.kafka.admin import RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 from mirrorflow.topology.model import INTERNAL_TOPIC_PREFIX
+from mirrorflow.topology.replication import DEFAULT_TXN_RECORDS, TXN_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +97,12 @@ class PartitionTask:
     #: Exclusive end: the source's last stable offset when the run was planned.
     end_offset: int
     max_records: int | None = None
-    #: Records per transaction: bounds what a crash has to redo.
-    txn_records: int = 5000
-    #: Commit at least this often (seconds), so a throttled or slow copy stays well inside
-    #: the producer's ``transaction.timeout.ms``.
-    txn_max_seconds: float = 10.0
+    #: Records per transaction, at most: bounds what a crash has to redo.
+    txn_records: int = DEFAULT_TXN_RECORDS
+    #: Commit at least this often (seconds). Usually what ends a transaction: it keeps the
+    #: commits' pauses a few percent of the copy at any message size, bounds in time what a
+    #: crash redoes, and keeps a throttled or slow copy far inside ``transaction.timeout.ms``.
+    txn_max_seconds: float = TXN_SECONDS
     #: Stop this run after about this many bytes (keys + values), at a transaction boundary.
     max_bytes: int | None = None
     #: This partition's share of the link's byte-rate cap.
@@ -124,7 +126,8 @@ class PartitionTask:
     #: ``False`` (``replication`` key ``exactly_once: false``): at-least-once copies. No
     #: transactions: an idempotent producer, and the checkpoint committed once every copy
     #: before it is acknowledged. A killed or failed copy repeats up to one commit interval
-    #: (``txn_records``) on the next run, and nothing fences a zombie attempt.
+    #: (``txn_records``, or ``txn_max_seconds`` of copying) on the next run, and nothing
+    #: fences a zombie attempt.
     exactly_once: bool = True
 
 
@@ -357,7 +360,7 @@ def _checkpoint(consumer: Consumer, task: PartitionTask, timeout: float) -> int 
 def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, reader: Consumer,
                 start: int, end: int, result: PartitionResult, idle_timeout: float, op_timeout: float,
                 one_by_one: bool = False) -> None:
-    """Copy [start, end) in transactions of ``task.txn_records``.
+    """Copy [start, end) in transactions of ``task.txn_records`` or ``task.txn_max_seconds``, whichever comes first.
 
     ``one_by_one`` waits for each copy's acknowledgement before the next (one
     message per request): slow, used only to find the message a target refuses.

@@ -38,7 +38,7 @@ from mirrorflow.errors import KafkaOperationError, MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.spark_entry import spark_context
-from mirrorflow.topology.replication import DEFAULT_COPY_THREADS
+from mirrorflow.topology.replication import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class BackfillSpec:
     #: The archive location (``ArchiveLocation.to_dict()``), credentials included: hidden.
     location: Mapping[str, Any] | None = field(default=None, repr=False)
     slots: int | None = None
-    txn_records: int = 5000
+    txn_records: int = DEFAULT_TXN_RECORDS
     #: Stop each partition after this many records (tests; a paced backfill).
     max_records: int | None = None
     #: Partitions each Spark task copies at the same time (``replication.copy_threads``).

@@ -28,7 +28,14 @@ from mirrorflow.topology.base import Model
 PositiveInt = Annotated[StrictInt, Field(gt=0)]
 
 DEFAULT_SCHEDULE = "5m"
-DEFAULT_TXN_RECORDS = 5000
+#: Source offsets per transaction, at most. A copy also commits once a transaction has been open
+#: ``TXN_SECONDS``, which is what usually ends one: each commit costs the copy a pause of tens of
+#: milliseconds (the producer drains, then the commit's round trips), so fixed-count transactions of
+#: 5,000 cost 1 KB copies about a third of their speed (measured in benchmarks/engine.py).
+DEFAULT_TXN_RECORDS = 100_000
+#: Seconds a transaction may stay open before the copy commits it; bounds in time what a killed copy
+#: redoes (and what an at-least-once link may duplicate), far inside ``transaction.timeout.ms``.
+TXN_SECONDS = 1.0
 #: Partitions a Spark task copies at the same time; measured in benchmarks/ (docs/benchmarks.md).
 DEFAULT_COPY_THREADS = 4
 MIN_INTERVAL = timedelta(seconds=10)
@@ -168,10 +175,11 @@ class LinkSettings(Model):
     max_records_per_run: PositiveInt | None = None
     #: Per partition and run: stop after about this many bytes (at a transaction boundary).
     max_bytes_per_run: PositiveInt | None = None
-    #: Source offsets per transaction: bounds what a killed task has to redo.
+    #: Source offsets per transaction, at most (a transaction also ends after ``TXN_SECONDS``):
+    #: bounds what a killed task has to redo.
     txn_records: PositiveInt | None = None
-    #: ``false``: at-least-once copies without transactions (faster at small messages;
-    #: a killed or failed copy duplicates up to ``txn_records`` messages on the target).
+    #: ``false``: at-least-once copies without transactions (a killed or failed copy duplicates
+    #: up to one commit interval, ``txn_records`` or about a second of copying, on the target).
     exactly_once: StrictBool | None = None
 
     @field_validator("windows")

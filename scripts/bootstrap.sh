@@ -69,6 +69,10 @@ fi
 # --- Apache Kafka ----------------------------------------------------------
 .venv/bin/python -m mirrorflow.local.kafka fetch
 
+# --- Spark driver's class archive ---------------------------------------------
+# Every local micro-batch's driver JVM starts about 2 s sooner with it (first time: about 30 s).
+.venv/bin/python -m mirrorflow.local.spark prepare
+
 # --- Schema registry (tests of mirror_schemas' REST path) ------------------
 # Apicurio Registry, built from Maven Central into .cache/schema-registry (first time: a few minutes).
 .venv/bin/python -m mirrorflow.local.registry fetch

@@ -19,6 +19,7 @@ import zipfile
 from pathlib import Path
 
 import mirrorflow
+from mirrorflow.local.spark import driver_java_options
 
 REPO = Path(__file__).resolve().parents[2]
 #: Where the Spark entry points are; containers mount them elsewhere than a checkout.
@@ -49,4 +50,7 @@ def spark_conf(master: str) -> dict[str, str]:
     elif master.startswith("local"):
         conf["spark.pyspark.python"] = os.environ.get("PYSPARK_PYTHON", sys.executable)
         conf["spark.pyspark.driver.python"] = os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):
+        # The driver JVM starts about 2 s sooner (mirrorflow.local.spark says how and why).
+        conf["spark.driver.extraJavaOptions"] = driver_java_options()
     return conf

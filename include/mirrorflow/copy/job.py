@@ -189,6 +189,9 @@ class JobResult:
     plan_s: float = 0.0
     copy_s: float = 0.0
     tasks: int = 0
+    #: Wall clock (epoch seconds) when every partition's copy had ended, its last commit
+    #: on the target included: where the benchmarks' clock stops (Spark's stop comes after).
+    finished_at: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -219,6 +222,7 @@ class JobResult:
     def to_json(self) -> str:
         data = self.summary()
         data["partitions"] = self.partitions
+        data["finished_at"] = self.finished_at
         return json.dumps(data, sort_keys=True, default=str)
 
 
@@ -423,6 +427,7 @@ def run_job(spec: JobSpec, spark: Any = None) -> JobResult:
     started = time.monotonic()
     results = execute(spark, spec, bins)
     result.copy_s = time.monotonic() - started
+    result.finished_at = time.time()
     for r in sorted(results, key=lambda r: (r["link_id"], r["topic"], r["partition"])):
         result.partitions.append(r)
         p = by_link[r["link_id"]]

@@ -111,8 +111,12 @@ def markdown(results: dict[str, Any]) -> str:
                 f"A trivial two-task job submitted like the level job; medians of {start['runs']} runs.", "",
                 "| entry point on | total, s | launch (spark-submit, JVM, Python), s | context up, s | first job "
                 "(Python workers), s | stop, s |", "|---|---:|---:|---:|---:|---:|"]
-        for variant, label in (("session", "SparkSession (before)"), ("context", "bare SparkContext (now)")):
-            v = start[variant]
+        for variant, label in (("session", "SparkSession, JVM defaults (before 2026-11-22)"),
+                               ("context", "bare SparkContext, JVM defaults (before 2026-11-23)"),
+                               ("archive", "bare SparkContext, class archive and C1 (now)")):
+            v = start.get(variant)
+            if v is None:  # records before 2026-11-23 measured the first two only
+                continue
             out.append(f"| {label} | {v['total_s']:.1f} | {v['launch_s']:.1f} | {v['context_s']:.1f} | "
                        f"{v['first_job_s']:.1f} | {v['stop_s']:.1f} |")
         out.append("")

@@ -1,10 +1,13 @@
-"""Where a micro-batch's Spark start-up goes, and what the bare SparkContext saves.
+"""Where a micro-batch's Spark start-up goes, and what each start-up change saved.
 
 A trivial job (one two-task RDD action) is submitted exactly like the level job
-(``spark-submit``, ``local[*]``, the operator's Spark settings), once on a
-SparkSession (what the entry points used before) and once on a bare
-SparkContext (what they use now). The script reports, from inside: the time
-until its Python started (``spark-submit``'s launcher and the JVM), until the
+(``spark-submit``, ``local[*]``, the operator's Spark settings) in three ways:
+on a SparkSession with the JVM's defaults (the entry points before
+2026-11-22), on a bare SparkContext with the JVM's defaults (before
+2026-11-23), and as now: a bare SparkContext whose driver JVM maps Spark's
+classes from the archive ``make setup`` builds and uses the C1 compiler only
+(``mirrorflow.local.spark``). The script reports, from inside: the time until
+its Python started (``spark-submit``'s launcher and the JVM), until the
 context was up, the first job (starting the Python workers), and the stop.
 """
 
@@ -40,13 +43,21 @@ print("PROBE", t0 - float(os.environ["PROBE_T0"]), t1 - t0, t2 - t1, t3 - t2)
 '''
 
 
+#: variant -> (entry point the probe uses, whether the driver gets mirrorflow's JVM options)
+VARIANTS = {"session": ("session", False), "context": ("context", False), "archive": ("context", True)}
+
+
 def _once(variant: str, script: Path) -> dict[str, float]:
-    confs = [arg for k, v in spark_conf("local[*]").items() for arg in ("--conf", f"{k}={v}")]
+    entry, jvm_options = VARIANTS[variant]
+    conf = spark_conf("local[*]")
+    if not jvm_options:
+        conf.pop("spark.driver.extraJavaOptions", None)
+    confs = [arg for k, v in conf.items() for arg in ("--conf", f"{k}={v}")]
     started = time.time()
     env = {**os.environ, "PROBE_T0": repr(started), "PYSPARK_PYTHON": sys.executable,
            "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     proc = subprocess.run([str(Path(sys.executable).with_name("spark-submit")), "--master", "local[*]", *confs,
-                           str(script), variant], env=env, capture_output=True, text=True, cwd=REPO)
+                           str(script), entry], env=env, capture_output=True, text=True, cwd=REPO)
     wall = time.time() - started
     line = next((l for l in proc.stdout.splitlines() if l.startswith("PROBE ")), None)
     if proc.returncode != 0 or line is None:
@@ -59,7 +70,7 @@ def measure(*, runs: int = 3, progress: Callable[[str], None]) -> dict[str, Any]
     with tempfile.TemporaryDirectory(prefix="mirrorflow-start-") as tmp:
         script = Path(tmp) / "probe.py"
         script.write_text(_PROBE)
-        samples: dict[str, list[dict[str, float]]] = {"session": [], "context": []}
+        samples: dict[str, list[dict[str, float]]] = {variant: [] for variant in VARIANTS}
         for _ in range(runs):  # interleaved, so drift on the machine hits both alike
             for variant in samples:
                 samples[variant].append(_once(variant, script))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -50,14 +51,15 @@ C1_ONLY = "-XX:TieredStopAtLevel=1"
 def archive_path(cache_root: Path | None = None) -> Path | None:
     """Where this machine's archive belongs (it may not exist yet); ``None`` without pyspark or java."""
     try:
-        import pyspark
-
+        # The distribution's metadata, not ``import pyspark``: this runs in every Airflow task
+        # that submits a job, and importing pyspark there would cost more than it tells.
+        version = importlib.metadata.version("pyspark")
         java = Path(os.path.realpath(find_java()))
     except Exception:  # noqa: BLE001 - no archive is a slower start, never an error
         return None
     stat = java.stat()
     key = hashlib.sha256(f"{java}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    return (cache_root or default_cache_root()) / "spark" / f"driver-{pyspark.__version__}-{key}.jsa"
+    return (cache_root or default_cache_root()) / "spark" / f"driver-{version}-{key}.jsa"
 
 
 def driver_java_options(cache_root: Path | None = None) -> str:

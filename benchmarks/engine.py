@@ -20,6 +20,7 @@ from pathlib import Path
 from benchmarks.common import Case, create_topic, prefill, start_clusters, warm_up
 from benchmarks.mm2 import recreate_topic
 from benchmarks.raw_loop import raw_copy
+from mirrorflow.copy.job import copy_tasks
 from mirrorflow.copy.partition import PartitionTask, copy_partition
 from mirrorflow.kafka.config import ClusterClient
 
@@ -41,27 +42,57 @@ def engine_copy(src: str, dst: str, topic: str, records: int, *, exactly_once: b
     return {"seconds": seconds, "transactions": result.transactions}
 
 
+def engine_copy_many(src: str, dst: str, topic: str, partitions: int, records: int, *, exactly_once: bool,
+                     threads: int) -> dict:
+    """Every partition of ``topic`` as one Spark task would copy it: ``copy_tasks`` with ``threads``."""
+    recreate_topic(dst, topic, partitions)
+    link = f"engine-{uuid.uuid4().hex[:8]}.L1"
+    per = [records // partitions + (1 if p < records % partitions else 0) for p in range(partitions)]
+    tasks = [PartitionTask(link_id=link, level=1, source="src", target="dst", topic=topic, partition=p,
+                           end_offset=per[p], start_offset=0, exactly_once=exactly_once)
+             for p in range(partitions)]
+    started = time.monotonic()
+    results = list(copy_tasks({"src": {"bootstrap.servers": src}, "dst": {"bootstrap.servers": dst}}, tasks,
+                              threads))
+    seconds = time.monotonic() - started
+    copied = sum(r["copied"] for r in results)
+    errors = [r["error"] for r in results if r["error"]]
+    if errors or copied != records:
+        raise RuntimeError(f"engine copy: {errors[:3]} copied {copied} of {records}")
+    return {"seconds": seconds, "transactions": sum(r["transactions"] for r in results)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.engine", description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--txn-records", default="5000")
     parser.add_argument("--txn-seconds", default="", help="comma-separated; empty: the copier's default")
+    parser.add_argument("--partitions", type=int, default=1,
+                        help="more than 1: copy every partition through copy_tasks (one Spark task's path)")
+    parser.add_argument("--threads", type=int, default=4, help="copy_threads, with --partitions")
     parser.add_argument("--rounds", type=int, default=2, help="alternate the variants this many times")
     args = parser.parse_args(argv)
     kafka = start_clusters(Path(tempfile.mkdtemp(prefix="mirrorflow-engine-")))
     try:
         src, dst = kafka.clusters["src"].bootstrap, kafka.clusters["dst"].bootstrap
         warm_up(src, dst)
-        topic = create_topic(src, 1)
-        prefill(src, topic, Case(args.size, 1, args.records))
+        topic = create_topic(src, args.partitions)
+        prefill(src, topic, Case(args.size, args.partitions, args.records))
 
         def show(name: str, seconds: float, extra: str = "") -> None:
             print(f"{name:28s} {seconds:6.2f}s  {seconds / args.records * 1e6:5.1f} us/record{extra}", flush=True)
 
         for _ in range(args.rounds):
-            recreate_topic(dst, topic, 1)
-            show("raw loop", raw_copy(src, dst, topic, 1, args.records)["seconds"])
+            recreate_topic(dst, topic, args.partitions)
+            show("raw loop", raw_copy(src, dst, topic, args.partitions, args.records)["seconds"])
+            if args.partitions > 1:
+                for eos in (True, False):
+                    r = engine_copy_many(src, dst, topic, args.partitions, args.records, exactly_once=eos,
+                                         threads=args.threads)
+                    show(f"{'EOS' if eos else 'ALO'} {args.partitions} partitions, {args.threads} threads",
+                         r["seconds"], f"  ({r['transactions']} commits)")
+                continue
             seconds_choices = [float(x) for x in args.txn_seconds.split(",") if x] or [None]
             for txn in (int(x) for x in args.txn_records.split(",")):
                 for txn_s in seconds_choices:

@@ -430,7 +430,9 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
 
     try:
         while position < end:
-            msgs = reader.consume(num_messages=500, timeout=CONSUME_WAIT_S)
+            # Ask for no more than the range still needs: consume() returns as soon as it has that
+            # many, instead of waiting out CONSUME_WAIT_S at the end of every range.
+            msgs = reader.consume(num_messages=max(1, min(500, end - position)), timeout=CONSUME_WAIT_S)
             now = time.monotonic()
             if not msgs:
                 if now - last_progress > idle_timeout:

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.copy.partition import checkpoint_group
+from mirrorflow.copy.clients import checkpoint_group
 
 from mirrorflow.offsets.distribute import distribute
 from mirrorflow.offsets.sync import publish_owned

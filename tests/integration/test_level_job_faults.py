@@ -17,7 +17,8 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from mirrorflow.copy.job import JOB_ENV, run_job
 from mirrorflow.copy.links import build_spec, effective_links
-from mirrorflow.copy.partition import RETRIABLE_COORDINATOR, checkpoint_group
+from mirrorflow.copy.clients import checkpoint_group
+from mirrorflow.copy.partition import RETRIABLE_COORDINATOR
 from tests.fixtures.kafka import wait_for_topic
 from tests.integration.kafka_io import produce
 from tests.integration.mirroring import (

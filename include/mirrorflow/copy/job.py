@@ -30,6 +30,7 @@ import functools
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -39,8 +40,9 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit
-from mirrorflow.copy.partition import (SWITCHED_MARK, UNREACHABLE_CODES, PartitionResult,
-                                       PartitionTask, checkpoint_group, copy_partition)
+from mirrorflow.copy.clients import CopyClients, checkpoint_group
+from mirrorflow.copy.partition import (SWITCHED_MARK, UNREACHABLE_CODES, PartitionResult, PartitionTask,
+                                       copy_partition)
 from mirrorflow.copy.plan import PartitionWork, cap, pack
 from mirrorflow.errors import ClusterUnreachable, MirrorflowError
 from mirrorflow.kafka.admin import committed_offsets, earliest_and_stable, list_topics, probe
@@ -331,7 +333,8 @@ def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[Partit
     """Executor side: copy each task's partition; one result dict per task, errors included.
 
     Up to ``threads`` partitions are copied at the same time, each on its own
-    thread with its own producer and consumer. A copier spends much of its time
+    thread with its own producer and consumers; a thread keeps its consumers (and,
+    at least once, its producer) for its next partition (:mod:`mirrorflow.copy.clients`). A copier spends much of its time
     waiting on the brokers (acknowledgements before each commit, the commit
     itself, fencing, the first fetch); one partition at a time left the core
     idle during those waits, and the profile showed them as the largest cost.
@@ -344,6 +347,15 @@ def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[Partit
     """
     clients = {name: ClusterClient(name, dict(settings)) for name, settings in clusters.items()}
     down: dict[str, str] = {}
+    kept = threading.local()  # each copy thread's clients, kept from one range to its next
+    pools: list[CopyClients] = []
+
+    def thread_clients() -> CopyClients:
+        pool = getattr(kept, "pool", None)
+        if pool is None:
+            pool = kept.pool = CopyClients()
+            pools.append(pool)
+        return pool
 
     def one(task: PartitionTask) -> dict[str, Any]:
         dead = next((c for c in (task.source, task.target) if c in down), None)
@@ -352,7 +364,7 @@ def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[Partit
                                    end_offset=task.end_offset,
                                    error=f"not attempted: cluster {dead} is unreachable ({down[dead]})").to_dict()
         try:
-            result = copy_partition(task, clients[task.source], clients[task.target])
+            result = copy_partition(task, clients[task.source], clients[task.target], clients=thread_clients())
         except Exception as exc:  # never let one partition end the Spark task of the others
             log.exception("%s %s[%d]: copier failed", task.link_id, task.topic, task.partition)
             result = PartitionResult(task.link_id, task.source, task.target, task.topic, task.partition,
@@ -369,11 +381,15 @@ def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[Partit
                               "left at their checkpoints", name)
         return result.to_dict()
 
-    if threads <= 1:
-        yield from map(one, tasks)
-        return
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="mirrorflow-copy") as pool:
-        yield from pool.map(one, tasks)
+    try:
+        if threads <= 1:
+            yield from map(one, tasks)
+            return
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="mirrorflow-copy") as executor:
+            yield from executor.map(one, tasks)
+    finally:
+        for pool in pools:
+            pool.close()
 
 
 def _copy_bins(clusters: Mapping[str, Mapping[str, Any]], threads: int,

@@ -40,11 +40,11 @@ from confluent_kafka import (
 )
 
 from mirrorflow import copyflags
+from mirrorflow.copy.clients import CopyClients, new_producer
 from mirrorflow.copy.headers import CopyHeaders
 from mirrorflow.copy.throttle import RateLimiter
 from mirrorflow.kafka.admin import RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
-from mirrorflow.topology.model import INTERNAL_TOPIC_PREFIX
 from mirrorflow.topology.replication import DEFAULT_TXN_RECORDS, TXN_SECONDS
 
 log = logging.getLogger(__name__)
@@ -72,16 +72,6 @@ class LinkSwitchedAway(Exception):
         self.new_target = new_target
         super().__init__(f"link {task.link_id} was switched from {task.target} to {new_target}; this copy "
                          f"to {task.target} is stale and copies nothing (the next run uses {new_target})")
-
-
-def checkpoint_group(link_id: str) -> str:
-    """The group on the target whose committed offsets are the link's checkpoint."""
-    return f"{INTERNAL_TOPIC_PREFIX}.link.{link_id}"
-
-
-def transactional_id(link_id: str, topic: str, partition: int) -> str:
-    """Stable per unit of work, so a retry or a zombie of the same unit is fenced."""
-    return f"{INTERNAL_TOPIC_PREFIX}.{link_id}.{topic}.{partition}"
 
 
 @dataclass(frozen=True)
@@ -188,21 +178,23 @@ class _Batch:
 
 
 def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterClient,
-                   *, idle_timeout: float = 30.0, op_timeout: float = 30.0) -> PartitionResult:
+                   *, idle_timeout: float = 30.0, op_timeout: float = 30.0,
+                   clients: CopyClients | None = None) -> PartitionResult:
     """Copy ``task``'s partition from its checkpoint to ``task.end_offset``; never raises for data errors.
 
     Errors are reported in the result (with the source offset where the
     partition stopped) so the caller can let other partitions finish.
+    ``clients``: the calling thread's clients kept from its previous range
+    (see :mod:`mirrorflow.copy.clients`); without it the copy opens and closes its own.
     """
     result = PartitionResult(task.link_id, task.source, task.target, task.topic, task.partition,
                              end_offset=task.end_offset)
     started = time.monotonic()
     abandoned = False  # a producer call still blocked in a helper thread (see _bounded): never touch it again
-    producer = _producer(task, target)
-    checkpoint = Consumer(target.consumer(checkpoint_group(task.link_id)))
-    reader = Consumer(source.consumer(f"{INTERNAL_TOPIC_PREFIX}.reader.{task.link_id}", **{
-        "enable.partition.eof": True,
-    }))
+    pool = clients if clients is not None else CopyClients()
+    producer = pool.producer(task, target)
+    checkpoint = pool.checkpoint(task, target)
+    reader, kept_reader = pool.reader(task, source)
     try:
         if task.exactly_once:
             producer.init_transactions(op_timeout)
@@ -235,7 +227,8 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
             end = min(end, start + task.max_records)
         result.end_offset = end
         if start < end:
-            _copy_range(task, producer, checkpoint, reader, start, end, result, idle_timeout, op_timeout)
+            _copy_range(task, producer, checkpoint, reader, start, end, result, idle_timeout, op_timeout,
+                        kept_reader=kept_reader)
         elif committed is None and result.initialised and result.transactions == 0:
             _commit_position(task, producer, checkpoint, start, op_timeout)  # hand-over point, nothing to copy
             result.transactions += 1
@@ -249,7 +242,7 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
             producer = _fresh_producer(producer, task, target, op_timeout)
             result.error = result.error_offset = result.error_code = None
             _copy_range(task, producer, checkpoint, reader, result.next_offset, end, result, idle_timeout,
-                        op_timeout, one_by_one=True)
+                        op_timeout, one_by_one=True, kept_reader=kept_reader)
         if result.error_offset is not None and result.error_offset > result.next_offset:
             # The refused copy aborted its whole transaction: copy again up to it, then stop there.
             error, error_offset = result.error, result.error_offset
@@ -258,7 +251,7 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
             producer = _fresh_producer(producer, task, target, op_timeout)
             result.error = result.error_offset = result.error_code = None
             _copy_range(task, producer, checkpoint, reader, result.next_offset, error_offset, result,
-                        idle_timeout, op_timeout, one_by_one=one_per_batch)
+                        idle_timeout, op_timeout, one_by_one=one_per_batch, kept_reader=kept_reader)
             if result.error is None:
                 result.error, result.error_offset = error, error_offset
     except KafkaException as exc:
@@ -272,13 +265,10 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
         result.error = str(exc)
         result.fenced = True
     finally:
-        reader.close()
-        checkpoint.close()
-        try:
-            if not abandoned:
-                producer.flush(5)
-        except KafkaException:
-            pass  # a fenced or fatal producer reports again here; the result already holds the error
+        pool.release(task, source, target, reader=reader, checkpoint=checkpoint, producer=producer,
+                     clean=result.error is None and not abandoned, abandoned=abandoned)
+        if clients is None:
+            pool.close()
         result.duration_s = round(time.monotonic() - started, 3)
     return result
 
@@ -309,21 +299,6 @@ def _commit_position(task: PartitionTask, producer: Producer, checkpoint: Consum
     commits.commit(offset)
 
 
-def _producer(task: PartitionTask, target: ClusterClient) -> Producer:
-    conf: dict[str, Any] = {"linger.ms": 5}
-    if task.exactly_once:
-        conf["transactional.id"] = transactional_id(task.link_id, task.topic, task.partition)
-        conf["transaction.timeout.ms"] = 60000
-    else:
-        conf["enable.idempotence"] = True  # no duplicates from the producer's own retries, at least
-    if task.max_message_bytes:
-        # Batches must fit the target topic's limit (it applies to whole record batches);
-        # a single message above it is then refused locally, at its exact offset.
-        conf["message.max.bytes"] = max(1000, task.max_message_bytes)
-        conf["batch.size"] = max(1000, task.max_message_bytes)
-    return Producer(target.producer(**conf))
-
-
 def _fresh_producer(old: Producer, task: PartitionTask, target: ClusterClient, timeout: float) -> Producer:
     """A new producer (new epoch) after an aborted transaction whose delivery failed.
 
@@ -331,7 +306,7 @@ def _fresh_producer(old: Producer, task: PartitionTask, target: ClusterClient, t
     queue (seen with librdkafka 2.16); a fresh ``init_transactions`` is clean.
     """
     old.flush(timeout)
-    producer = _producer(task, target)
+    producer = new_producer(task, target)
     if task.exactly_once:
         producer.init_transactions(timeout)
     return producer
@@ -359,11 +334,13 @@ def _checkpoint(consumer: Consumer, task: PartitionTask, timeout: float) -> int 
 
 def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, reader: Consumer,
                 start: int, end: int, result: PartitionResult, idle_timeout: float, op_timeout: float,
-                one_by_one: bool = False) -> None:
+                one_by_one: bool = False, kept_reader: bool = False) -> None:
     """Copy [start, end) in transactions of ``task.txn_records`` or ``task.txn_max_seconds``, whichever comes first.
 
     ``one_by_one`` waits for each copy's acknowledgement before the next (one
     message per request): slow, used only to find the message a target refuses.
+    ``kept_reader``: the reader copied another range before, so anything it still
+    hands over for another partition (even an end-of-partition event) is ignored.
     """
     txn = _Commits(task, producer, checkpoint, op_timeout)
     reader.assign([TopicPartition(task.topic, task.partition, start)])
@@ -442,6 +419,10 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
                 continue
             progressed = False
             for msg in msgs:
+                if kept_reader:
+                    msg_topic = msg.topic()
+                    if msg_topic is not None and (msg.partition() != partition or msg_topic != topic):
+                        continue  # the kept reader's previous range: never this range's data or end
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:

@@ -44,7 +44,8 @@ from confluent_kafka.admin import AdminClient
 from mirrorflow import provenance
 from mirrorflow.audit import audit
 from mirrorflow.copy.job import TopicSelector, read_checkpoints
-from mirrorflow.copy.partition import SWITCHED_MARK, checkpoint_group, transactional_id
+from mirrorflow.copy.clients import checkpoint_group, transactional_id
+from mirrorflow.copy.partition import SWITCHED_MARK
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
 from mirrorflow.kafka import admin
 from mirrorflow.kafka.config import ClusterClient

@@ -90,6 +90,11 @@ class CopyClients:
         self._checkpoints: dict[tuple[str, str], Consumer] = {}
         self._producers: dict[tuple[str, int | None], Producer] = {}
 
+    def kept(self) -> dict[str, int]:
+        """How many clients wait for a next range, by kind."""
+        return {"readers": len(self._readers), "checkpoints": len(self._checkpoints),
+                "producers": len(self._producers)}
+
     def reader(self, task: "PartitionTask", source: ClusterClient) -> tuple[Consumer, bool]:
         """The source consumer, and whether it was kept (so it may still hold another range's messages)."""
         kept = self._readers.pop((source.name, task.link_id), None)

@@ -137,7 +137,14 @@ def ratios(row: dict[str, Any]) -> dict[str, float | None]:
         x, y = rate(a), rate(b)
         return round(x / y, 2) if x and y else None
 
+    def copying(name: str) -> float | None:
+        """The copy phase alone (Spark's start and planning left out) against the raw loop."""
+        x, y = runs.get(name, {}).get("copy_records_per_s"), rate("raw loop")
+        return round(x / y, 2) if x and y else None
+
     return {
+        "eos_copying_vs_raw": copying("mirrorflow EOS"),
+        "alo_copying_vs_raw": copying("mirrorflow at-least-once"),
         "eos_vs_mm2": ratio("mirrorflow EOS", "MM2 EOS"),
         "alo_vs_mm2": ratio("mirrorflow at-least-once", "MM2 at-least-once"),
         "eos_vs_raw": ratio("mirrorflow EOS", "raw loop"),

@@ -11,6 +11,7 @@ benchmark; its numbers go to stdout, not to the record.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -26,7 +27,7 @@ from mirrorflow.kafka.config import ClusterClient
 
 
 def engine_copy(src: str, dst: str, topic: str, records: int, *, exactly_once: bool, txn_records: int,
-                txn_seconds: float | None = None) -> dict:
+                txn_seconds: float | None = None, source_config: dict | None = None) -> dict:
     """One copy of partition 0 of ``topic`` into a fresh, empty target topic."""
     recreate_topic(dst, topic, 1)
     task = PartitionTask(link_id=f"engine-{uuid.uuid4().hex[:8]}.L1", level=1, source="src", target="dst",
@@ -34,7 +35,7 @@ def engine_copy(src: str, dst: str, topic: str, records: int, *, exactly_once: b
                          start_offset=0, exactly_once=exactly_once,
                          **({} if txn_seconds is None else {"txn_max_seconds": txn_seconds}))
     started = time.monotonic()
-    result = copy_partition(task, ClusterClient("src", {"bootstrap.servers": src}),
+    result = copy_partition(task, ClusterClient("src", {"bootstrap.servers": src, **(source_config or {})}),
                             ClusterClient("dst", {"bootstrap.servers": dst}))
     seconds = time.monotonic() - started
     if not result.ok or result.copied != records:
@@ -71,9 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=1,
                         help="more than 1: copy every partition through copy_tasks (one Spark task's path)")
     parser.add_argument("--threads", type=int, default=4, help="copy_threads, with --partitions")
+    parser.add_argument("--source-config", default="",
+                        help="librdkafka settings for the reader, k=v,k=v (one partition only)")
     parser.add_argument("--rounds", type=int, default=2, help="alternate the variants this many times")
     args = parser.parse_args(argv)
-    kafka = start_clusters(Path(tempfile.mkdtemp(prefix="mirrorflow-engine-")))
+    run_dir = Path(tempfile.mkdtemp(prefix="mirrorflow-engine-"))
+    kafka = start_clusters(run_dir)
     try:
         src, dst = kafka.clusters["src"].bootstrap, kafka.clusters["dst"].bootstrap
         warm_up(src, dst)
@@ -93,16 +97,18 @@ def main(argv: list[str] | None = None) -> int:
                     show(f"{'EOS' if eos else 'ALO'} {args.partitions} partitions, {args.threads} threads",
                          r["seconds"], f"  ({r['transactions']} commits)")
                 continue
+            source_config = dict(kv.split("=", 1) for kv in args.source_config.split(",") if kv)
             seconds_choices = [float(x) for x in args.txn_seconds.split(",") if x] or [None]
             for txn in (int(x) for x in args.txn_records.split(",")):
                 for txn_s in seconds_choices:
                     for eos in (True, False):
                         r = engine_copy(src, dst, topic, args.records, exactly_once=eos, txn_records=txn,
-                                        txn_seconds=txn_s)
+                                        txn_seconds=txn_s, source_config=source_config)
                         label = f"{'EOS' if eos else 'ALO'} txn_records={txn}" + (f" {txn_s}s" if txn_s else "")
                         show(label, r["seconds"], f"  ({r['transactions']} commits)")
     finally:
         kafka.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
     return 0
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import shutil
 import sys
 import tempfile
 import time
@@ -113,6 +114,12 @@ def main(argv: list[str] | None = None) -> int:
             results["latency"] = []
             for schedule in (s.strip() for s in args.schedules.split(",") if s.strip()):
                 results["latency"].append(latency.measure(clusters, schedule, progress=progress))
+    except BaseException:
+        progress(f"the brokers' data and logs are kept in {run_dir} for a look; delete it after")
+        raise
+    else:
+        kafka.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)  # gigabytes of copies; nothing in it is kept
     finally:
         kafka.stop()
         results["total_minutes"] = round((time.monotonic() - started) / 60, 1)

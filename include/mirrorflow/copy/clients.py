@@ -56,6 +56,12 @@ def transactional_id(link_id: str, topic: str, partition: int) -> str:
 #: waiting at its end buys nothing; a short wait keeps a kept reader's next request quick.
 READER_FETCH_WAIT_MS = 20
 
+#: How much one fetch may bring of one partition (librdkafka's default is 1 MiB). librdkafka
+#: has one fetch in flight per broker, so a small answer stalls a one-partition copy between
+#: fetches: 1,000,000 x 100 B in one process took 9.8-10.9 s with 1 MiB and 7.9-8.9 s with
+#: 10 MiB, against the raw loop's 7.0-7.2 s (which uses 10 MiB as well).
+READER_PARTITION_FETCH_BYTES = 10 * 1024 * 1024
+
 
 def _unless_set(settings: Any, **defaults: Any) -> dict[str, Any]:
     """``defaults`` the cluster's own settings (its ``config`` in the topology) do not set."""
@@ -102,7 +108,8 @@ class CopyClients:
             return kept, True
         return Consumer(source.consumer(f"{INTERNAL_TOPIC_PREFIX}.reader.{task.link_id}", **{
             "enable.partition.eof": True,
-            **_unless_set(source.settings, **{"fetch.wait.max.ms": READER_FETCH_WAIT_MS}),
+            **_unless_set(source.settings, **{"fetch.wait.max.ms": READER_FETCH_WAIT_MS,
+                                              "max.partition.fetch.bytes": READER_PARTITION_FETCH_BYTES}),
         })), False
 
     def checkpoint(self, task: "PartitionTask", target: ClusterClient) -> Consumer:

@@ -334,8 +334,8 @@ def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[Partit
 
     Up to ``threads`` partitions are copied at the same time, each on its own
     thread with its own producer and consumers; a thread keeps its consumers (and,
-    at least once, its producer) for its next partition (:mod:`mirrorflow.copy.clients`). A copier spends much of its time
-    waiting on the brokers (acknowledgements before each commit, the commit
+    at least once, its producer) for its next partition (:mod:`mirrorflow.copy.clients`).
+    A copier spends much of its time waiting on the brokers (acknowledgements before each commit, the commit
     itself, fencing, the first fetch); one partition at a time left the core
     idle during those waits, and the profile showed them as the largest cost.
 

@@ -191,6 +191,7 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
                              end_offset=task.end_offset)
     started = time.monotonic()
     abandoned = False  # a producer call still blocked in a helper thread (see _bounded): never touch it again
+    unexpected = False
     pool = clients if clients is not None else CopyClients()
     producer = pool.producer(task, target)
     checkpoint = pool.checkpoint(task, target)
@@ -264,9 +265,12 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
     except LinkSwitchedAway as exc:
         result.error = str(exc)
         result.fenced = True
+    except BaseException:
+        unexpected = True  # the caller reports it; the clients may be mid-range, so none is kept
+        raise
     finally:
         pool.release(task, source, target, reader=reader, checkpoint=checkpoint, producer=producer,
-                     clean=result.error is None and not abandoned, abandoned=abandoned)
+                     clean=result.error is None and not abandoned and not unexpected, abandoned=abandoned)
         if clients is None:
             pool.close()
         result.duration_s = round(time.monotonic() - started, 3)

@@ -21,7 +21,7 @@ from pathlib import Path
 from benchmarks.common import Case, create_topic, prefill, start_clusters, warm_up
 from benchmarks.mm2 import recreate_topic
 from benchmarks.raw_loop import raw_copy
-from mirrorflow.copy.job import copy_tasks
+from mirrorflow.copy.executor import copy_tasks
 from mirrorflow.copy.partition import PartitionTask, copy_partition
 from mirrorflow.kafka.config import ClusterClient
 

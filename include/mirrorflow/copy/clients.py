@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Consumer, KafkaException, Producer
 
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.topology.model import INTERNAL_TOPIC_PREFIX
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 
 if TYPE_CHECKING:
     from mirrorflow.copy.partition import PartitionTask

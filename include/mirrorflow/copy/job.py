@@ -30,27 +30,25 @@ import functools
 import json
 import logging
 import os
-import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit
-from mirrorflow.copy.clients import CopyClients, checkpoint_group
-from mirrorflow.copy.partition import (SWITCHED_MARK, UNREACHABLE_CODES, PartitionResult, PartitionTask,
-                                       copy_partition)
+from mirrorflow.copy.clients import checkpoint_group
+from mirrorflow.copy.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
+from mirrorflow.copy.executor import copy_bins, copy_tasks
+from mirrorflow.copy.partition import SWITCHED_MARK, PartitionTask
 from mirrorflow.copy.plan import PartitionWork, cap, pack
-from mirrorflow.errors import ClusterUnreachable, MirrorflowError
-from mirrorflow.kafka.admin import committed_offsets, earliest_and_stable, list_topics, probe
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.kafka.admin import committed_offsets, earliest_and_stable, list_topics
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
 from mirrorflow.spark_entry import spark_context
 from mirrorflow.topology.model import TopicSelector
-from mirrorflow.topology.replication import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 
 log = logging.getLogger(__name__)
 
@@ -328,76 +326,6 @@ def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
 # --------------------------------------------------------------------------- copying (executors)
 
 
-def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[PartitionTask],
-               threads: int = 1) -> Iterator[dict[str, Any]]:
-    """Executor side: copy each task's partition; one result dict per task, errors included.
-
-    Up to ``threads`` partitions are copied at the same time, each on its own
-    thread with its own producer and consumers; a thread keeps its consumers (and,
-    at least once, its producer) for its next partition (:mod:`mirrorflow.copy.clients`).
-    A copier spends much of its time waiting on the brokers (acknowledgements before each commit, the commit
-    itself, fencing, the first fetch); one partition at a time left the core
-    idle during those waits, and the profile showed them as the largest cost.
-
-    When a partition fails because a cluster stopped answering (each such failure
-    costs the client's timeouts, about a minute), the cluster is probed once; if it
-    is down, this task's partitions on it that have not started yet are reported
-    failed at their checkpoint straight away instead of waiting out the same
-    timeouts one by one.
-    """
-    clients = {name: ClusterClient(name, dict(settings)) for name, settings in clusters.items()}
-    down: dict[str, str] = {}
-    kept = threading.local()  # each copy thread's clients, kept from one range to its next
-    pools: list[CopyClients] = []
-
-    def thread_clients() -> CopyClients:
-        pool = getattr(kept, "pool", None)
-        if pool is None:
-            pool = kept.pool = CopyClients()
-            pools.append(pool)
-        return pool
-
-    def one(task: PartitionTask) -> dict[str, Any]:
-        dead = next((c for c in (task.source, task.target) if c in down), None)
-        if dead is not None:
-            return PartitionResult(task.link_id, task.source, task.target, task.topic, task.partition,
-                                   end_offset=task.end_offset,
-                                   error=f"not attempted: cluster {dead} is unreachable ({down[dead]})").to_dict()
-        try:
-            result = copy_partition(task, clients[task.source], clients[task.target], clients=thread_clients())
-        except Exception as exc:  # never let one partition end the Spark task of the others
-            log.exception("%s %s[%d]: copier failed", task.link_id, task.topic, task.partition)
-            result = PartitionResult(task.link_id, task.source, task.target, task.topic, task.partition,
-                                     end_offset=task.end_offset, error=f"{type(exc).__name__}: {exc}")
-        if result.error_code in UNREACHABLE_CODES:
-            for name in (task.target, task.source):
-                if name in down:
-                    continue
-                try:
-                    probe(clients[name], timeout=5.0)
-                except ClusterUnreachable as exc:
-                    down[name] = exc.detail
-                    log.error("cluster %s is unreachable; the remaining partitions of this task that use it are "
-                              "left at their checkpoints", name)
-        return result.to_dict()
-
-    try:
-        if threads <= 1:
-            yield from map(one, tasks)
-            return
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="mirrorflow-copy") as executor:
-            yield from executor.map(one, tasks)
-    finally:
-        for pool in pools:
-            pool.close()
-
-
-def _copy_bins(clusters: Mapping[str, Mapping[str, Any]], threads: int,
-               bins: Iterator[list[PartitionTask]]) -> Iterator[dict]:
-    for tasks in bins:
-        yield from copy_tasks(clusters, tasks, threads)
-
-
 def execute(spark: Any, spec: Any, bins: list[list[PartitionTask]]) -> list[dict[str, Any]]:
     """Run the bins as Spark tasks (one bin, one task), or in this process when ``spark`` is ``None``.
 
@@ -412,7 +340,7 @@ def execute(spark: Any, spec: Any, bins: list[list[PartitionTask]]) -> list[dict
     sc = spark_context(spark)
     sc.setJobDescription(f"mirrorflow level {spec.level} run {spec.run_id}: {sum(map(len, bins))} partitions")
     rdd = sc.parallelize(bins, len(bins))
-    return rdd.mapPartitions(functools.partial(_copy_bins, clusters, threads)).collect()
+    return rdd.mapPartitions(functools.partial(copy_bins, clusters, threads)).collect()
 
 
 # --------------------------------------------------------------------------- the job

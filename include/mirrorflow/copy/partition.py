@@ -41,11 +41,11 @@ from confluent_kafka import (
 
 from mirrorflow import copyflags
 from mirrorflow.copy.clients import CopyClients, new_producer
+from mirrorflow.copy.defaults import DEFAULT_TXN_RECORDS, TXN_SECONDS
 from mirrorflow.copy.headers import CopyHeaders
 from mirrorflow.copy.throttle import RateLimiter
 from mirrorflow.kafka.admin import RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
-from mirrorflow.topology.replication import DEFAULT_TXN_RECORDS, TXN_SECONDS
 
 log = logging.getLogger(__name__)
 

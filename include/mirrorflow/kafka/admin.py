@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.topology.model import INTERNAL_TOPIC_PREFIX
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from mirrorflow.errors import KafkaOperationError, MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.spark_entry import spark_context
-from mirrorflow.topology.replication import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
+from mirrorflow.copy.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 
 log = logging.getLogger(__name__)
 

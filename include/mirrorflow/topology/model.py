@@ -39,6 +39,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from mirrorflow.errors import TopologyError, UnknownClusterError, UnknownLinkError
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.secrets import is_secret_config
 from mirrorflow.topology import tree as _tree
 from mirrorflow.topology.archive import ArchiveConfig
@@ -57,8 +58,6 @@ LEVEL_MAX = 63
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 _NAME_RE = re.compile(NAME_PATTERN)
 
-#: Prefix of every topic (and consumer group) mirrorflow creates for itself.
-INTERNAL_TOPIC_PREFIX = "_mirrorflow"
 #: Topics that are never selected for mirroring, whatever ``topics`` says.
 INTERNAL_TOPIC_NAMES = frozenset({"_schemas"})
 INTERNAL_TOPIC_PREFIXES = ("__", INTERNAL_TOPIC_PREFIX)

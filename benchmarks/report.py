@@ -71,6 +71,8 @@ def _throughput_table(rows: list[dict[str, Any]]) -> list[str]:
                 check = f"**{run['lost']} lost, {run['duplicated']} duplicated**"
             extra = (f" (plan {run['plan_s']:.1f}s, copy {run['copy_s']:.1f}s = "
                      f"{run['copy_records_per_s']:,} rec/s)" if "copy_records_per_s" in run else "")
+            if "rounds_s" in run:
+                extra += f" median of {' / '.join(f'{x:.1f}' for x in run['rounds_s'])}"
             out.append(f"| {row['size']:,} B | {row['partitions']} | {row['records']:,} | {name} | "
                        f"{run['seconds']:.1f}{extra} | {_fmt(run['records_per_s'])} | {_fmt(run['mb_per_s'], 1)} | "
                        f"{_fmt(vs_mm2, 2)} | {_fmt(vs_raw, 2)}{_copying(copying)} | {check} |")

@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
     parser.add_argument("--sizes", default=None, help="message sizes, e.g. 100,1000")
     parser.add_argument("--partitions", default=None, help="partition counts, e.g. 1,8")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="throughput and volume: run the contenders this many times each, keep the medians")
     parser.add_argument("--contenders", default=None, help=f"subset of {throughput.CONTENDERS}, comma-separated")
     parser.add_argument("--schedules", default=",".join(LATENCY_SCHEDULES), help="latency: schedules to measure")
     parser.add_argument("--record", default=None,
@@ -89,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             rows = []
             for case in cases:
                 rows.append(throughput.measure_case(src, dst, case, progress=progress, contenders=contenders,
-                                                    memory_for="mirrorflow EOS" if case == largest else None))
+                                                    memory_for="mirrorflow EOS" if case == largest else None,
+                                                    rounds=args.rounds))
                 results["throughput"] = rows
             memory = rows[cases.index(largest)]["runs"].get("mirrorflow EOS", {}).get("memory")
             if memory:
@@ -98,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         if "volume" in sections:
             scale = 10 if args.quick else 1
             results["volume"] = [throughput.measure_case(src, dst, Case(c.size, c.partitions, c.records // scale),
-                                                         progress=progress, contenders=contenders_of(args))
+                                                         progress=progress, contenders=contenders_of(args),
+                                                         rounds=args.rounds)
                                  for c in throughput.VOLUME]
         if "empty_batch" in sections:
             results["empty_batch"] = fixed_cost.empty_batch(src, dst, runs=3, progress=progress)

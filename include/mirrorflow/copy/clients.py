@@ -23,8 +23,8 @@ What is never kept:
 - an exactly-once producer. Its ``transactional.id`` names one
   (link, topic, partition): that is what fences the partition's zombie copies,
   so each range gets its own producer and its own ``init_transactions``;
-- any client of a range that ended with an error. It is closed, and the next
-  range starts with new ones, exactly as if nothing had been kept.
+- any client of a range that ended with an error or an exception. It is
+  closed, and the next range starts with new ones, as if nothing had been kept.
 
 A pool belongs to one thread; nothing here is locked.
 """
@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.kafka.config import ClusterClient
 
 if TYPE_CHECKING:
     from mirrorflow.copy.partition import PartitionTask

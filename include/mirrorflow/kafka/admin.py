@@ -16,8 +16,8 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError
-from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.kafka.config import ClusterClient
 
 
 @dataclass(frozen=True)

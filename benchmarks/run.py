@@ -115,9 +115,10 @@ def main(argv: list[str] | None = None) -> int:
             kafka.start()
             clusters = {n: kafka.clusters[n].bootstrap for n in latency.NAMES}
             warm_up(*clusters.values())
-            results["latency"] = []
-            for schedule in (s.strip() for s in args.schedules.split(",") if s.strip()):
-                results["latency"].append(latency.measure(clusters, schedule, progress=progress))
+            measured_latency = []  # into the results only when every schedule was measured: a failed
+            for schedule in (s.strip() for s in args.schedules.split(",") if s.strip()):  # run must not
+                measured_latency.append(latency.measure(clusters, schedule, progress=progress))  # empty a record
+            results["latency"] = measured_latency
     except BaseException:
         progress(f"the brokers' data and logs are kept in {run_dir} for a look; delete it after")
         raise

@@ -115,9 +115,11 @@ def main(argv: list[str] | None = None) -> int:
             kafka.start()
             clusters = {n: kafka.clusters[n].bootstrap for n in latency.NAMES}
             warm_up(*clusters.values())
-            measured_latency = []  # into the results only when every schedule was measured: a failed
-            for schedule in (s.strip() for s in args.schedules.split(",") if s.strip()):  # run must not
-                measured_latency.append(latency.measure(clusters, schedule, progress=progress))  # empty a record
+            # Into the results only once every schedule is measured: a run that fails half-way must
+            # not replace a record's latency (or the one it carries) with an empty list.
+            measured_latency = []
+            for schedule in (s.strip() for s in args.schedules.split(",") if s.strip()):
+                measured_latency.append(latency.measure(clusters, schedule, progress=progress))
             results["latency"] = measured_latency
     except BaseException:
         progress(f"the brokers' data and logs are kept in {run_dir} for a look; delete it after")

@@ -62,6 +62,10 @@ def test_copies_key_value_timestamp_headers_flags_and_origin_once(kafka_clusters
     source = read_all(kafka_clusters["c1"].bootstrap, topic, 3)
     target = read_all(kafka_clusters["c2"].bootstrap, topic, 3)
     assert len(target) == 120
+    # The audit's target span: from the empty partition's end to the last copy (41: 15 copies,
+    # a commit marker, 15, a marker, 10), or to the last commit marker (42) once it is written.
+    assert all(r.target_first_offset == 0 and r.target_last_offset in (41, 42) for r in results), results
+    assert all(0 <= t.offset <= 42 for t in target)
     for s, t in zip(source, target):
         assert (t.partition, t.key, t.value, t.timestamp) == (s.partition, s.key, s.value, s.timestamp)
         assert t.header("app") == b"x"
@@ -70,6 +74,7 @@ def test_copies_key_value_timestamp_headers_flags_and_origin_once(kafka_clusters
 
     again = [copy_partition(_task(topic, p, ends[p]), src, dst) for p in range(3)]
     assert [(r.copied, r.start_offset) for r in again] == [(0, 40)] * 3
+    assert all(r.target_first_offset is None and r.target_last_offset is None for r in again)
     assert len(read_all(kafka_clusters["c2"].bootstrap, topic, 3)) == 120
 
 
@@ -189,6 +194,46 @@ def test_message_too_large_for_target_stops_at_its_offset_then_completes(kafka_c
     assert retry.ok and (retry.start_offset, retry.copied, retry.next_offset) == (10, 10, 20)
     target = read_all(kafka_clusters["c2"].bootstrap, topic, 1)
     assert [r.value for r in target] == [v for _, v, _, _ in records]
+
+
+@pytest.mark.parametrize("exactly_once", [True, False], ids=["eos", "alo"])
+def test_batches_the_target_refuses_as_too_large_go_through_one_message_at_a_time(kafka_clusters, make_topic,
+                                                                                   exactly_once):
+    # Every message fits the target's limit, but librdkafka batches them beyond it: the limit
+    # is unknown to this copy (no max_message_bytes), so the target refuses whole batches.
+    topic = _topic_pair(make_topic, target_config={"max.message.bytes": "2000"})
+    records = _records(30, size=600)
+    produce(kafka_clusters["c1"].bootstrap, topic, records)
+    src, dst = _clients(kafka_clusters)
+
+    result = copy_partition(_task(topic, 0, 30, exactly_once=exactly_once), src, dst)
+    assert result.ok, result.error
+    assert (result.copied, result.next_offset) == (30, 30)
+    target = [r.value for r in read_all(kafka_clusters["c2"].bootstrap, topic, 1)]
+    if exactly_once:
+        assert target == [v for _, v, _, _ in records]
+    else:  # the refused batches were never written: nothing to repeat either
+        assert sorted(set(target)) == sorted(v for _, v, _, _ in records) and len(target) == 30
+
+
+@pytest.mark.parametrize("exactly_once", [True, False], ids=["eos", "alo"])
+def test_a_refused_copy_inside_a_batch_is_found_at_its_offset(kafka_clusters, make_topic, exactly_once):
+    # A compacted target refuses a record without a key, and with it the whole batch the
+    # producer sent it in; the copier reports failures only, so it looks for the message.
+    topic = _topic_pair(make_topic, target_config={"cleanup.policy": "compact"})
+    records = _records(20)
+    records[13] = (None, b"no-key", None, None)
+    produce(kafka_clusters["c1"].bootstrap, topic, records)
+    src, dst = _clients(kafka_clusters)
+
+    result = copy_partition(_task(topic, 0, 20, exactly_once=exactly_once), src, dst)
+    assert not result.ok
+    assert (result.error_offset, result.next_offset) == (13, 13), result.error
+    assert "source offset 13" in result.error
+    target = [r.value for r in read_all(kafka_clusters["c2"].bootstrap, topic, 1)]
+    assert set(target) == {v for _, v, _, _ in records[:13]}
+    if exactly_once:
+        assert len(target) == 13
 
 
 def test_at_least_once_copies_everything_and_commits_the_checkpoint(kafka_clusters, make_topic):

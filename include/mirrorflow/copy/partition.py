@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from confluent_kafka import (
@@ -140,6 +140,9 @@ class PartitionResult:
     malformed: int = 0
     bytes: int = 0
     checksum: int = 0
+    #: The target offsets the copies were written between: the partition's end offset before
+    #: the first copy and its last offset after the last commit (other producers' messages and
+    #: transaction markers may share the span). ``None``: nothing copied, or the target did not say.
     target_first_offset: int | None = None
     target_last_offset: int | None = None
     #: Offsets the source deleted (retention) before this link copied them.
@@ -171,10 +174,13 @@ class _Abort(Exception):
 
 @dataclass
 class _Batch:
-    """What the open transaction holds, for the delivery callback to fill in."""
+    """What the open transaction's delivery callbacks found: the lowest refused span, or nothing.
 
-    first_error: tuple[int, KafkaError] | None = None
-    target_offsets: list[int] = field(default_factory=list)
+    ``first_error`` is ``(span, error)``; ``span`` is ``[first, end]`` of the consumed chunk
+    the refused copy came from (``end`` is -1 while that chunk is still being produced).
+    """
+
+    first_error: tuple[list[int], KafkaError] | None = None
 
 
 def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterClient,
@@ -228,33 +234,25 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
             end = min(end, start + task.max_records)
         result.end_offset = end
         if start < end:
-            _copy_range(task, producer, checkpoint, reader, start, end, result, idle_timeout, op_timeout,
-                        kept_reader=kept_reader)
+            span_end = _copy_range(task, producer, checkpoint, reader, start, end, result, idle_timeout,
+                                   op_timeout, kept_reader=kept_reader)
+            if span_end is not None:
+                producer = _find_refused(task, target, producer, checkpoint, reader, result, span_end, end,
+                                         idle_timeout, op_timeout, kept_reader)
         elif committed is None and result.initialised and result.transactions == 0:
             _commit_position(task, producer, checkpoint, start, op_timeout)  # hand-over point, nothing to copy
             result.transactions += 1
-        one_per_batch = False
-        if result.error_code == KafkaError.MSG_SIZE_TOO_LARGE:
-            # The target refused a whole batch: find the message it refuses by sending one
-            # message per batch (the aborted attempt stays invisible to read_committed).
-            log.info("%s %s[%d]: target refused a batch as too large; retrying one message per batch from %d",
-                     task.link_id, task.topic, task.partition, result.next_offset)
-            one_per_batch = True
-            producer = _fresh_producer(producer, task, target, op_timeout)
-            result.error = result.error_offset = result.error_code = None
-            _copy_range(task, producer, checkpoint, reader, result.next_offset, end, result, idle_timeout,
-                        op_timeout, one_by_one=True, kept_reader=kept_reader)
         if result.error_offset is not None and result.error_offset > result.next_offset:
             # The refused copy aborted its whole transaction: copy again up to it, then stop there.
-            error, error_offset = result.error, result.error_offset
+            error, error_offset, error_code = result.error, result.error_offset, result.error_code
             log.info("%s %s[%d]: copying %d..%d, up to the refused message", task.link_id, task.topic,
                      task.partition, result.next_offset, error_offset)
             producer = _fresh_producer(producer, task, target, op_timeout)
             result.error = result.error_offset = result.error_code = None
             _copy_range(task, producer, checkpoint, reader, result.next_offset, error_offset, result,
-                        idle_timeout, op_timeout, one_by_one=one_per_batch, kept_reader=kept_reader)
+                        idle_timeout, op_timeout, kept_reader=kept_reader)
             if result.error is None:
-                result.error, result.error_offset = error, error_offset
+                result.error, result.error_offset, result.error_code = error, error_offset, error_code
     except KafkaException as exc:
         err = exc.args[0]
         result.error = f"{err.name()}: {err.str()}"
@@ -293,6 +291,51 @@ def _restore(task: PartitionTask, producer: Producer, checkpoint: Consumer, star
     _copy_range(task, producer, checkpoint, source, start, end, result, idle_timeout, op_timeout)
     result.restored = result.copied + result.skipped - before
     return result.next_offset
+
+
+#: Refusals of a whole record batch: one message per request goes through.
+_BATCH_TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
+
+
+def _find_refused(task: PartitionTask, target: ClusterClient, producer: Producer, checkpoint: Consumer,
+                  reader: Consumer, result: PartitionResult, span_end: int, end: int, idle_timeout: float,
+                  op_timeout: float, kept_reader: bool) -> Producer:
+    """After a refused copy somewhere in ``[result.error_offset, span_end)``: find it, or get past the failure.
+
+    Delivery reports come only for failures (``delivery.report.only.error``: a report
+    per copy cost about a fifth of the copier's CPU at 100 B), so a refusal is known
+    only to the chunk of up to 500 consumed messages its copy came from. The target
+    may also have refused the whole batch around it (a record batch too large, say).
+    So: copy again what precedes the chunk, batched (the aborted transaction took it
+    along); then the chunk one message per request, where a refusal that repeats
+    stops at its exact offset. If the chunk goes through, the rest is copied batched,
+    or, when the target refused a batch as too large (its limit was unknown to the
+    planner), one message per request to the end. A second failure there is reported
+    as it is, at the start of its own chunk. Returns the producer in use (each attempt
+    after an abort starts a fresh one).
+    """
+    error, code, chunk = result.error, result.error_code, result.error_offset
+    log.info("%s %s[%d]: the target refused a copy of source offsets %d..%d (%s); looking for it one message "
+             "at a time", task.link_id, task.topic, task.partition, chunk, span_end - 1, error)
+    result.error = result.error_offset = result.error_code = None
+    steps: list[tuple[int, int, bool]] = [(result.next_offset, chunk, False), (chunk, span_end, True)]
+    for first, last, one_by_one in steps:
+        if first >= last:
+            continue
+        producer = _fresh_producer(producer, task, target, op_timeout)
+        _copy_range(task, producer, checkpoint, reader, result.next_offset, last, result, idle_timeout,
+                    op_timeout, one_by_one=one_by_one, kept_reader=kept_reader)
+        if result.error is not None:
+            return producer  # exact (one at a time), or a new failure where it is
+    batch_too_large = code in _BATCH_TOO_LARGE
+    log.info("%s %s[%d]: source offsets %d..%d went through one at a time: %s; copying on from %d%s",
+             task.link_id, task.topic, task.partition, chunk, span_end - 1,
+             "the target refuses batches this large" if batch_too_large else f"the refusal ({error}) did not repeat",
+             result.next_offset, ", one message per request" if batch_too_large else "")
+    if result.next_offset < end:
+        _copy_range(task, producer, checkpoint, reader, result.next_offset, end, result, idle_timeout,
+                    op_timeout, one_by_one=batch_too_large, kept_reader=kept_reader)
+    return producer
 
 
 def _commit_position(task: PartitionTask, producer: Producer, checkpoint: Consumer, offset: int,
@@ -338,13 +381,16 @@ def _checkpoint(consumer: Consumer, task: PartitionTask, timeout: float) -> int 
 
 def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, reader: Consumer,
                 start: int, end: int, result: PartitionResult, idle_timeout: float, op_timeout: float,
-                one_by_one: bool = False, kept_reader: bool = False) -> None:
+                one_by_one: bool = False, kept_reader: bool = False) -> int | None:
     """Copy [start, end) in transactions of ``task.txn_records`` or ``task.txn_max_seconds``, whichever comes first.
 
     ``one_by_one`` waits for each copy's acknowledgement before the next (one
     message per request): slow, used only to find the message a target refuses.
     ``kept_reader``: the reader copied another range before, so anything it still
     hands over for another partition (even an end-of-partition event) is ignored.
+
+    Returns ``None``, or after a refused copy that is not pinpointed (batched),
+    the end of the source span it lies in; ``result.error_offset`` is the span's start.
     """
     txn = _Commits(task, producer, checkpoint, op_timeout)
     reader.assign([TopicPartition(task.topic, task.partition, start)])
@@ -359,12 +405,8 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
     # batch can take longer than the transaction may stay open (throttled, or one copy at a time).
     slow = limiter is not None or one_by_one
 
-    def delivered(err: KafkaError | None, msg, source_offset: int) -> None:
-        if err is not None:
-            if batch.first_error is None:
-                batch.first_error = (source_offset, err)
-        else:
-            batch.target_offsets.append(msg.offset())
+    before = _target_end(checkpoint, task, op_timeout) if result.target_first_offset is None else None
+    copied_before = result.copied
 
     def commit(next_offset: int) -> None:
         nonlocal batch, in_txn, txn_started
@@ -388,10 +430,6 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
         result.transactions += 1
         result.next_offset = next_offset
         result.checksum = crc
-        if batch.target_offsets:
-            first, last = min(batch.target_offsets), max(batch.target_offsets)
-            result.target_first_offset = first if result.target_first_offset is None else result.target_first_offset
-            result.target_last_offset = last
         batch = _Batch()
         in_txn = 0
         txn_started = time.monotonic()
@@ -422,6 +460,13 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
                                                     f"offset {position} (planned end {end})"))
                 continue
             progressed = False
+            span = [position, -1]  # the source offsets this chunk's copies come from, for a refusal
+
+            # One callback per chunk, not per copy: the producer reports failures only.
+            def refused(err: KafkaError | None, msg, span: list[int] = span) -> None:
+                if err is not None and (batch.first_error is None or span[0] < batch.first_error[0][0]):
+                    batch.first_error = (span, err)
+
             for msg in msgs:
                 if kept_reader:
                     msg_topic = msg.topic()
@@ -449,20 +494,21 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
                     key, value = msg.key(), msg.value()
                     ts_type, ts = msg.timestamp()
                     timestamp = 0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts  # 0: the producer's clock
-                    # A Python callable, not functools.partial: confluent-kafka may call the callback while a
-                    # fatal error (fenced) is pending; a C-level callable turns that into a SystemError that
-                    # hides the fencing, a Python one lets flush() raise the KafkaException itself.
-                    on_delivery = lambda e, m, o=offset: delivered(e, m, o)  # noqa: E731
+                    # The callback is a Python function, not a C-level callable such as functools.partial:
+                    # confluent-kafka may call it while a fatal error (fenced) is pending; a C-level callable
+                    # turns that into a SystemError that hides the fencing, a Python one lets flush() raise
+                    # the KafkaException itself.
                     try:
-                        producer.produce(topic, value, key, partition=partition, on_delivery=on_delivery,
+                        producer.produce(topic, value, key, partition=partition, on_delivery=refused,
                                          timestamp=timestamp, headers=out_headers)
                     except (BufferError, KafkaException):  # local queue full, or refused: the careful path
                         _produce(producer, topic, key, value,
                                  {"partition": partition, "headers": out_headers, "timestamp": timestamp},
-                                 on_delivery, offset)
+                                 refused, offset)
                     if one_by_one:
                         producer.flush(op_timeout)
                         if batch.first_error is not None:
+                            batch.first_error = ([offset, offset + 1], batch.first_error[1])  # exactly this one
                             raise _Abort()
                     size = len(key or b"") + len(value or b"")
                     copied += 1
@@ -481,6 +527,7 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
                     commit(position)
                     fold()
                     txn.begin()
+            span[1] = position
             if progressed:
                 last_progress = now
             if in_txn and time.monotonic() - txn_started >= task.txn_max_seconds:
@@ -493,16 +540,26 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
             txn.close_empty()
         fold()
         result.throttled_s = round(result.throttled_s, 3)
+        if result.copied > copied_before:
+            _note_target_offsets(result, before, _target_end(checkpoint, task, op_timeout))
     except _Abort:
         txn.abort()
-        failed_offset, err = batch.first_error  # type: ignore[misc]
-        result.error = f"{err.name()}: {err.str()} (producing the copy of source offset {failed_offset})"
-        result.error_offset = failed_offset
+        (first, span_end), err = batch.first_error  # type: ignore[misc]
+        span_end = position if span_end < 0 else span_end  # refused before its chunk was all produced
+        result.error_offset = first
         result.error_code = err.code()
+        if span_end - first <= 1:
+            result.error = f"{err.name()}: {err.str()} (producing the copy of source offset {first})"
+            return None
+        result.error = (f"{err.name()}: {err.str()} (producing a copy of one of source offsets "
+                        f"{first}..{span_end - 1})")
+        return span_end
     except _ProduceRejected as exc:
         # Commit what precedes the message the target refuses, then stop at it.
         commit(exc.offset)
         fold()
+        if result.copied > copied_before:
+            _note_target_offsets(result, before, _target_end(checkpoint, task, op_timeout))
         result.error = exc.reason
         result.error_offset = exc.offset
     except _TargetSilent:
@@ -516,6 +573,29 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
         except KafkaException:
             pass  # fenced or fatal: the next attempt's init_transactions cleans up
         raise
+
+
+def _target_end(checkpoint: Consumer, task: PartitionTask, timeout: float) -> int | None:
+    """The target partition's end offset (high watermark), for the audit line; ``None`` if it does not say.
+
+    The audit gives the span of target offsets a copy wrote in. The producer reports
+    failures only, so the span comes from the end offsets before the first copy and
+    after the last commit: two requests per range instead of a report per copy.
+    """
+    try:
+        return checkpoint.get_watermark_offsets(TopicPartition(task.topic, task.partition), timeout=timeout)[1]
+    except KafkaException as exc:
+        log.warning("%s %s[%d]: the target's end offset, for the audit, is unknown: %s", task.link_id,
+                    task.topic, task.partition, exc.args[0])
+        return None
+
+
+def _note_target_offsets(result: PartitionResult, before: int | None, after: int | None) -> None:
+    """Widen the result's target span to ``[before, after - 1]``; a bound the target did not give stays unknown."""
+    if result.target_first_offset is None and before is not None:
+        result.target_first_offset = before
+    if after is not None:
+        result.target_last_offset = after - 1
 
 
 class _Commits:

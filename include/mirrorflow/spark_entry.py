@@ -18,11 +18,6 @@ from pathlib import Path
 from typing import Any
 
 
-def spark_context(spark: Any) -> Any:
-    """The SparkContext of ``spark``, which may be a SparkSession (tests) or a SparkContext (the entry points)."""
-    return getattr(spark, "sparkContext", spark)
-
-
 def run_entry(doc: str, app_name: Callable[[Any], str], load: Callable[[], Any], run: Callable[[Any, Any], Any],
               argv: list[str] | None = None) -> int:
     """``load()`` the spec, ``run(spec, spark)``, write the result; ``app_name(spec)`` names the Spark app."""

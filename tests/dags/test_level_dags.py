@@ -137,3 +137,25 @@ def test_level_dag_runs_on_a_spark_standalone_cluster(airflow_home, kafka_cluste
     assert_exactly_once(kafka_clusters, ["c2"], topic, expected)
     # the executors got the core package the way a cluster needs it: shipped with the job
     assert list(work_dir.glob("app-*/*/mirrorflow.zip")), sorted(str(p) for p in work_dir.rglob("*"))[:20]
+
+
+@pytest.mark.spark
+def test_level_dag_runs_on_a_spark_connect_server(airflow_home, kafka_clusters, make_topic, spark_connect_server,
+                                                  monkeypatch, caplog):
+    """A ``spark_connect`` connection: the driver plans in the task, the Connect server copies; no spark-submit."""
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({
+        "conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server.port}))
+    topic = make_topic("c1", partitions=2)
+    topo = topology(kafka_clusters, FOUR, [topic])
+    expected = traffic(kafka_clusters, "c1", topic, 30)
+
+    run = build_level_dags(topo)["mirror_level_1"].test()
+    summary = xcom(run, "copy")
+    assert run.state == "success", summary
+    assert {l["link"]: l["copied"] for l in summary["links"]}["c1.L1"] == 30
+    assert summary["spark_tasks"] >= 1
+    assert_exactly_once(kafka_clusters, ["c2"], topic, expected)
+    assert f"running on the Spark Connect server sc://127.0.0.1:{spark_connect_server.port}" in caplog.text
+    audit = [json.loads(r.getMessage()) for r in caplog.records if r.name == "mirrorflow.audit"]
+    assert sum(a["copied"] for a in audit if a["event"] == "copy") == 30  # the audit lines are in the task log
+    assert "spark_submit" not in caplog.text

@@ -8,14 +8,18 @@ per-origin order within a key preserved.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from mirrorflow.copy.clients import checkpoint_group
 from mirrorflow.copy.job import JobResult, run_job
+from mirrorflow.copy.partition import RETRIABLE_COORDINATOR
 from mirrorflow.copy.links import build_spec, effective_links
 from mirrorflow.topology import Topology, parse_topology
 from tests.integration.kafka_io import produce, read_all
@@ -219,3 +223,33 @@ class LevelRuns:
         self.stop_.set()
         self.thread.join(120)
         assert self.error is None, self.error
+
+
+def checkpointed(bootstrap: str, link_id: str, topic: str, partitions: int, wait: float = 0.0) -> int:
+    """Sum of the link's checkpoints.
+
+    With ``wait`` 0, a retriable answer (coordinator loading or moving, or an open
+    transaction's offsets not yet stable) counts as 0, for polling loops; otherwise
+    it is retried until ``wait`` seconds have passed. A killed producer's open
+    transaction keeps its offsets unstable until the broker times it out (60 s).
+    """
+    deadline = time.monotonic() + wait
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": checkpoint_group(link_id)})
+    try:
+        while True:
+            try:
+                tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+                return sum(max(0, tp.offset) for tp in tps)
+            except KafkaException as exc:
+                if not (exc.args[0].retriable() or exc.args[0].code() in RETRIABLE_COORDINATOR):
+                    raise
+                if time.monotonic() >= deadline:
+                    if wait:
+                        raise
+                    return 0
+                _poll_pause.wait(0.5)
+    finally:
+        consumer.close()
+
+
+_poll_pause = threading.Event()  # never set: .wait(t) paces checkpointed()'s retries

@@ -12,18 +12,16 @@ import traceback
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 
 from mirrorflow.copy.job import JOB_ENV, run_job
 from mirrorflow.copy.links import build_spec, effective_links
-from mirrorflow.copy.clients import checkpoint_group
-from mirrorflow.copy.partition import RETRIABLE_COORDINATOR
 from tests.fixtures.kafka import wait_for_topic
 from tests.integration.kafka_io import produce
 from tests.integration.mirroring import (
     FOUR,
     assert_exactly_once,
+    checkpointed,
     clients,
     converge,
     partitions_of,
@@ -44,33 +42,6 @@ def _stack_of(thread: threading.Thread) -> str:
     return "".join(traceback.format_stack(frame)) if frame is not None else "(thread gone)"
 
 
-def _committed(bootstrap: str, link_id: str, topic: str, partitions: int, wait: float = 0.0) -> int:
-    """Sum of the link's checkpoints.
-
-    With ``wait`` 0, a retriable answer (coordinator loading or moving, or an open
-    transaction's offsets not yet stable) counts as 0, for polling loops; otherwise
-    it is retried until ``wait`` seconds have passed. A killed producer's open
-    transaction keeps its offsets unstable until the broker times it out (60 s).
-    """
-    deadline = time.monotonic() + wait
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": checkpoint_group(link_id)})
-    try:
-        while True:
-            try:
-                tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
-                return sum(max(0, tp.offset) for tp in tps)
-            except KafkaException as exc:
-                if not (exc.args[0].retriable() or exc.args[0].code() in RETRIABLE_COORDINATOR):
-                    raise
-                if time.monotonic() >= deadline:
-                    if wait:
-                        raise
-                    return 0
-                _pause.wait(0.5)
-    finally:
-        consumer.close()
-
-
 def test_job_killed_mid_batch_then_rerun_is_exactly_once(kafka_clusters, make_topic, spark):
     topic = topic_everywhere(make_topic)
     # A byte-rate cap slows this link down so that the kill lands mid-batch, many transactions in.
@@ -88,14 +59,14 @@ replication:
     c2 = kafka_clusters["c2"].bootstrap
     deadline = time.monotonic() + 180
     try:
-        while _committed(c2, "c1.L1", topic, 2) < 400:  # a few transactions committed on the target
+        while checkpointed(c2, "c1.L1", topic, 2) < 400:  # a few transactions committed on the target
             assert proc.poll() is None, "the job ended before it could be killed"
             assert time.monotonic() < deadline, "the job never committed a transaction"
             _pause.wait(0.1)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the whole job: driver JVM and Python workers
         proc.wait(30)
-    done = _committed(c2, "c1.L1", topic, 2, wait=120)
+    done = checkpointed(c2, "c1.L1", topic, 2, wait=120)
     assert 400 <= done < 4000, f"kill did not land mid-batch (checkpoint {done})"
 
     converge(topo, clients(kafka_clusters, topo), spark)
@@ -238,7 +209,7 @@ replication:
     run.start()
     try:
         deadline = time.monotonic() + 120
-        while _committed(c2.bootstrap, "c1.L1", topic, 2) < 300:
+        while checkpointed(c2.bootstrap, "c1.L1", topic, 2) < 300:
             assert run.is_alive(), "the run ended before the broker could be killed"
             assert time.monotonic() < deadline, "the run never committed a transaction"
             _pause.wait(0.05)

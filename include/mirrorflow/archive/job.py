@@ -53,7 +53,7 @@ from mirrorflow.copy.plan import PartitionWork, pack
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.spark_entry import spark_context
+from mirrorflow.spark_run import parallelism, run_bins
 from mirrorflow.topology.model import TopicSelector
 
 log = logging.getLogger(__name__)
@@ -305,10 +305,8 @@ def execute(spark: Any, spec: ArchiveSpec, bins: list[list[ArchiveTask]]) -> lis
     location = spec.location.to_dict()
     if spark is None:
         return [r for tasks in bins for r in archive_tasks(clusters, location, tasks)]
-    sc = spark_context(spark)
-    sc.setJobDescription(f"mirrorflow archive run {spec.run_id}: {sum(map(len, bins))} partitions")
-    rdd = sc.parallelize(bins, len(bins))
-    return rdd.mapPartitions(functools.partial(_archive_bins, clusters, location)).collect()
+    return run_bins(spark, functools.partial(_archive_bins, clusters, location), bins,
+                    f"mirrorflow archive run {spec.run_id}: {sum(map(len, bins))} partitions")
 
 
 # --------------------------------------------------------------------------- the run
@@ -333,7 +331,7 @@ def run_archive(spec: ArchiveSpec, spark: Any = None) -> ArchiveResult:
         max_records=spec.max_records_per_run, rows_per_object=spec.rows_per_object)
         for plan in plans for pp in plan.partitions if pp.error is None and pp.start < pp.end}
     works = [PartitionWork(t.cluster, t.topic, t.partition, t.start, t.end) for t in tasks.values()]
-    slots = spec.slots or (spark_context(spark).defaultParallelism if spark is not None else 1)
+    slots = spec.slots or parallelism(spark)
     bins = [[tasks[(w.link_id, w.topic, w.partition)] for w in bin_] for bin_ in pack(works, slots)]
     result.tasks = len(bins)
     result.plan_s = time.monotonic() - started

@@ -47,7 +47,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.admin import committed_offsets, earliest_and_stable, list_topics
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
-from mirrorflow.spark_entry import spark_context
+from mirrorflow.spark_run import parallelism, run_bins
 from mirrorflow.topology.model import TopicSelector
 
 log = logging.getLogger(__name__)
@@ -329,7 +329,8 @@ def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
 def execute(spark: Any, spec: Any, bins: list[list[PartitionTask]]) -> list[dict[str, Any]]:
     """Run the bins as Spark tasks (one bin, one task), or in this process when ``spark`` is ``None``.
 
-    ``spec`` is any job spec with ``clusters``, ``level``, ``run_id`` and ``copy_threads``.
+    ``spec`` is any job spec with ``clusters``, ``level``, ``run_id`` and ``copy_threads``;
+    ``spark`` a SparkContext or a Spark Connect session (:mod:`mirrorflow.spark_run`).
     """
     if not bins:
         return []
@@ -337,10 +338,8 @@ def execute(spark: Any, spec: Any, bins: list[list[PartitionTask]]) -> list[dict
     threads = spec.copy_threads
     if spark is None:
         return [r for tasks in bins for r in copy_tasks(clusters, tasks, threads)]
-    sc = spark_context(spark)
-    sc.setJobDescription(f"mirrorflow level {spec.level} run {spec.run_id}: {sum(map(len, bins))} partitions")
-    rdd = sc.parallelize(bins, len(bins))
-    return rdd.mapPartitions(functools.partial(copy_bins, clusters, threads)).collect()
+    return run_bins(spark, functools.partial(copy_bins, clusters, threads), bins,
+                    f"mirrorflow level {spec.level} run {spec.run_id}: {sum(map(len, bins))} partitions")
 
 
 # --------------------------------------------------------------------------- the job
@@ -349,7 +348,7 @@ def execute(spark: Any, spec: Any, bins: list[list[PartitionTask]]) -> list[dict
 def run_job(spec: JobSpec, spark: Any = None) -> JobResult:
     """Plan, copy, audit. ``spark=None`` copies in this process (dry runs, small tests)."""
     result = JobResult(spec.level, spec.run_id)
-    slots = spec.slots or (spark_context(spark).defaultParallelism if spark is not None else 1)
+    slots = spec.slots or parallelism(spark)
     started = time.monotonic()
     plans = plan(spec, slots)
     by_link = {p.link.link_id: p for p in plans}

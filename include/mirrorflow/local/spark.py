@@ -19,22 +19,32 @@ without return.
 Only for local masters (``spark_conf`` in the Airflow plugin decides): on a
 cluster the driver runs elsewhere and the archive's path means nothing there.
 
-    python -m mirrorflow.local.spark prepare      # build the archive if missing
+:class:`LocalConnectServer` is the other way to a short micro-batch: a Spark
+Connect server on loopback, started once, that every job of a ``spark_connect``
+Airflow connection runs on (:mod:`mirrorflow.spark_run` says why). The tests,
+the benchmarks and ``connect-server`` below start one.
+
+    python -m mirrorflow.local.spark prepare                   # build the archive if missing
+    python -m mirrorflow.local.spark connect-server --port 15002   # a Connect server in the foreground
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import hashlib
 import importlib.metadata
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-from mirrorflow.local.kafka import default_cache_root
+from mirrorflow.local.kafka import default_cache_root, free_port
 from mirrorflow.local.maven import find_java
 
 _WARM_UP = """
@@ -118,14 +128,162 @@ def prepare(cache_root: Path | None = None, *, force: bool = False) -> Path | No
     return path
 
 
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+_pause = threading.Event()  # never set: .wait(t) paces the readiness probe
+
+
+class ConnectServerError(RuntimeError):
+    """The local Spark Connect server did not start (the message carries its log's last lines)."""
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Ask Linux to stop the server when the process that started it dies (a killed test session)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class LocalConnectServer:
+    """A Spark Connect server on ``127.0.0.1:<port>`` with a ``local[N]`` master and this interpreter's workers.
+
+    Its Python workers run ``python`` (default: this interpreter), whose environment
+    must have ``mirrorflow`` and confluent-kafka; they are kept between jobs, so a
+    changed ``mirrorflow`` reaches them only after a restart of the server.
+    ``spark.default.parallelism`` is set to the cores, which is how a Connect
+    client learns how many tasks to pack the work into. Sessions stay open a day
+    without use (Spark's default is an hour), so a schedule with long gaps still
+    finds its session's workers warm.
+    """
+
+    def __init__(self, port: int | None = None, *, cores: int | None = None, run_dir: Path | str | None = None,
+                 python: str | None = None, die_with_parent: bool = True, start_new_session: bool = False,
+                 conf: dict[str, str] | None = None) -> None:
+        self.port = port or free_port()
+        self.cores = cores or os.cpu_count() or 1
+        self.run_dir = Path(run_dir) if run_dir else Path(tempfile.mkdtemp(prefix="mirrorflow-connect-"))
+        self.python = python or sys.executable
+        self.die_with_parent = die_with_parent
+        self.start_new_session = start_new_session
+        self.conf = dict(conf or {})
+        self.log_path = self.run_dir / "connect-server.log"
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"sc://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def command(self) -> list[str]:
+        import pyspark
+
+        conf = {
+            "spark.connect.grpc.binding.address": "127.0.0.1",
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.default.parallelism": str(self.cores),
+            "spark.connect.session.manager.defaultSessionTimeout": "24h",
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.pyspark.python": self.python,
+            **self.conf,
+        }
+        spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+        return [str(spark_submit), "--master", f"local[{self.cores}]", "--class", CONNECT_SERVER_CLASS,
+                "--name", "mirrorflow-connect", *[a for k, v in conf.items() for a in ("--conf", f"{k}={v}")],
+                "spark-internal"]
+
+    def start(self, timeout: float = 120.0) -> "LocalConnectServer":
+        """Start the server; return once it accepts connections on its port."""
+        if self.is_running():
+            return self
+        if _accepts(self.port):
+            raise ConnectServerError(f"cannot start a Spark Connect server on 127.0.0.1:{self.port}: the port is in use")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PYSPARK_PYTHON": self.python, "SPARK_LOCAL_IP": "127.0.0.1"}
+        log = self.log_path.open("w")
+        try:
+            # spark-submit execs the server's JVM, so this pid is the server's.
+            self._proc = subprocess.Popen(self.command(), cwd=self.run_dir, env=env, stdout=log,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                          preexec_fn=_die_with_parent if self.die_with_parent else None,
+                                          start_new_session=self.start_new_session)
+        finally:
+            log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            code = self._proc.poll()
+            if code is not None:
+                self._proc = None
+                raise ConnectServerError(f"the Spark Connect server exited with {code} during start-up; "
+                                         f"last lines of {self.log_path}:\n{self.log_tail()}")
+            if _accepts(self.port):
+                return self
+            _pause.wait(0.2)
+        self.stop()
+        raise ConnectServerError(f"the Spark Connect server did not listen on 127.0.0.1:{self.port} within "
+                                 f"{timeout:.0f}s; last lines of {self.log_path}:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError as exc:
+            return f"(no log: {exc})"
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after ``timeout``); a no-op if it is not running."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+    def __enter__(self) -> "LocalConnectServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mirrorflow.local.spark", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_prepare = sub.add_parser("prepare", help="build the driver's class archive if it is missing")
     p_prepare.add_argument("--force", action="store_true", help="build it again even if it exists")
     p_prepare.add_argument("--cache-dir", type=Path, default=None, help="default: <repo>/.cache")
+    p_connect = sub.add_parser("connect-server", help="run a Spark Connect server on loopback in the foreground")
+    p_connect.add_argument("--port", type=int, default=15002)
+    p_connect.add_argument("--cores", type=int, default=None, help="local[N] (default: every core)")
+    p_connect.add_argument("--run-dir", type=Path, default=Path(".run") / "spark-connect",
+                           help="where its log goes (default: .run/spark-connect)")
     args = parser.parse_args(argv)
-    prepare(args.cache_dir, force=args.force)
+    if args.command == "prepare":
+        prepare(args.cache_dir, force=args.force)
+        return 0
+    server = LocalConnectServer(args.port, cores=args.cores, run_dir=args.run_dir).start()
+    print(f"Spark Connect server on {server.url} (local[{server.cores}], Python workers: {server.python}); "
+          f"log in {server.log_path}; Ctrl-C stops it", flush=True)
+    try:
+        server._proc.wait()  # type: ignore[union-attr]
+    except KeyboardInterrupt:
+        server.stop()
     return 0
 
 

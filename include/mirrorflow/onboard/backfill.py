@@ -37,7 +37,7 @@ from mirrorflow.copy.plan import PartitionWork, pack
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.spark_entry import spark_context
+from mirrorflow.spark_run import parallelism
 from mirrorflow.copy.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 
 log = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ def run_backfill(spec: BackfillSpec, spark: Any = None) -> BackfillResult:
     result = BackfillResult(spec.run_id, spec.link_id, spec.source, spec.target, spec.mode)
     started = time.monotonic()
     tasks = plan_tasks(spec)
-    slots = spec.slots or (spark_context(spark).defaultParallelism if spark is not None else 1)
+    slots = spec.slots or parallelism(spark)
     works = [PartitionWork(t.link_id, t.topic, t.partition, 0, max(1, t.end_offset - max(t.start_offset or 0, 0)))
              for t in tasks]
     by_key = {(t.link_id, t.topic, t.partition): t for t in tasks}

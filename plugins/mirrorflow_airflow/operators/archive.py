@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mirrorflow.archive.job import ARCHIVE_ENV, ArchiveSpec
+from mirrorflow.archive.job import ARCHIVE_ENV, ArchiveSpec, run_archive
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.hooks.archive import archive_location
@@ -27,7 +27,8 @@ class ArchiveFailed(MirrorflowError):
 
 class MirrorArchiveOperator(MirrorSparkJobOperator):
     def __init__(self, *, topology: Topology, **kwargs: Any) -> None:
-        super().__init__(application=str(SPARK_JOBS / "mirror_archive.py"), name="mirrorflow-archive", **kwargs)
+        super().__init__(application=str(SPARK_JOBS / "mirror_archive.py"), name="mirrorflow-archive",
+                         spec_env=ARCHIVE_ENV, run=run_archive, **kwargs)
         self.topology = topology
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -40,7 +41,7 @@ class MirrorArchiveOperator(MirrorSparkJobOperator):
             max_records_per_run=self.topology.archive.max_records_per_run,
         )
         log.info("archiving %s to %s", ", ".join(archived), location.uri)
-        result = self.submit(context, {ARCHIVE_ENV: spec.to_json()})
+        result = self.submit(context, spec)
         result.pop("partition_details", None)
         log.info("archived %d records in %d objects; manifests: %s", result["archived"], result["objects"],
                  ", ".join(result["manifests"].values()) or "none (nothing new)")

@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.onboard.backfill import BACKFILL_ENV, BackfillSpec
+from mirrorflow.onboard.backfill import BACKFILL_ENV, BackfillSpec, run_backfill
 from mirrorflow.onboard.plan import OnboardPlan
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator
@@ -26,7 +26,8 @@ class BackfillFailed(MirrorflowError):
 
 class MirrorBackfillOperator(MirrorSparkJobOperator):
     def __init__(self, *, topology: Topology, plan_task_id: str = "preflight", **kwargs: Any) -> None:
-        super().__init__(application=str(SPARK_JOBS / "mirror_backfill.py"), name="mirrorflow-backfill", **kwargs)
+        super().__init__(application=str(SPARK_JOBS / "mirror_backfill.py"), name="mirrorflow-backfill",
+                         spec_env=BACKFILL_ENV, run=run_backfill, **kwargs)
         self.topology = topology
         self.plan_task_id = plan_task_id
 
@@ -50,7 +51,7 @@ class MirrorBackfillOperator(MirrorSparkJobOperator):
             clusters={name: dict(c.settings) for name, c in clients.items()}, since_ms=plan.since_ms,
             restore=plan.restore, location=location, copy_threads=self.topology.replication.copy_threads,
         )
-        result = self.submit(context, {BACKFILL_ENV: spec.to_json()})
+        result = self.submit(context, spec)
         partitions = result.pop("partition_results", [])
         for p in partitions:
             log.info("%s[%d]: source %d..%d, %d copied (%d from the archive)%s", p["topic"], p["partition"],

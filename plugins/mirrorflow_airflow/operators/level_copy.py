@@ -2,7 +2,9 @@
 
 A thin layer over the Spark provider's ``SparkSubmitOperator``: the Airflow Spark
 connection (``spark_default``) says where the job runs, so the same job runs on
-``local[*]`` and on a Spark cluster. What this operator adds:
+``local[*]``, on a Spark cluster and, with a ``spark_connect`` connection, on a
+Spark Connect server that stays up between runs (no Spark start per micro-batch;
+see ``MirrorSparkJobOperator``). What this operator adds:
 
 - it builds the job spec at run time from the topology, the links the ``plan``
   task let through, and each cluster's client settings resolved from Airflow
@@ -20,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mirrorflow.copy.job import JOB_ENV
+from mirrorflow.copy.job import JOB_ENV, run_job
 from mirrorflow.copy.links import build_spec, effective_links
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
@@ -41,7 +43,7 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator):
     def __init__(self, *, topology: Topology, level: int, plan_task_id: str = "plan",
                  spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
         super().__init__(application=str(JOB_SCRIPT), spark_conn_id=spark_conn_id, name=f"mirrorflow-level-{level}",
-                         **kwargs)
+                         spec_env=JOB_ENV, run=run_job, **kwargs)
         self.topology = topology
         self.level = level
         self.plan_task_id = plan_task_id
@@ -57,7 +59,7 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator):
                     for c in sorted({x for l in links for x in (l.source, l.default_target)})}
         spec = build_spec(self.topology, self.level, context["run_id"], links, clusters)
 
-        result = self.submit(context, {JOB_ENV: spec.to_json()})
+        result = self.submit(context, spec)
         result.pop("partitions", None)
         for link in result["links"]:
             log.info("link %s: %s -> %s: %d copied, %d skipped, %d bytes over %d partitions%s", link["link"],

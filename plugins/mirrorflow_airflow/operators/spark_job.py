@@ -1,34 +1,101 @@
-"""Submit one of mirrorflow's Spark jobs and read its result: the part every job operator shares.
+"""Run one of mirrorflow's Spark jobs and read its result: the part every job operator shares.
 
-Each job (level copy, onboarding backfill, archive) takes its spec, credentials
-included, in one environment variable of ``spark-submit`` (never the command
-line, the rendered template fields or the task log) and writes its result as
-JSON to a private temporary file. Exit code 2 still writes a result that names
-every failure, so the caller reports those instead of a bare exit code.
+The Airflow Spark connection says where and how (``spark_conn_id``, default
+``spark_default``):
+
+- a ``spark`` connection (``local[*]``, ``spark://...``): ``spark-submit`` of the
+  job's entry point. The spec, credentials included, goes in one environment
+  variable (never the command line, the rendered template fields or the task
+  log) and the result comes back as JSON in a private temporary file. Exit code 2
+  still writes a result that names every failure, so the caller reports those
+  instead of a bare exit code;
+- a ``spark_connect`` connection (``sc://host:port``, token and TLS from the
+  connection): the job's driver part (planning, audit) runs in this task and its
+  Spark tasks on the Connect server, which stays up between runs, so a
+  micro-batch skips Spark's start-up (:mod:`mirrorflow.spark_run`). The result is
+  the same dict. Killing the task interrupts the job on the server.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.common.compat.sdk import BaseHook
 
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.spark_connect import redact
+from mirrorflow.spark_connect import session as connect_session
 from mirrorflow_airflow.spark import core_zip, spark_conf
+
+log = logging.getLogger(__name__)
 
 
 class MirrorSparkJobOperator(SparkSubmitOperator):
-    """A SparkSubmitOperator whose job spec travels in the environment and whose result comes back as JSON."""
+    """Run a mirrorflow Spark job with ``spark-submit`` or on a Spark Connect server; return its result as a dict.
 
-    def __init__(self, *, application: str, name: str, spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
+    ``spec_env`` is the environment variable the job's entry point reads its spec
+    from; ``run`` the job's function (``run(spec, spark) -> result``), which the
+    Connect path calls in this process.
+    """
+
+    def __init__(self, *, application: str, name: str, spec_env: str, run: Callable[[Any, Any], Any],
+                 spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
         super().__init__(application=application, conn_id=spark_conn_id, name=name, **kwargs)
+        self.spec_env = spec_env
+        self.run_job = run
+        self._connect: tuple[Any, str] | None = None
 
-    def submit(self, context: Any, env: dict[str, str]) -> dict[str, Any]:
-        """Run the job with ``env``; return its result (raise if it wrote none)."""
+    def submit(self, context: Any, spec: Any) -> dict[str, Any]:
+        """Run the job on ``spec``; return its result (raise if there is none)."""
+        if BaseHook.get_connection(self._conn_id).conn_type == SparkConnectHook.conn_type:
+            return self._run_on_connect(context, spec)
+        return self._spark_submit(context, {self.spec_env: spec.to_json()})
+
+    def _run_on_connect(self, context: Any, spec: Any) -> dict[str, Any]:
+        url = SparkConnectHook(self._conn_id).get_connection_url()
+        # Tags name the job so that on_kill interrupts it (and only it) on the server.
+        tag = re.sub(r"[^A-Za-z0-9_.-]", "_", f"mirrorflow-{self.task_id}-{context['run_id']}")
+        log.info("%s: running on the Spark Connect server %s (connection %s)", self.name, redact(url), self._conn_id)
+        try:
+            with connect_session(url) as spark:
+                spark.addTag(tag)
+                self._connect = (url, tag)
+                try:
+                    result = self.run_job(spec, spark)
+                finally:
+                    self._connect = None
+        except MirrorflowError:
+            raise
+        except Exception as exc:
+            raise MirrorflowError(f"{self.name} on the Spark Connect server {redact(url)} (connection "
+                                  f"{self._conn_id}): {type(exc).__name__}: {exc}") from exc
+        for error in result.errors:
+            log.error("%s", error)
+        return json.loads(result.to_json())
+
+    def on_kill(self) -> None:
+        connect = self._connect
+        if connect is None:
+            super().on_kill()
+            return
+        url, tag = connect
+        log.info("interrupting %s on the Spark Connect server (tag %s)", self.name, tag)
+        # From a client of its own: on_kill runs in a signal handler, while the job's client
+        # may be inside a call. Tags are per session, and the session is the same.
+        with connect_session(url) as spark:
+            spark.interruptTag(tag)
+
+    def _spark_submit(self, context: Any, env: dict[str, str]) -> dict[str, Any]:
+        """``spark-submit`` the job with ``env``; return its result (raise if it wrote none)."""
         master = SparkSubmitHook(conn_id=self._conn_id)._resolve_connection()["master"]
         if master.startswith(("yarn", "k8s")):
             raise MirrorflowError(

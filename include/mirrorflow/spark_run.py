@@ -1,0 +1,106 @@
+"""How a job's bins of work reach Spark: a SparkContext (``spark-submit``) or a Spark Connect session.
+
+Every mirrorflow job (level copy, onboarding backfill, archive) plans on its
+driver and hands Spark a list of bins, one Spark task each; a task runs a
+function over its bins and yields one result dict per partition. This module is
+the one place that knows the two ways to do that:
+
+- a classic ``SparkContext`` (what ``spark-submit`` gives the entry points in
+  ``spark_jobs/``): ``parallelize(bins).mapPartitions(fn)``;
+- a Spark Connect session (``sc://`` URL, a long-running Spark Connect server):
+  the RDD API does not exist there, so the bins travel in the function's closure
+  and a one-row-per-task ``range`` is mapped with ``mapInArrow``, each task
+  yielding its results as JSON strings.
+
+Why Connect at all: a ``spark-submit`` per micro-batch starts two JVMs, a
+SparkContext and Python workers every time, about 5 s before the first record
+moves (docs/benchmarks.md). A Connect server is started once; its Python workers
+are kept between jobs of the same session (``spark.python.worker.reuse``), so a
+micro-batch costs the client's connection, the driver's planning and the copy.
+
+Executors import this module by reference (the Connect path's task function
+lives here), so it imports nothing heavy at module level.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: The column a Connect task's results come back in (one JSON object per row).
+RESULT_COLUMN = "result"
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (pyspark's client classes live in ``pyspark.sql.connect``)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def spark_context(spark: Any) -> Any:
+    """The SparkContext of ``spark``, which may be a SparkSession (tests) or a SparkContext (the entry points)."""
+    return getattr(spark, "sparkContext", spark)
+
+
+def parallelism(spark: Any) -> int:
+    """How many Spark tasks run at once: the bins to pack a job's work into.
+
+    A SparkContext knows (``defaultParallelism``). A Connect client does not see the
+    cluster, so it asks the server's settings: ``spark.default.parallelism`` when set
+    (``mirrorflow.local.spark connect-server`` sets it), else the core count of a
+    ``local[N]`` master; otherwise 2, said in the log (set the job's ``slots``).
+    """
+    if spark is None:
+        return 1
+    if not is_connect(spark):
+        return spark_context(spark).defaultParallelism
+    conf = spark.conf
+    value = conf.get("spark.default.parallelism", None)
+    if value:
+        return max(1, int(value))
+    master = conf.get("spark.master", None) or ""
+    match = re.fullmatch(r"local\[(\*|\d+)(?:,\s*\d+)?\]", master)
+    if match:
+        return (os.cpu_count() or 1) if match.group(1) == "*" else max(1, int(match.group(1)))
+    if master == "local":
+        return 1
+    log.warning("Spark Connect server with master %r does not say its parallelism (spark.default.parallelism); "
+                "packing the work into 2 Spark tasks", master or "unknown")
+    return 2
+
+
+def run_bins(spark: Any, fn: Callable[[Iterator[Any]], Iterator[dict[str, Any]]], bins: list[Any],
+             description: str) -> list[dict[str, Any]]:
+    """Run ``fn`` over each bin as one Spark task; every result dict, in no particular order.
+
+    ``fn`` takes an iterator of bins and yields result dicts (what ``mapPartitions``
+    is given on a SparkContext). It must be picklable by reference: a module-level
+    function, or a ``functools.partial`` of one.
+    """
+    if not bins:
+        return []
+    if not is_connect(spark):
+        sc = spark_context(spark)
+        sc.setJobDescription(description)
+        return sc.parallelize(bins, len(bins)).mapPartitions(fn).collect()
+    # One row (the bin's index) per partition: range() splits evenly, and nothing shuffles.
+    frame = spark.range(0, len(bins), 1, len(bins))
+    rows = frame.mapInArrow(functools.partial(_arrow_bins, fn, bins), f"{RESULT_COLUMN} string").collect()
+    return [json.loads(row[RESULT_COLUMN]) for row in rows]
+
+
+def _arrow_bins(fn: Callable[[Iterator[Any]], Iterator[dict[str, Any]]], bins: list[Any],
+                batches: Iterator[Any]) -> Iterator[Any]:
+    """Executor side of the Connect path: the bins whose indexes this task was given, through ``fn``."""
+    import pyarrow as pa
+
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            results = [json.dumps(r, default=str) for r in fn(iter([bins[index]]))]
+            yield pa.RecordBatch.from_pydict({RESULT_COLUMN: pa.array(results, type=pa.string())})

@@ -1,0 +1,127 @@
+"""The jobs on a real Spark Connect server: the same copies, no Spark start per run, interrupted safely."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from mirrorflow.copy.job import run_job
+from mirrorflow.copy.links import build_spec, effective_links
+from mirrorflow.spark_connect import redact, session, session_id, with_session
+from mirrorflow.spark_run import parallelism
+from tests.integration.mirroring import (
+    FOUR,
+    assert_exactly_once,
+    checkpointed,
+    clients,
+    converge,
+    topic_everywhere,
+    topology,
+    traffic,
+)
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+_pause = threading.Event()  # never set: .wait(t) paces polling
+
+
+def test_four_cluster_tree_converges_exactly_once_on_spark_connect(kafka_clusters, make_topic, spark_connect):
+    topic = topic_everywhere(make_topic, partitions=3)
+    topo = topology(kafka_clusters, FOUR, [topic])
+    expected = []
+    for c in ("c1", "c2", "c3", "c4"):
+        expected += traffic(kafka_clusters, c, topic, 40)
+    assert parallelism(spark_connect) == 2  # the server's spark.default.parallelism
+    results = converge(topo, clients(kafka_clusters, topo), spark_connect)
+    assert_exactly_once(kafka_clusters, topo.leaves, topic, expected)
+    assert sum(r.copied for r in results) == 4 * 40 * 3
+    assert all(r.ok for r in results)
+    assert max(r.tasks for r in results) == 2  # the work went out as Spark tasks on the server
+
+
+def test_a_later_client_reuses_the_session_and_its_warm_workers(spark_connect_server):
+    """Every run is a new client (an Airflow task); the stable session id keeps the server's Python workers."""
+    import pyarrow as pa
+
+    def pids(batches):
+        import os
+
+        for batch in batches:
+            yield pa.RecordBatch.from_pydict({"pid": [os.getpid()] * batch.num_rows})
+
+    seen = []
+    for _ in range(2):
+        with session(spark_connect_server.url) as spark:
+            seen.append((spark.session_id, {r.pid for r in spark.range(0, 2, 1, 2).mapInArrow(pids, "pid long").collect()}))
+    (first_id, first_pids), (second_id, second_pids) = seen
+    assert first_id == second_id == session_id(spark_connect_server.url)
+    assert first_pids & second_pids, f"no Python worker was reused: {first_pids} then {second_pids}"
+
+
+def test_a_session_the_server_closed_is_replaced_by_a_fresh_one(spark_connect_server, caplog):
+    from pyspark.sql import SparkSession
+
+    name = f"closed-{time.monotonic_ns()}"
+    sid = session_id(spark_connect_server.url, name)
+    closing = SparkSession.builder.remote(with_session(spark_connect_server.url, sid)).create()
+    closing.range(1).collect()
+    closing.stop()  # releases the session: the server refuses its id from now on
+    with caplog.at_level(logging.WARNING, logger="mirrorflow.spark_connect"):
+        with session(spark_connect_server.url, name) as spark:
+            assert spark.range(3).count() == 3
+            assert spark.session_id != sid
+    assert f"refuses mirrorflow's session {sid}" in caplog.text
+
+
+def test_redact_hides_the_token_only():
+    url = "sc://spark.example:15002/;user_id=mirror;token=abc123;use_ssl=true"
+    assert redact(url) == "sc://spark.example:15002/;user_id=mirror;token=***;use_ssl=true"
+    assert "abc123" not in with_session(redact(url), "x")
+    assert with_session(url, "s1").endswith(";use_ssl=true;session_id=s1")
+    assert session_id(url) == session_id("sc://spark.example:15002/;token=other")  # credentials do not count
+    with pytest.raises(ValueError, match="sc://"):
+        session_id("http://spark.example:15002")
+
+
+def test_a_job_interrupted_mid_batch_then_rerun_is_exactly_once(kafka_clusters, make_topic, spark_connect_server):
+    """What the operator's on_kill does: interrupt the job's tag on the server; the next run finishes it exactly."""
+    topic = topic_everywhere(make_topic)
+    topo = topology(kafka_clusters, FOUR, [topic], extra="""
+replication:
+  links: {c1.L1: {max_bytes_per_second: 20000, txn_records: 200}}
+""")
+    expected = traffic(kafka_clusters, "c1", topic, 8000)  # ~20 bytes each: about 8 s of copying
+    links = [l for l in effective_links(topo, 1) if l.link_id == "c1.L1"]
+    settings = clients(kafka_clusters, topo)
+    outcome: dict = {}
+
+    def job() -> None:
+        try:
+            with session(spark_connect_server.url) as spark:
+                spark.addTag("mirrorflow-test-interrupt")  # tags belong to the thread that runs the job
+                outcome["result"] = run_job(build_spec(topo, 1, "interrupted", links, settings), spark)
+        except Exception as exc:  # noqa: BLE001 - the interruption is what this test expects
+            outcome["error"] = exc
+
+    runner = threading.Thread(target=job)
+    runner.start()
+    c2 = kafka_clusters["c2"].bootstrap
+    deadline = time.monotonic() + 180
+    while checkpointed(c2, "c1.L1", topic, 2) < 400:  # a few transactions committed on the target
+        assert runner.is_alive(), f"the job ended before it could be interrupted: {outcome}"
+        assert time.monotonic() < deadline, "the job never committed a transaction"
+        _pause.wait(0.1)
+    with session(spark_connect_server.url) as other:  # another client of the same session, as on_kill is
+        other.interruptTag("mirrorflow-test-interrupt")
+    runner.join(120)
+    assert not runner.is_alive()
+    assert "error" in outcome, f"the job was not interrupted: {outcome}"
+    done = checkpointed(c2, "c1.L1", topic, 2, wait=120)
+    assert 400 <= done < 8000, f"the interruption did not land mid-batch (checkpoint {done})"
+
+    with session(spark_connect_server.url) as spark:
+        converge(topo, settings, spark)
+    assert_exactly_once(kafka_clusters, topo.leaves, topic, expected)

@@ -3,7 +3,8 @@
 Run as ``python -m benchmarks.airflow_batch <src bootstrap> <dst bootstrap> <topic> --runs N``;
 prints one JSON object. The process gets a throwaway ``AIRFLOW_HOME`` with a
 SQLite database (as ``make demo``), a two-cluster topology (``src`` and ``dst``
-paired at level 1) and ``spark_default`` on ``local[*]``. The first run copies
+paired at level 1) and ``spark_default`` on ``local[*]`` (or, with ``--connect URL``,
+a ``spark_connect`` connection to that server). The first run copies
 whatever the topic holds; the next ``N`` have nothing to copy and are timed:
 the DAG run from start to end, and each task's own duration as Airflow recorded it.
 """
@@ -23,7 +24,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _environment(home: Path) -> None:
+def _environment(home: Path, connect_url: str | None) -> None:
+    host, _, port = (connect_url or "").removeprefix("sc://").partition(":")
+    spark = ({"conn_type": "spark_connect", "host": host, "port": int(port)} if connect_url
+             else {"conn_type": "spark", "host": "local[*]"})
     os.environ.update({
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
@@ -31,7 +35,7 @@ def _environment(home: Path) -> None:
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
         "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
-        "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[*]"}',
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(spark),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
@@ -47,12 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dst")
     parser.add_argument("topic")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--connect", default=None, help="run on this Spark Connect server (sc://host:port)")
     args = parser.parse_args(argv)
     home = Path(tempfile.mkdtemp(prefix="mirrorflow-bench-airflow-"))
     text = (f"clusters:\n  src: {{bootstrap: \"{args.src}\"}}\n  dst: {{bootstrap: \"{args.dst}\"}}\n"
             f"tree: {{level: 1, children: [src, dst]}}\ntopics: [\"{args.topic}\"]\n")
     (home / "topology.yaml").write_text(text)
-    _environment(home)
+    _environment(home, args.connect)
     # dag.test() serializes the DAG folder's DAGs first: they must describe these clusters too.
     os.environ["MIRROR_TOPOLOGY"] = str(home / "topology.yaml")
     airflow = Path(sys.executable).with_name("airflow")

@@ -2,7 +2,9 @@
 
 - **Empty micro-batch**: the level job with nothing to copy, alone (``spark-submit``
   from start to exit: Spark's start, planning, the job's end) and as Airflow runs
-  it (``mirror_level_1`` under ``dag.test()``: the DAG run, and each task).
+  it (``mirror_level_1`` under ``dag.test()``: the DAG run, and each task); with a
+  Spark Connect server, the same two: a fresh client process from start to exit,
+  and the DAG run on a ``spark_connect`` connection.
 - **Planning**: the driver's planning step (:func:`mirrorflow.copy.job.plan`: topic
   shapes on the target, source partitions, checkpoints, end offsets, packing) for
   100, 1,000 and 10,000 partitions spread over topics of 100 partitions, each
@@ -31,7 +33,17 @@ from mirrorflow.copy.job import JobSpec, LinkJob, plan
 TOPIC_PARTITIONS = 100
 
 
-def empty_batch(src: str, dst: str, *, runs: int, progress: Callable[[str], None]) -> dict[str, Any]:
+def _airflow_runs(src: str, dst: str, topic: str, runs: int, connect_url: str | None) -> list[dict[str, Any]]:
+    command = [sys.executable, "-m", "benchmarks.airflow_batch", src, dst, topic, "--runs", str(runs)]
+    proc = subprocess.run(command + (["--connect", connect_url] if connect_url else []), capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"benchmarks.airflow_batch failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])["runs"]
+
+
+def empty_batch(src: str, dst: str, *, runs: int, progress: Callable[[str], None],
+                connect_url: str | None = None) -> dict[str, Any]:
     topic = create_topic(src, 8)
     prefill(src, topic, Case(100, 8, 1000))
     link = f"bench-{uuid.uuid4().hex[:8]}.L1"
@@ -43,13 +55,25 @@ def empty_batch(src: str, dst: str, *, runs: int, progress: Callable[[str], None
             raise RuntimeError(f"an empty batch copied {r['copied']} records")
         spark.append(r)
         progress(f"empty batch, spark-submit: {r['exit_s']:.1f}s to exit (plan {r['plan_s']:.2f}s)")
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.airflow_batch", src, dst, topic, "--runs", str(runs)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"benchmarks.airflow_batch failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    airflow = json.loads(proc.stdout.strip().splitlines()[-1])["runs"]
+    airflow = _airflow_runs(src, dst, topic, runs, None)
     for a in airflow:
         progress(f"empty batch, dag.test(): {a['dag_run_s']:.1f}s, tasks {a['tasks_s']}")
+    connect: dict[str, Any] = {}
+    if connect_url:
+        alone = []
+        for _ in range(runs):
+            r = mirrorflow_copy(src, dst, topic, link_id=link, connect_url=connect_url)
+            if r["copied"]:
+                raise RuntimeError(f"an empty batch copied {r['copied']} records")
+            alone.append(r)
+            progress(f"empty batch, Spark Connect client: {r['exit_s']:.2f}s to exit (plan {r['plan_s']:.2f}s)")
+        on_airflow = _airflow_runs(src, dst, topic, runs, connect_url)
+        for a in on_airflow:
+            progress(f"empty batch, dag.test() on Spark Connect: {a['dag_run_s']:.1f}s, tasks {a['tasks_s']}")
+        connect = {"client_s": _median(r["exit_s"] for r in alone), "plan_s": _median(r["plan_s"] for r in alone),
+                   "dag_run_s": _median(a["dag_run_s"] for a in on_airflow),
+                   "copy_task_s": _median(a["tasks_s"].get("copy", 0.0) for a in on_airflow),
+                   "plan_task_s": _median(a["tasks_s"].get("plan", 0.0) for a in on_airflow)}
     return {
         "spark_submit_s": _median(r["exit_s"] for r in spark),  # a whole micro-batch: Spark's stop included
         "plan_s": _median(r["plan_s"] for r in spark),
@@ -58,6 +82,7 @@ def empty_batch(src: str, dst: str, *, runs: int, progress: Callable[[str], None
         "copy_task_s": _median(a["tasks_s"].get("copy", 0.0) for a in airflow),
         "plan_task_s": _median(a["tasks_s"].get("plan", 0.0) for a in airflow),
         "runs": runs,
+        **({"connect": connect} if connect else {}),
     }
 
 

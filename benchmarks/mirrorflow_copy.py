@@ -7,6 +7,12 @@ partition's last commit (copies and checkpoint) is done (``finished_at``).
 Stopping Spark and the process's exit come after that (about 1 s) and are kept
 as ``exit_s``. The job's own split (planning, copying) comes from its result.
 Spark's start-up is part of the time, as it is for every scheduled micro-batch.
+
+With ``connect_url`` the same job runs as a ``spark_connect`` connection runs it:
+a fresh client process (``benchmarks.connect_client``, what the Airflow task
+does) plans and sends the copy to a Spark Connect server that is already up;
+the clock runs from starting that process to the last commit. The server's own
+start happens once, before any clock (the fixed-cost section measures it).
 """
 
 from __future__ import annotations
@@ -35,20 +41,27 @@ def spark_env(spec: JobSpec) -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join([str(REPO / "include"), os.environ.get("PYTHONPATH", "")])}
 
 
-def submit(spec: JobSpec, *, master: str = "local[*]", sample_memory: bool = False) -> dict:
-    """Run the level job on ``spec`` with ``spark-submit``; its result plus ``seconds`` (and ``memory``).
+def submit(spec: JobSpec, *, master: str = "local[*]", sample_memory: bool = False,
+           connect_url: str | None = None) -> dict:
+    """Run the level job on ``spec`` with ``spark-submit`` (or on ``connect_url``); its result plus ``seconds``.
 
-    The command line carries the same Spark settings as ``MirrorSparkJobOperator`` gives it.
+    The ``spark-submit`` command line carries the same Spark settings as ``MirrorSparkJobOperator``
+    gives it. ``memory`` (with ``sample_memory``) covers the processes started here, so only the
+    ``spark-submit`` path: a Connect server's processes are not this run's.
     """
-    spark_submit = Path(sys.executable).with_name("spark-submit")
     with tempfile.TemporaryDirectory(prefix="mirrorflow-bench-") as tmp:
         result_path = Path(tmp) / "result.json"
+        if connect_url:
+            command = [sys.executable, "-m", "benchmarks.connect_client", connect_url, "--result", str(result_path)]
+        else:
+            spark_submit = Path(sys.executable).with_name("spark-submit")
+            confs = [arg for k, v in spark_conf(master).items() for arg in ("--conf", f"{k}={v}")]
+            command = [str(spark_submit), "--master", master, *confs,
+                       str(REPO / "spark_jobs" / "mirror_level.py"), "--result", str(result_path)]
         started, started_wall = time.monotonic(), time.time()
-        confs = [arg for k, v in spark_conf(master).items() for arg in ("--conf", f"{k}={v}")]
-        proc = subprocess.Popen([str(spark_submit), "--master", master, *confs,
-                                 str(REPO / "spark_jobs" / "mirror_level.py"), "--result", str(result_path)],
-                                env=spark_env(spec), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        sampler = TreeSampler(proc.pid).start() if sample_memory else None
+        proc = subprocess.Popen(command, cwd=REPO, env=spark_env(spec), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        sampler = TreeSampler(proc.pid).start() if sample_memory and not connect_url else None
         out, err = proc.communicate()
         exit_s = time.monotonic() - started
         memory = sampler.stop() if sampler else None
@@ -67,7 +80,7 @@ def submit(spec: JobSpec, *, master: str = "local[*]", sample_memory: bool = Fal
 
 def mirrorflow_copy(source: str, target: str, topic: str, *, exactly_once: bool = True, link_id: str = "src.L1",
                     copy_threads: int = DEFAULT_COPY_THREADS, txn_records: int | None = None,
-                    master: str = "local[*]", sample_memory: bool = False) -> dict:
+                    master: str = "local[*]", sample_memory: bool = False, connect_url: str | None = None) -> dict:
     """Copy ``topic`` from ``source`` to ``target`` with one level-1 run of the link ``link_id``.
 
     A fresh ``link_id`` per run starts from an empty checkpoint (the checkpoint group and
@@ -77,4 +90,4 @@ def mirrorflow_copy(source: str, target: str, topic: str, *, exactly_once: bool 
                    links=(LinkJob(link_id, 1, "src", "dst", txn_records=txn_records, exactly_once=exactly_once),),
                    clusters={"src": {"bootstrap.servers": source}, "dst": {"bootstrap.servers": target}},
                    copy_threads=copy_threads)
-    return submit(spec, master=master, sample_memory=sample_memory)
+    return submit(spec, master=master, sample_memory=sample_memory, connect_url=connect_url)

@@ -59,10 +59,7 @@ def _throughput_table(rows: list[dict[str, Any]]) -> list[str]:
             run = row["runs"].get(name)
             if run is None:
                 continue
-            vs_mm2 = {"mirrorflow EOS": r["eos_vs_mm2"], "mirrorflow at-least-once": r["alo_vs_mm2"]}.get(name)
-            vs_raw = {"mirrorflow EOS": r["eos_vs_raw"], "mirrorflow at-least-once": r["alo_vs_raw"]}.get(name)
-            copying = {"mirrorflow EOS": r.get("eos_copying_vs_raw"),
-                       "mirrorflow at-least-once": r.get("alo_copying_vs_raw")}.get(name)
+            vs_mm2, vs_raw, copying = (r.get(name, {}).get(key) for key in ("vs_mm2", "vs_raw", "copying"))
             if "on_target" not in run:
                 check = ""
             elif run["lost"] == 0 and run["duplicated"] == 0:
@@ -108,7 +105,9 @@ def markdown(results: dict[str, Any]) -> str:
                 "Seconds from start to the last record committed on the target; MB = 10^6 bytes of values. "
                 "`vs MM2` compares with MirrorMaker 2 at the same exactly-once setting, `vs raw` with the raw loop; "
                 "`copying` compares mirrorflow's copy phase alone (its records/s once the Spark tasks copy, "
-                "without the Spark start and planning) with the raw loop.",
+                "without the Spark start and planning) with the raw loop. `(Connect)`: the same level job from a "
+                "fresh client process (as an Airflow task on a `spark_connect` connection runs it) on a Spark "
+                "Connect server that is already up, instead of a `spark-submit` per micro-batch.",
                 "", *_throughput_table(rows), ""]
     volume = results.get("volume", [])
     if volume:
@@ -153,6 +152,22 @@ def markdown(results: dict[str, Any]) -> str:
                 f"Medians of {fixed['runs']} runs. Peak memory of the empty batch: JVM (driver and executor, "
                 f"local mode) {mem['jvm_mib']:.0f} MiB, Python driver {mem['python_driver_mib']:.0f} MiB, "
                 f"Python workers {mem['python_workers_mib']:.0f} MiB.", ""]
+    if fixed and fixed.get("connect"):
+        c = fixed["connect"]
+        out += ["On a Spark Connect server (`spark_connect` connection), the same empty batch:", "",
+                "| what | seconds |", "|---|---:|",
+                f"| level job alone (a fresh client process, start to exit) | {c['client_s']:.2f} |",
+                f"| of which planning | {c['plan_s']:.2f} |",
+                f"| `mirror_level_1` DAG run under `dag.test()` | {c['dag_run_s']:.1f} |",
+                f"| of which the `copy` task | {c['copy_task_s']:.1f} |",
+                f"| of which the `plan` task | {c['plan_task_s']:.1f} |", ""]
+    server = results.get("connect_server")
+    if server:
+        out += ["### The Spark Connect server's one-time start", "",
+                f"Started once per machine (or deployment), not per micro-batch: up and listening in "
+                f"{server['start_s']:.1f} s; its first job, which starts the session's Python workers, "
+                f"{server['first_job_s']:.2f} s; a job of a later client of the same session (warm workers) "
+                f"{server['warm_job_s']:.3f} s.", ""]
     plans = results.get("planning", [])
     if plans:
         out += ["### Planning time by partition count", "",
@@ -180,6 +195,11 @@ def markdown(results: dict[str, Any]) -> str:
                 f"mirrorflow EOS at {mem['case']}: JVM (driver and executor, local mode) {mem['jvm_mib']:.0f} MiB, "
                 f"Python driver {mem['python_driver_mib']:.0f} MiB, Python workers together "
                 f"{mem['python_workers_mib']:.0f} MiB; all processes together {mem['total_mib']:.0f} MiB.", ""]
+    mem = results.get("peak_memory_connect")
+    if mem:
+        out += [f"mirrorflow EOS (Connect) at {mem['case']}, the server's processes (they stay up between runs): "
+                f"JVM {mem['jvm_mib']:.0f} MiB, Python workers together {mem['python_workers_mib']:.0f} MiB; "
+                f"together {mem['total_mib']:.0f} MiB.", ""]
     return "\n".join(out)
 
 

@@ -5,7 +5,8 @@
     python -m benchmarks.run --only throughput --sizes 1000 --partitions 8
 
 Two single-broker KRaft clusters (``src``, ``dst``) are started for the run and
-stopped at its end. Results go to ``benchmarks/results/<date>.json``, ``.md`` and
+stopped at its end, and a local Spark Connect server for the contenders that run
+on one (its start and first jobs are measured once, before any other clock). Results go to ``benchmarks/results/<date>.json``, ``.md`` and
 ``.png``, and the latest run replaces the generated block of
 ``docs/benchmarks.md``. Nothing here is a pass/fail test: the numbers are for
 reading, side by side.
@@ -25,10 +26,14 @@ from typing import Any
 from benchmarks import fixed_cost, latency, report, spark_start, throughput
 from benchmarks.common import Case, warm_up
 from mirrorflow.local.kafka import KafkaDistribution, LocalKafka
+from mirrorflow.local.spark import LocalConnectServer
 
 SECTIONS = ("spark_start", "threads", "throughput", "volume", "empty_batch", "planning", "latency")
 #: What --carry may take from an earlier record: everything but the throughput tables.
-CARRIABLE = ("spark_start", "threads", "empty_batch", "planning", "latency", "peak_memory")
+CARRIABLE = ("spark_start", "threads", "empty_batch", "planning", "latency", "peak_memory", "peak_memory_connect",
+             "connect_server")
+#: The sections whose contenders may run on the Spark Connect server.
+CONNECT_SECTIONS = ("throughput", "volume", "empty_batch")
 #: The default schedule (replication.schedule) and the shortest the level runs keep up with here.
 LATENCY_SCHEDULES = ("5m", "30s", "15s")
 PLANNING_SIZES = (100, 1000, 10_000)
@@ -36,6 +41,31 @@ PLANNING_SIZES = (100, 1000, 10_000)
 
 def progress(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def start_connect_server(run_dir: Path) -> tuple[LocalConnectServer, dict[str, Any]]:
+    """Start the Spark Connect server and run two trivial jobs: its one-time costs, measured apart."""
+    from mirrorflow.spark_connect import session
+
+    def job(spark: Any) -> float:
+        import pyarrow as pa
+
+        started = time.monotonic()
+        spark.range(0, 2, 1, 2).mapInArrow(
+            lambda batches: (pa.RecordBatch.from_pydict({"n": [b.num_rows]}) for b in batches), "n long").collect()
+        return time.monotonic() - started
+
+    started = time.monotonic()
+    server = LocalConnectServer(run_dir=run_dir / "spark-connect").start()
+    start_s = time.monotonic() - started
+    with session(server.url) as spark:
+        first = job(spark)  # the session's Python workers start here
+    with session(server.url) as spark:  # a later client of the same session: warm workers
+        warm = job(spark)
+    measured = {"start_s": round(start_s, 2), "first_job_s": round(first, 2), "warm_job_s": round(warm, 3)}
+    progress(f"Spark Connect server on {server.url}: up in {start_s:.1f}s, first job {first:.2f}s, "
+             f"a later client's job {warm:.3f}s")
+    return server, measured
 
 
 def contenders_of(args: argparse.Namespace) -> tuple[str, ...]:
@@ -73,9 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     kafka = LocalKafka(run_dir, names=("src", "dst"), distribution=KafkaDistribution.fetch(), heap_max="1g",
                        progress=progress)
     kafka.start()
+    connect: LocalConnectServer | None = None
     try:
         src, dst = kafka.clusters["src"].bootstrap, kafka.clusters["dst"].bootstrap
         warm_up(src, dst)
+        connect_url = None
+        if set(sections) & set(CONNECT_SECTIONS) and any("Connect" in c for c in contenders_of(args)):
+            connect, results["connect_server"] = start_connect_server(run_dir)
+            connect_url = connect.url
         if "spark_start" in sections:
             results["spark_start"] = spark_start.measure(progress=progress)
         if "threads" in sections:
@@ -92,20 +127,25 @@ def main(argv: list[str] | None = None) -> int:
             for case in cases:
                 rows.append(throughput.measure_case(src, dst, case, progress=progress, contenders=contenders,
                                                     memory_for="mirrorflow EOS" if case == largest else None,
-                                                    rounds=args.rounds))
+                                                    rounds=args.rounds, connect_url=connect_url,
+                                                    connect_pid=connect.pid if connect else None))
                 results["throughput"] = rows
             memory = rows[cases.index(largest)]["runs"].get("mirrorflow EOS", {}).get("memory")
+            case_name = f"{largest.size:,} B x {largest.partitions} partitions, {largest.records:,} records"
             if memory:
-                results["peak_memory"] = {"case": f"{largest.size:,} B x {largest.partitions} partitions, "
-                                                  f"{largest.records:,} records", **memory}
+                results["peak_memory"] = {"case": case_name, **memory}
+            memory = rows[cases.index(largest)]["runs"].get("mirrorflow EOS (Connect)", {}).get("memory")
+            if memory:
+                results["peak_memory_connect"] = {"case": case_name, **memory}
         if "volume" in sections:
             scale = 10 if args.quick else 1
             results["volume"] = [throughput.measure_case(src, dst, Case(c.size, c.partitions, c.records // scale),
                                                          progress=progress, contenders=contenders_of(args),
-                                                         rounds=args.rounds)
+                                                         rounds=args.rounds, connect_url=connect_url)
                                  for c in throughput.VOLUME]
         if "empty_batch" in sections:
-            results["empty_batch"] = fixed_cost.empty_batch(src, dst, runs=3, progress=progress)
+            results["empty_batch"] = fixed_cost.empty_batch(src, dst, runs=3, progress=progress,
+                                                            connect_url=connect_url)
         if "planning" in sections:
             results["planning"] = [fixed_cost.planning(src, dst, n, progress=progress) for n in PLANNING_SIZES]
         kafka.stop()
@@ -128,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         kafka.stop()
         shutil.rmtree(run_dir, ignore_errors=True)  # gigabytes of copies; nothing in it is kept
     finally:
+        if connect is not None:
+            connect.stop()
         kafka.stop()
         results["total_minutes"] = round((time.monotonic() - started) / 60, 1)
         measured = [key for key in results if key not in ("date", "command", "machine", "quick", "total_minutes")]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Case, create_topic, prefill, records_on
+from benchmarks.memory import TreeSampler
 from benchmarks.mirrorflow_copy import mirrorflow_copy
 from benchmarks.mm2 import fetch as fetch_mm2
 from benchmarks.mm2 import recreate_topic, run_mm2
@@ -26,7 +27,10 @@ from benchmarks.producer_ceiling import producer_ceiling
 from benchmarks.raw_loop import raw_copy
 from mirrorflow.local.kafka import KafkaDistribution
 
-CONTENDERS = ("raw loop", "mirrorflow EOS", "mirrorflow at-least-once", "MM2 EOS", "MM2 at-least-once")
+CONTENDERS = ("raw loop", "mirrorflow EOS", "mirrorflow at-least-once", "mirrorflow EOS (Connect)",
+              "mirrorflow at-least-once (Connect)", "MM2 EOS", "MM2 at-least-once")
+#: mirrorflow's contenders: the level job by spark-submit, and on a Spark Connect server that is already up.
+MIRRORFLOW = tuple(name for name in CONTENDERS if name.startswith("mirrorflow"))
 SIZES = (100, 1000, 10_000)
 PARTITIONS = (1, 8, 64)
 #: Records per size: about 100-400 MB per case, so that a contender's fixed start-up
@@ -55,12 +59,15 @@ def _delete_topic(bootstrap: str, topic: str) -> None:
 
 def measure_case(src: str, dst: str, case: Case, *, progress: Callable[[str], None],
                  contenders: tuple[str, ...] = CONTENDERS, memory_for: str | None = None,
-                 rounds: int = 1) -> dict[str, Any]:
+                 rounds: int = 1, connect_url: str | None = None, connect_pid: int | None = None) -> dict[str, Any]:
     """Every contender on one case; returns the case's row with one entry per contender.
 
     ``rounds`` > 1 runs the contenders that many times, in turn, and keeps each one's
     median run (all its times are in ``rounds_s``): on a machine whose minutes differ by
     half, one run each decides nothing within that margin.
+
+    ``connect_url`` is the Spark Connect server of the ``(Connect)`` contenders; with
+    ``memory_for`` set, their run is sampled on the server's process tree (``connect_pid``).
     """
     cores = os.cpu_count() or 1
     topic = create_topic(src, case.partitions)
@@ -73,8 +80,16 @@ def measure_case(src: str, dst: str, case: Case, *, progress: Callable[[str], No
         if name == "raw loop":
             r = raw_copy(src, dst, topic, case.partitions, case.records)
         elif name.startswith("mirrorflow"):
-            r = mirrorflow_copy(src, dst, topic, exactly_once=name.endswith("EOS"),
-                                link_id=f"bench-{uuid.uuid4().hex[:8]}.L1", sample_memory=name == memory_for)
+            on_connect = name.endswith("(Connect)")
+            if on_connect and not connect_url:
+                raise ValueError(f"{name}: no Spark Connect server to run on")
+            sampler = (TreeSampler(connect_pid).start()
+                       if on_connect and memory_for and connect_pid and " EOS" in name else None)
+            r = mirrorflow_copy(src, dst, topic, exactly_once=" EOS" in name,
+                                link_id=f"bench-{uuid.uuid4().hex[:8]}.L1", sample_memory=name == memory_for,
+                                connect_url=connect_url if on_connect else None)
+            if sampler is not None:
+                r["memory"] = sampler.stop()
         else:
             r = run_mm2(src, dst, topic, case.records, tasks_max=cores, exactly_once=name.endswith("EOS"),
                         workdir=Path(".run") / "bench-mm2" / topic, progress=lambda m: None)
@@ -141,30 +156,26 @@ def threads_ablation(src: str, dst: str, *, progress: Callable[[str], None], rec
     return out
 
 
-def ratios(row: dict[str, Any]) -> dict[str, float | None]:
-    """mirrorflow against MirrorMaker 2 (same exactly-once setting) and against the raw loop."""
+def mm2_of(name: str) -> str:
+    """The MirrorMaker 2 contender a mirrorflow contender is compared with: the same exactly-once setting."""
+    return "MM2 EOS" if " EOS" in name else "MM2 at-least-once"
+
+
+def ratios(row: dict[str, Any]) -> dict[str, dict[str, float | None]]:
+    """Per mirrorflow contender: against MirrorMaker 2 (same setting), the raw loop, and its copy phase alone."""
     runs = row["runs"]
 
     def rate(name: str) -> float | None:
         return runs[name]["records_per_s"] if name in runs else None
 
-    def ratio(a: str, b: str) -> float | None:
-        x, y = rate(a), rate(b)
+    def ratio(x: float | None, y: float | None) -> float | None:
         return round(x / y, 2) if x and y else None
 
-    def copying(name: str) -> float | None:
-        """The copy phase alone (Spark's start and planning left out) against the raw loop."""
-        x, y = runs.get(name, {}).get("copy_records_per_s"), rate("raw loop")
-        return round(x / y, 2) if x and y else None
-
-    return {
-        "eos_copying_vs_raw": copying("mirrorflow EOS"),
-        "alo_copying_vs_raw": copying("mirrorflow at-least-once"),
-        "eos_vs_mm2": ratio("mirrorflow EOS", "MM2 EOS"),
-        "alo_vs_mm2": ratio("mirrorflow at-least-once", "MM2 at-least-once"),
-        "eos_vs_raw": ratio("mirrorflow EOS", "raw loop"),
-        "alo_vs_raw": ratio("mirrorflow at-least-once", "raw loop"),
-    }
+    return {name: {"vs_mm2": ratio(rate(name), rate(mm2_of(name))),
+                   "vs_raw": ratio(rate(name), rate("raw loop")),
+                   # the copy phase alone (Spark's start and planning left out) against the raw loop
+                   "copying": ratio(runs[name].get("copy_records_per_s"), rate("raw loop"))}
+            for name in MIRRORFLOW if name in runs}
 
 
 def prepare(progress: Callable[[str], None]) -> None:

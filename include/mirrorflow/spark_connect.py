@@ -63,10 +63,14 @@ def session(url: str, name: str = DEFAULT_NAME) -> Iterator[Any]:
 
     On leaving, the client's connection is closed but the server's session is not
     released: releasing it would end its warm Python workers, and the server would
-    refuse the id from then on.
+    refuse the id from then on. The process is left as it was: a later classic
+    SparkContext or ``spark-submit`` from it still works.
     """
     from pyspark.errors import PySparkException
-    from pyspark.sql import SparkSession
+    # The Connect client's own builder: ``pyspark.sql.SparkSession.builder.remote`` would also mark
+    # this whole process as a Connect client (SPARK_CONNECT_MODE_ENABLED in os.environ), after
+    # which neither this process nor a spark-submit it starts could create a SparkContext.
+    from pyspark.sql.connect.session import SparkSession
 
     sid = session_id(url, name)
     spark = SparkSession.builder.remote(with_session(url, sid)).create()

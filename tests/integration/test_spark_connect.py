@@ -62,7 +62,7 @@ def test_a_later_client_reuses_the_session_and_its_warm_workers(spark_connect_se
 
 
 def test_a_session_the_server_closed_is_replaced_by_a_fresh_one(spark_connect_server, caplog):
-    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession
 
     name = f"closed-{time.monotonic_ns()}"
     sid = session_id(spark_connect_server.url, name)
@@ -74,6 +74,15 @@ def test_a_session_the_server_closed_is_replaced_by_a_fresh_one(spark_connect_se
             assert spark.range(3).count() == 3
             assert spark.session_id != sid
     assert f"refuses mirrorflow's session {sid}" in caplog.text
+
+
+def test_a_connect_session_leaves_the_process_free_to_start_a_classic_spark(spark_connect_server):
+    """An Airflow worker runs Connect tasks and spark-submit tasks alike: the first must not poison the second."""
+    import os
+
+    with session(spark_connect_server.url) as spark:
+        assert spark.range(2).count() == 2
+    assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ and "SPARK_REMOTE" not in os.environ
 
 
 def test_redact_hides_the_token_only():

@@ -112,7 +112,8 @@ class _Level(threading.Thread):
 
 
 def measure(clusters: dict[str, str], schedule: str, *, rate: float = 20.0, partitions: int = 2,
-            progress: Callable[[str], None]) -> dict[str, Any]:
+            progress: Callable[[str], None], connect_url: str | None = None) -> dict[str, Any]:
+    """``connect_url``: every level run is a client of that Spark Connect server instead of a ``spark-submit``."""
     every = parse_schedule(schedule).total_seconds()
     window = max(2 * every, 120.0)  # at least two ticks of each level
     topic = f"bench-lat-{uuid.uuid4().hex[:8]}"
@@ -125,7 +126,7 @@ def measure(clusters: dict[str, str], schedule: str, *, rate: float = 20.0, part
     def level_run(level: int) -> Callable[[], dict]:
         def run() -> dict:
             spec = build_spec(topo, level, f"bench-lat-{uuid.uuid4().hex[:6]}", effective_links(topo, level), settings)
-            return submit(spec)
+            return submit(spec, connect_url=connect_url)
         return run
 
     lock, stop_produce, stop_all = threading.Lock(), threading.Event(), threading.Event()
@@ -171,12 +172,12 @@ def measure(clusters: dict[str, str], schedule: str, *, rate: float = 20.0, part
     with lock:
         latencies = sorted(max(seen[v].values()) - t for v, t in window.items())
     q = statistics.quantiles(latencies, n=100)
-    out = {"schedule": schedule, "messages": len(latencies), "rate_per_cluster": rate,
+    out = {"schedule": schedule + (" (Connect)" if connect_url else ""), "messages": len(latencies), "rate_per_cluster": rate,
            "median_s": round(statistics.median(latencies), 2), "p99_s": round(q[98], 2),
            "max_s": round(latencies[-1], 2),
            "runs": {f"level {lv.level}": {"runs": len(lv.durations), "median_run_s":
                                           round(statistics.median(lv.durations), 1) if lv.durations else None,
                                           "overran": lv.late} for lv in levels}}
-    progress(f"latency at {schedule}: median {out['median_s']}s, p99 {out['p99_s']}s over {len(latencies)} messages; "
+    progress(f"latency at {out['schedule']}: median {out['median_s']}s, p99 {out['p99_s']}s over {len(latencies)} messages; "
              f"runs {out['runs']}")
     return out

@@ -36,6 +36,8 @@ CARRIABLE = ("spark_start", "threads", "empty_batch", "planning", "latency", "pe
 CONNECT_SECTIONS = ("throughput", "volume", "empty_batch")
 #: The default schedule (replication.schedule) and the shortest the level runs keep up with here.
 LATENCY_SCHEDULES = ("5m", "30s", "15s")
+#: The same on a Spark Connect server, where a level run costs about a second instead of a Spark start.
+LATENCY_CONNECT_SCHEDULES = ("15s", "10s")  # 10 s: the shortest a topology allows
 PLANNING_SIZES = (100, 1000, 10_000)
 
 
@@ -82,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="throughput and volume: run the contenders this many times each, keep the medians")
     parser.add_argument("--contenders", default=None, help=f"subset of {throughput.CONTENDERS}, comma-separated")
     parser.add_argument("--schedules", default=",".join(LATENCY_SCHEDULES), help="latency: schedules to measure")
+    parser.add_argument("--connect-schedules", default=",".join(LATENCY_CONNECT_SCHEDULES),
+                        help="latency: schedules to measure with the level runs on a Spark Connect server")
     parser.add_argument("--record", default=None,
                         help="the dated record to write or extend (default: today; a run past midnight keeps its day)")
     parser.add_argument("--out", type=Path, default=report.REPO / "benchmarks" / "results")
@@ -160,6 +164,13 @@ def main(argv: list[str] | None = None) -> int:
             measured_latency = []
             for schedule in (s.strip() for s in args.schedules.split(",") if s.strip()):
                 measured_latency.append(latency.measure(clusters, schedule, progress=progress))
+            connect_schedules = [s.strip() for s in args.connect_schedules.split(",") if s.strip()]
+            if connect_schedules:
+                if connect is None:
+                    connect, results["connect_server"] = start_connect_server(run_dir)
+                for schedule in connect_schedules:
+                    measured_latency.append(latency.measure(clusters, schedule, progress=progress,
+                                                            connect_url=connect.url))
             results["latency"] = measured_latency
     except BaseException:
         progress(f"the brokers' data and logs are kept in {run_dir} for a look; delete it after")

@@ -18,15 +18,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
+
+from mirrorflow.errors import MirrorflowError
 
 log = logging.getLogger(__name__)
 
 #: Namespace of mirrorflow's stable session ids (uuid5 of the server's address and the name).
 _NAMESPACE = uuid.UUID("6c1f0b8e-3f7a-4a52-9d0e-6d6972726f72")
 DEFAULT_NAME = "mirrorflow"
+#: Spark Connect's port when the URL names none.
+DEFAULT_PORT = 15002
 
 
 def _split(url: str) -> tuple[str, list[str]]:
@@ -57,6 +63,23 @@ def redact(url: str) -> str:
     return f"{base}/;{';'.join(shown)}" if shown else base
 
 
+def check_reachable(url: str, timeout: float = 5.0) -> None:
+    """Fail at once, naming the server, if nothing listens at ``url``'s address.
+
+    The Connect client retries an unreachable server with a growing back-off for
+    minutes before it gives up; a task should say within seconds that the server
+    is down.
+    """
+    parts = urlsplit(_split(url)[0])
+    host, port = parts.hostname or "localhost", parts.port or DEFAULT_PORT
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise MirrorflowError(f"the Spark Connect server {redact(url)} does not answer ({exc}): start it, or "
+                              f"point the Spark connection at a running one") from None
+
+
 @contextlib.contextmanager
 def session(url: str, name: str = DEFAULT_NAME) -> Iterator[Any]:
     """A Spark Connect session on ``url`` under mirrorflow's stable id for ``name`` (see the module doc).
@@ -72,6 +95,7 @@ def session(url: str, name: str = DEFAULT_NAME) -> Iterator[Any]:
     # which neither this process nor a spark-submit it starts could create a SparkContext.
     from pyspark.sql.connect.session import SparkSession
 
+    check_reachable(url)
     sid = session_id(url, name)
     spark = SparkSession.builder.remote(with_session(url, sid)).create()
     try:

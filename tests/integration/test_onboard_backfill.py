@@ -32,7 +32,10 @@ def _spec(kafka_clusters, topic: str, mode: str, since_ms: int | None = None) ->
                         clusters={c: {"bootstrap.servers": kafka_clusters[c].bootstrap} for c in ("c3", "c4")})
 
 
-def test_since_copies_from_the_first_offset_at_the_timestamp_and_hands_over_its_end(kafka_clusters, make_topic):
+@pytest.mark.parametrize("engine", ["in-process", "spark_connect"])  # this process, or a Spark Connect server
+def test_since_copies_from_the_first_offset_at_the_timestamp_and_hands_over_its_end(kafka_clusters, make_topic,
+                                                                                     engine, request):
+    spark = request.getfixturevalue(engine) if engine == "spark_connect" else None
     topic = make_topic("c3")
     make_topic("c4", name=topic)
     now = int(time.time() * 1000)
@@ -40,7 +43,7 @@ def test_since_copies_from_the_first_offset_at_the_timestamp_and_hands_over_its_
     new = [(b"k", f"new-{i}".encode(), [("h", b"v")], now - HOUR_MS + i) for i in range(40)]
     produce(kafka_clusters["c3"].bootstrap, topic, old + new)
 
-    result = run_backfill(_spec(kafka_clusters, topic, "since", since_ms=now - HOUR_MS))
+    result = run_backfill(_spec(kafka_clusters, topic, "since", since_ms=now - HOUR_MS), spark)
     assert result.ok, result.errors
     got = read_all(kafka_clusters["c4"].bootstrap, topic, 1)
     assert [r.value.decode() for r in got] == [f"new-{i}" for i in range(40)]
@@ -50,7 +53,7 @@ def test_since_copies_from_the_first_offset_at_the_timestamp_and_hands_over_its_
     assert ("h", b"v") in first.headers and first.timestamp == now - HOUR_MS
     assert _checkpoint(kafka_clusters["c4"].bootstrap, topic) == 70  # the regular link continues here
 
-    again = run_backfill(_spec(kafka_clusters, topic, "since", since_ms=now - HOUR_MS))
+    again = run_backfill(_spec(kafka_clusters, topic, "since", since_ms=now - HOUR_MS), spark)
     assert again.ok and again.summary()["copied"] == 0 and again.partitions == []  # complete: nothing planned
 
 

@@ -85,6 +85,18 @@ def test_a_connect_session_leaves_the_process_free_to_start_a_classic_spark(spar
     assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ and "SPARK_REMOTE" not in os.environ
 
 
+def test_an_unreachable_server_is_named_at_once():
+    from mirrorflow.errors import MirrorflowError
+    from mirrorflow.local.kafka import free_port
+
+    port = free_port()  # nothing listens there
+    started = time.monotonic()
+    with pytest.raises(MirrorflowError, match=rf"Spark Connect server sc://127.0.0.1:{port}/;token=\*\*\* does not answer"):
+        with session(f"sc://127.0.0.1:{port}/;token=secret-token"):
+            pass
+    assert time.monotonic() - started < 10  # not the client's minutes of retries
+
+
 def test_redact_hides_the_token_only():
     url = "sc://spark.example:15002/;user_id=mirror;token=abc123;use_ssl=true"
     assert redact(url) == "sc://spark.example:15002/;user_id=mirror;token=***;use_ssl=true"

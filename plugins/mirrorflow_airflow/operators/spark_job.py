@@ -52,7 +52,7 @@ class MirrorSparkJobOperator(SparkSubmitOperator):
         super().__init__(application=application, conn_id=spark_conn_id, name=name, **kwargs)
         self.spec_env = spec_env
         self.run_job = run
-        self._connect: tuple[Any, str] | None = None
+        self._connect: tuple[str, str] | None = None  # (URL, tag) of a job running on Spark Connect
 
     def submit(self, context: Any, spec: Any) -> dict[str, Any]:
         """Run the job on ``spec``; return its result (raise if there is none)."""

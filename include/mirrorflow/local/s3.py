@@ -35,9 +35,7 @@ appears in a ``repr`` or a log line.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -49,6 +47,7 @@ from pathlib import Path
 from typing import Callable
 
 from mirrorflow.local.kafka import default_cache_root, free_port
+from mirrorflow.local.process import LocalServerProcess, die_with_parent
 from mirrorflow.local.maven import Artifact, FetchError, cached_jars, fetch_jars, find_java
 
 Progress = Callable[[str], None]
@@ -59,7 +58,6 @@ JACKSON_ANNOTATIONS_VERSION = "2.22"
 MAIN_CLASS = "org.gaul.s3proxy.Main"
 HOST = "127.0.0.1"
 DEFAULT_REGION = "us-east-1"
-_LOG_TAIL_LINES = 30
 _pause = threading.Event()  # never set: .wait(t) paces the readiness probe
 
 _LOGBACK = """<configuration>
@@ -99,14 +97,6 @@ def fetch(version: str = S3PROXY_VERSION, *, cache_root: Path | None = None, mvn
                       [f"s3proxy-{version}.jar"], mvn=mvn, progress=progress)
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Ask Linux to stop the server when the process that started it dies (a killed test session)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # Jetty binds with it too
@@ -117,7 +107,7 @@ def _port_free(port: int) -> bool:
     return True
 
 
-class LocalS3:
+class LocalS3(LocalServerProcess):
     """One S3Proxy process on ``127.0.0.1:<port>`` storing objects under ``data_dir``.
 
     Path-style addressing only (no virtual-host buckets: a loopback address has
@@ -160,13 +150,6 @@ class LocalS3:
     @property
     def endpoint_url(self) -> str:
         return f"http://{HOST}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def _write_config(self) -> Path:
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -213,7 +196,7 @@ class LocalS3:
         try:
             self._proc = subprocess.Popen(cmd, cwd=self.run_dir, stdout=log, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL,
-                                          preexec_fn=_die_with_parent if self.die_with_parent else None,
+                                          preexec_fn=die_with_parent if self.die_with_parent else None,
                                           start_new_session=self.start_new_session)
         finally:
             log.close()  # the child has its own descriptor
@@ -240,31 +223,6 @@ class LocalS3:
             return True
         except OSError:
             return False
-
-    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError as exc:
-            return f"(no log: {exc})"
-
-    def stop(self, timeout: float = 20.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after ``timeout``); a no-op if it is not running."""
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-    def __enter__(self) -> "LocalS3":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mirrorflow.local.s3", description=__doc__.split("\n")[0])

@@ -31,11 +31,9 @@ the benchmarks and ``connect-server`` below start one.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import hashlib
 import importlib.metadata
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -46,6 +44,7 @@ from pathlib import Path
 
 from mirrorflow.local.kafka import default_cache_root, free_port
 from mirrorflow.local.maven import find_java
+from mirrorflow.local.process import LocalServerProcess, die_with_parent
 
 _WARM_UP = """
 from pyspark import SparkConf, SparkContext
@@ -136,15 +135,7 @@ class ConnectServerError(RuntimeError):
     """The local Spark Connect server did not start (the message carries its log's last lines)."""
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Ask Linux to stop the server when the process that started it dies (a killed test session)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-class LocalConnectServer:
+class LocalConnectServer(LocalServerProcess):
     """A Spark Connect server on ``127.0.0.1:<port>`` with a ``local[N]`` master and this interpreter's workers.
 
     Its Python workers run ``python`` (default: this interpreter), whose environment
@@ -168,17 +159,11 @@ class LocalConnectServer:
         self.conf = dict(conf or {})
         self.log_path = self.run_dir / "connect-server.log"
         self._proc: subprocess.Popen | None = None
+        self.log_tail_lines = 40
 
     @property
     def url(self) -> str:
         return f"sc://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
 
     def command(self) -> list[str]:
         import pyspark
@@ -211,7 +196,7 @@ class LocalConnectServer:
             # spark-submit execs the server's JVM, so this pid is the server's.
             self._proc = subprocess.Popen(self.command(), cwd=self.run_dir, env=env, stdout=log,
                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          preexec_fn=_die_with_parent if self.die_with_parent else None,
+                                          preexec_fn=die_with_parent if self.die_with_parent else None,
                                           start_new_session=self.start_new_session)
         finally:
             log.close()
@@ -228,31 +213,6 @@ class LocalConnectServer:
         self.stop()
         raise ConnectServerError(f"the Spark Connect server did not listen on 127.0.0.1:{self.port} within "
                                  f"{timeout:.0f}s; last lines of {self.log_path}:\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError as exc:
-            return f"(no log: {exc})"
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after ``timeout``); a no-op if it is not running."""
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-    def __enter__(self) -> "LocalConnectServer":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
 
 def _accepts(port: int) -> bool:
     try:

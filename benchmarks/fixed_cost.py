@@ -48,29 +48,29 @@ def empty_batch(src: str, dst: str, *, runs: int, progress: Callable[[str], None
     prefill(src, topic, Case(100, 8, 1000))
     link = f"bench-{uuid.uuid4().hex[:8]}.L1"
     mirrorflow_copy(src, dst, topic, link_id=link)  # copies the 1,000 records; what follows is empty
-    spark = []
-    for i in range(runs):
-        r = mirrorflow_copy(src, dst, topic, link_id=link, sample_memory=i == 0)
-        if r["copied"]:
-            raise RuntimeError(f"an empty batch copied {r['copied']} records")
-        spark.append(r)
-        progress(f"empty batch, spark-submit: {r['exit_s']:.1f}s to exit (plan {r['plan_s']:.2f}s)")
+
+    def alone(label: str, connect_url: str | None = None) -> list[dict[str, Any]]:
+        out = []
+        for i in range(runs):
+            r = mirrorflow_copy(src, dst, topic, link_id=link, sample_memory=i == 0 and not connect_url,
+                                connect_url=connect_url)
+            if r["copied"]:
+                raise RuntimeError(f"an empty batch copied {r['copied']} records")
+            out.append(r)
+            progress(f"empty batch, {label}: {r['exit_s']:.2f}s to exit (plan {r['plan_s']:.2f}s)")
+        return out
+
+    spark = alone("spark-submit")
     airflow = _airflow_runs(src, dst, topic, runs, None)
     for a in airflow:
         progress(f"empty batch, dag.test(): {a['dag_run_s']:.1f}s, tasks {a['tasks_s']}")
     connect: dict[str, Any] = {}
     if connect_url:
-        alone = []
-        for _ in range(runs):
-            r = mirrorflow_copy(src, dst, topic, link_id=link, connect_url=connect_url)
-            if r["copied"]:
-                raise RuntimeError(f"an empty batch copied {r['copied']} records")
-            alone.append(r)
-            progress(f"empty batch, Spark Connect client: {r['exit_s']:.2f}s to exit (plan {r['plan_s']:.2f}s)")
+        client = alone("Spark Connect client", connect_url)
         on_airflow = _airflow_runs(src, dst, topic, runs, connect_url)
         for a in on_airflow:
             progress(f"empty batch, dag.test() on Spark Connect: {a['dag_run_s']:.1f}s, tasks {a['tasks_s']}")
-        connect = {"client_s": _median(r["exit_s"] for r in alone), "plan_s": _median(r["plan_s"] for r in alone),
+        connect = {"client_s": _median(r["exit_s"] for r in client), "plan_s": _median(r["plan_s"] for r in client),
                    "dag_run_s": _median(a["dag_run_s"] for a in on_airflow),
                    "copy_task_s": _median(a["tasks_s"].get("copy", 0.0) for a in on_airflow),
                    "plan_task_s": _median(a["tasks_s"].get("plan", 0.0) for a in on_airflow)}

@@ -50,7 +50,7 @@ def engine_copy_many(src: str, dst: str, topic: str, partitions: int, records: i
     link = f"engine-{uuid.uuid4().hex[:8]}.L1"
     per = [records // partitions + (1 if p < records % partitions else 0) for p in range(partitions)]
     tasks = [PartitionTask(link_id=link, level=1, source="src", target="dst", topic=topic, partition=p,
-                           end_offset=per[p], start_offset=0, exactly_once=exactly_once)
+                           end_offset=per[p], exactly_once=exactly_once)
              for p in range(partitions)]
     started = time.monotonic()
     results = list(copy_tasks({"src": {"bootstrap.servers": src}, "dst": {"bootstrap.servers": dst}}, tasks,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirrorflow.copy.plan import PartitionWork, cap, pack
+from mirrorflow.copy.plan import PartitionWork, cap, pack, txn_unit
+from mirrorflow.copy.txn_group import TXN_GROUP_PARTITIONS, transactional_id, txn_group
 
 
 def _w(p, records, size=0.0, link="c1.L1"):
@@ -85,3 +86,33 @@ def test_every_partition_exactly_once_and_lpt_bound(sizes, slots):
         if len(packed) <= 7:  # LPT's 4/3 guarantee is against the true optimum: find it by brute force
             assert max(loads) <= _optimum([w.weight for w in packed], m) * 4 / 3 + 1e-9
     assert pack(works, slots) == bins  # deterministic
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 70), st.integers(0, 500), st.sampled_from(["c1.L1", "c2.L1"])),
+                max_size=60, unique_by=lambda t: (t[0], t[2])),
+       st.integers(1, 9))
+def test_packing_by_transaction_group_never_splits_a_group(parts, slots):
+    works = [_w(p, n, link=link) for p, n, link in parts]
+    bins = pack(works, slots, unit=txn_unit)
+    assert len(bins) <= slots and all(bins)
+    placed = [w for b in bins for w in b]
+    assert sorted(placed, key=_key) == sorted((w for w in works if w.records), key=_key)  # each once
+    home = {}
+    for i, b in enumerate(bins):
+        for w in b:
+            assert home.setdefault(txn_unit(w), i) == i  # a group lives in one task
+    assert pack(works, slots, unit=txn_unit) == bins  # deterministic
+
+
+def test_transaction_groups_and_ids():
+    g = TXN_GROUP_PARTITIONS
+    assert txn_group("orders", 0) == txn_group("orders", g - 1) != txn_group("orders", g)
+    assert transactional_id("c1.L1", "orders", 1) == transactional_id("c1.L1", "orders", g - 1)
+    assert transactional_id("c1.L1", "orders", 1) != transactional_id("c1.L1", "orders", g)
+    assert transactional_id("c1.L1", "orders", 1) != transactional_id("c2.L1", "orders", 1)  # per link
+    assert transactional_id("c1.L1", "orders", 1) != transactional_id("c1.L1", "payments", 1)  # per topic
+
+
+def _key(w):
+    return (w.link_id, w.topic, w.partition)

@@ -20,9 +20,10 @@ thread keeps, from a range that ended cleanly, for its next range:
 
 What is never kept:
 
-- an exactly-once producer. Its ``transactional.id`` names one
-  (link, topic, partition): that is what fences the partition's zombie copies,
-  so each range gets its own producer and its own ``init_transactions``;
+- an exactly-once producer. Its ``transactional.id`` names one transaction
+  group of (link, topic) (see :data:`TXN_GROUP_PARTITIONS`): that is what
+  fences the group's zombie copies, so each group gets its own producer and its
+  own ``init_transactions``;
 - any client of a range that ended with an error or an exception. It is
   closed, and the next range starts with new ones, as if nothing had been kept.
 
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
+from mirrorflow.copy.txn_group import transactional_id
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.config import ClusterClient
 
@@ -45,11 +47,6 @@ if TYPE_CHECKING:
 def checkpoint_group(link_id: str) -> str:
     """The group on the target whose committed offsets are the link's checkpoint."""
     return f"{INTERNAL_TOPIC_PREFIX}.link.{link_id}"
-
-
-def transactional_id(link_id: str, topic: str, partition: int) -> str:
-    """Stable per unit of work, so a retry or a zombie of the same unit is fenced."""
-    return f"{INTERNAL_TOPIC_PREFIX}.{link_id}.{topic}.{partition}"
 
 
 #: How long the reader's fetch may wait at the broker for data. A range is bounded, so

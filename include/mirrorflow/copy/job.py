@@ -42,7 +42,7 @@ from mirrorflow.copy.clients import checkpoint_group
 from mirrorflow.copy.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 from mirrorflow.copy.executor import copy_bins, copy_tasks
 from mirrorflow.copy.partition import SWITCHED_MARK, PartitionTask
-from mirrorflow.copy.plan import PartitionWork, cap, pack
+from mirrorflow.copy.plan import PartitionWork, cap, pack, txn_unit
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.admin import committed_offsets, earliest_and_stable, list_topics
 from mirrorflow.kafka.config import ClusterClient
@@ -283,7 +283,9 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             plan.works.append(work)
     report.planned_records = sum(w.records for w in plan.works)
 
-    concurrent = max(1, min(slots * spec.copy_threads, len(plan.works)))
+    # The cap is shared by what copies at once: transaction groups, each copied by one thread
+    # (mirrorflow.copy.group), so every task of a group carries the group's share.
+    concurrent = max(1, min(slots * spec.copy_threads, len({txn_unit(w) for w in plan.works})))
     rate_share = link.max_bytes_per_second / concurrent if link.max_bytes_per_second else None
     for work in plan.works:
         plan.tasks.append(PartitionTask(
@@ -354,7 +356,7 @@ def run_job(spec: JobSpec, spark: Any = None) -> JobResult:
     by_link = {p.link.link_id: p for p in plans}
     tasks_by_key = {(t.link_id, t.topic, t.partition): t for p in plans for t in p.tasks}
     works = [w for p in plans for w in p.works]
-    packed = pack(works, slots)
+    packed = pack(works, slots, unit=txn_unit)
     bins = [[tasks_by_key[(w.link_id, w.topic, w.partition)] for w in bin_] for bin_ in packed]
     result.tasks = len(bins)
     result.plan_s = time.monotonic() - started

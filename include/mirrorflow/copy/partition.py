@@ -4,9 +4,12 @@ This is what a Spark executor runs for each unit of work. The protocol
 (DESIGN.md section 3, "Checkpoints"):
 
 1. A transactional producer on the target with a ``transactional.id`` derived
-   only from (link, topic, partition). ``init_transactions`` fences every older
+   only from (link, topic, partition): one per transaction group of the topic
+   (:mod:`mirrorflow.copy.txn_group`). ``init_transactions`` fences every older
    producer with that id (a zombie attempt, a retried Spark task) and completes
-   or aborts its open transaction.
+   or aborts its open transaction. A group's partitions are usually copied
+   together (:mod:`mirrorflow.copy.group`); this module copies one partition,
+   for ranges that need it and after a refused copy.
 2. Only *after* fencing, read the link's checkpoint: the committed offset of the
    link's group on the target, for the same topic-partition (it exists on the
    target because topics are mirrored partition-for-partition). Nobody else can
@@ -185,16 +188,18 @@ class _Batch:
 
 def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterClient,
                    *, idle_timeout: float = 30.0, op_timeout: float = 30.0,
-                   clients: CopyClients | None = None) -> PartitionResult:
+                   clients: CopyClients | None = None, carry: PartitionResult | None = None) -> PartitionResult:
     """Copy ``task``'s partition from its checkpoint to ``task.end_offset``; never raises for data errors.
 
     Errors are reported in the result (with the source offset where the
     partition stopped) so the caller can let other partitions finish.
     ``clients``: the calling thread's clients kept from its previous range
     (see :mod:`mirrorflow.copy.clients`); without it the copy opens and closes its own.
+    ``carry``: the result of this run's earlier copy of the same partition (a transaction
+    group's, :mod:`mirrorflow.copy.group`), continued here: counts, checksum and spans add up.
     """
-    result = PartitionResult(task.link_id, task.source, task.target, task.topic, task.partition,
-                             end_offset=task.end_offset)
+    result = carry if carry is not None else PartitionResult(task.link_id, task.source, task.target, task.topic,
+                                                             task.partition, end_offset=task.end_offset)
     started = time.monotonic()
     abandoned = False  # a producer call still blocked in a helper thread (see _bounded): never touch it again
     unexpected = False
@@ -616,8 +621,11 @@ class _Commits:
             self.producer.begin_transaction()
 
     def commit(self, next_offset: int) -> None:
+        self.commit_positions([TopicPartition(self.task.topic, self.task.partition, next_offset)])
+
+    def commit_positions(self, position: list[TopicPartition]) -> None:
+        """Commit the next source offsets of one or more partitions (a transaction group's, see mirrorflow.copy.group)."""
         task, timeout = self.task, self.timeout
-        position = [TopicPartition(task.topic, task.partition, next_offset)]
         if not task.exactly_once:
             _bounded(lambda: self.checkpoint.commit(offsets=position, asynchronous=False), timeout,
                      "commit (checkpoint)", task.target)

@@ -6,15 +6,20 @@ limits and packs the ranges into at most ``slots`` tasks so that no executor
 carries much more than the others (uReplicator's controller role, without a
 consumer group rebalancing anything).
 
-Packing is free to change from run to run: fencing happens per partition (the
-``transactional.id`` is derived from link, topic and partition, never from the
-Spark task), so a partition moving to another task cannot be copied twice.
+Packing is free to change from run to run: fencing happens per transaction group
+(the ``transactional.id`` is derived from link, topic and partition, never from
+the Spark task), so a partition moving to another task cannot be copied twice.
+A group's partitions are packed into one task (``pack(..., unit=txn_unit)``):
+copied on two at once, they would fence each other.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
+
+from mirrorflow.copy.txn_group import txn_group
 
 
 @dataclass(frozen=True)
@@ -47,22 +52,34 @@ def cap(work: PartitionWork, max_records: int | None = None, max_bytes: int | No
     return work if end == work.end else replace(work, end=end)
 
 
-def pack(works: list[PartitionWork], slots: int) -> list[list[PartitionWork]]:
+def pack(works: list[PartitionWork], slots: int,
+         unit: Callable[[PartitionWork], Hashable] | None = None) -> list[list[PartitionWork]]:
     """Longest-processing-time-first packing into at most ``slots`` non-empty tasks.
 
+    ``unit``: works with the same key always share a task (and are placed together,
+    with their weights summed); without it each work is its own unit.
     Empty ranges are dropped. The result is deterministic for the same input.
     Greedy LPT keeps the heaviest task within 4/3 of the best possible.
     """
     if slots < 1:
         raise ValueError(f"slots must be at least 1, got {slots}")
-    todo = sorted((w for w in works if w.records > 0),
-                  key=lambda w: (-w.weight, w.link_id, w.topic, w.partition))
-    if not todo:
+    units: dict[Hashable, list[PartitionWork]] = {}
+    for i, work in enumerate(works):
+        if work.records > 0:
+            units.setdefault(unit(work) if unit is not None else i, []).append(work)
+    if not units:
         return []
+    todo = sorted(units.values(), key=lambda ws: (-sum(w.weight for w in ws),
+                                                  *min((w.link_id, w.topic, w.partition) for w in ws)))
     bins: list[list[PartitionWork]] = [[] for _ in range(min(slots, len(todo)))]
     heap = [(0.0, i) for i in range(len(bins))]
-    for work in todo:
+    for group in todo:
         load, i = heapq.heappop(heap)
-        bins[i].append(work)
-        heapq.heappush(heap, (load + work.weight, i))
+        bins[i].extend(group)
+        heapq.heappush(heap, (load + sum(w.weight for w in group), i))
     return bins
+
+
+def txn_unit(work: PartitionWork) -> tuple[str, str, int]:
+    """``pack``'s unit for copies: a transaction group, whose partitions one thread copies together."""
+    return (work.link_id, *txn_group(work.topic, work.partition))

@@ -151,9 +151,17 @@ def _by_topic(cuts: dict[tuple[str, int], int | None]) -> dict[str, dict[int, in
 
 
 def _fence(client: ClusterClient, link_id: str, tps: list[TopicPartition], timeout: float) -> None:
-    """Bump the producer epoch of every partition's ``transactional.id`` on ``client``: running copies abort."""
+    """Bump the producer epoch of every partition's ``transactional.id`` on ``client``: running copies abort.
+
+    Partitions of one transaction group share an id (mirrorflow.copy.txn_group): each id is fenced once.
+    """
+    fenced: set[str] = set()
     for tp in tps:
-        producer = Producer(client.producer(**{"transactional.id": transactional_id(link_id, tp.topic, tp.partition)}))
+        txn_id = transactional_id(link_id, tp.topic, tp.partition)
+        if txn_id in fenced:
+            continue
+        fenced.add(txn_id)
+        producer = Producer(client.producer(**{"transactional.id": txn_id}))
         try:
             producer.init_transactions(timeout)
         except KafkaException as exc:

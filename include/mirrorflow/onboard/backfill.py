@@ -33,7 +33,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from mirrorflow.audit import audit
 from mirrorflow.copy.job import execute, read_checkpoints
 from mirrorflow.copy.partition import EARLIEST, PartitionTask
-from mirrorflow.copy.plan import PartitionWork, pack
+from mirrorflow.copy.plan import PartitionWork, pack, txn_unit
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable
 from mirrorflow.kafka.config import ClusterClient
@@ -183,7 +183,7 @@ def run_backfill(spec: BackfillSpec, spark: Any = None) -> BackfillResult:
     works = [PartitionWork(t.link_id, t.topic, t.partition, 0, max(1, t.end_offset - max(t.start_offset or 0, 0)))
              for t in tasks]
     by_key = {(t.link_id, t.topic, t.partition): t for t in tasks}
-    bins = [[by_key[(w.link_id, w.topic, w.partition)] for w in b] for b in pack(works, slots)]
+    bins = [[by_key[(w.link_id, w.topic, w.partition)] for w in b] for b in pack(works, slots, unit=txn_unit)]
     result.plan_s = time.monotonic() - started
     log.info("backfill %s: %s -> %s (%s), %d partitions in %d Spark tasks", spec.link_id, spec.source,
              spec.target, spec.mode, len(tasks), len(bins))

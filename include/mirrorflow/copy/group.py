@@ -1,0 +1,354 @@
+"""Copy the ranges of one transaction group together: one reader, one producer, one transaction at a time.
+
+Partitions of a topic share a ``transactional.id`` by group (:mod:`mirrorflow.copy.txn_group`),
+so their copies can share transactions: the group's producer fences once, the
+checkpoints of all its partitions are read after that, and each commit sends the
+next source offset of every partition it moved with ``send_offsets_to_transaction``
+(at least once: one checkpoint commit for all of them). Copies and checkpoints of a
+group still become visible together or not at all, and a retried or zombie copy of
+any of its partitions is fenced by the same id.
+
+Why: a commit first waits for the producer's acknowledgements, and while an
+idempotent librdkafka producer waits after a burst, its broker thread spins. Copied
+one partition at a time, a run paid that wait (and a fresh producer's
+``init_transactions``, exactly once) once per partition; 64 partitions of 10 KB
+spent about 100 ms of CPU on each, on a two-core machine where the brokers needed
+it (docs/benchmarks.md).
+
+What this loop does not do, :func:`~mirrorflow.copy.partition.copy_partition` does,
+one partition after the other under the same ``transactional.id``:
+
+- ranges restored from the S3 archive (onboarding, :func:`groupable`): the whole
+  group goes that way;
+- a copy the target refuses: the open transaction is aborted, and each partition
+  not yet at its end continues from its checkpoint, where the per-partition path
+  finds the refused message at its exact offset, commits what precedes it and
+  stops that partition only.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from dataclasses import replace
+
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from mirrorflow.copy.clients import CopyClients
+from mirrorflow.copy.headers import CopyHeaders
+from mirrorflow.copy.throttle import RateLimiter
+from mirrorflow.copy.partition import (
+    _FENCED_CODES,
+    EARLIEST,
+    SWITCHED_MARK,
+    UNREACHABLE_CODES,
+    LinkSwitchedAway,
+    PartitionResult,
+    PartitionTask,
+    _Commits,
+    _note_target_offsets,
+    _produce,
+    _ProduceRejected,
+    _target_end,
+    _TargetSilent,
+    copy_partition,
+)
+from mirrorflow.kafka.admin import RETRIABLE_COORDINATOR
+from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
+
+log = logging.getLogger(__name__)
+
+
+def groupable(task: PartitionTask) -> bool:
+    """Whether ``task``'s range can share transactions with the rest of its group (see the module doc)."""
+    return task.restore is None
+
+
+class _Refused(Exception):
+    """The target refused a copy of the open transaction: abort, then go partition by partition."""
+
+
+class _Failure:
+    """The first failed delivery of the open transaction, set by the delivery callback."""
+
+    error: KafkaError | None = None
+
+
+def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: ClusterClient, *, clients: CopyClients,
+               idle_timeout: float = 30.0, op_timeout: float = 30.0) -> list[PartitionResult]:
+    """Copy ``tasks`` (one link, one topic, one transaction group) to their ends; never raises for data errors.
+
+    One result per task, in the order of ``tasks``; an error fails the group's
+    partitions that had not reached their end, at their checkpoints.
+    """
+    first = tasks[0]
+    results = {t.partition: PartitionResult(t.link_id, t.source, t.target, t.topic, t.partition,
+                                            end_offset=t.end_offset) for t in tasks}
+    started = time.monotonic()
+    producer = clients.producer(first, target)
+    checkpoint = clients.checkpoint(first, target)
+    reader, _ = clients.reader(first, source)  # a kept reader's leftovers are skipped by topic-partition
+    clean = abandoned = refused = False
+    try:
+        if first.exactly_once:
+            producer.init_transactions(op_timeout)
+        committed = _checkpoints(checkpoint, tasks, op_timeout)  # after fencing: nobody else moves them now
+        ranges: dict[int, list[int]] = {}
+        for task in tasks:
+            result = results[task.partition]
+            low, _ = reader.get_watermark_offsets(TopicPartition(task.topic, task.partition), timeout=op_timeout)
+            start = committed[task.partition]
+            if start is None and task.start_offset is not None:  # onboarding: the new link's first position
+                start = low if task.start_offset == EARLIEST else task.start_offset
+                result.initialised = True
+            if start is not None and start < low:
+                result.lost_to_retention = low - start
+                what = (f"offsets {start}..{low - 1} are no longer on {task.source} (retention) and were not "
+                        f"copied")
+                if task.require_contiguous:
+                    result.start_offset = result.next_offset = result.error_offset = start
+                    result.error = f"{what}; nothing copied past them (the archive must reach offset {low})"
+                    continue
+                log.warning("%s %s[%d]: %s", task.link_id, task.topic, task.partition, what)
+            start = low if start is None or start < low else start
+            end = task.end_offset if task.max_records is None else min(task.end_offset, start + task.max_records)
+            result.start_offset = result.next_offset = start
+            result.end_offset = end
+            if start < end or (result.initialised and committed[task.partition] is None):
+                ranges[task.partition] = [start, end]
+        if ranges:
+            _copy_ranges(tasks, results, producer, checkpoint, reader, ranges, idle_timeout, op_timeout)
+        clean = True
+    except _Refused:
+        refused = True
+    except KafkaException as exc:
+        err = exc.args[0]
+        abandoned = getattr(exc, "abandoned", False)
+        for result in results.values():
+            if result.error is None and (result.next_offset < 0 or result.next_offset < result.end_offset):
+                result.error = f"{err.name()}: {err.str()}"
+                result.error_code = err.code()
+                result.fenced = err.code() in _FENCED_CODES or err.fatal()
+                result.error_offset = result.next_offset
+    except LinkSwitchedAway as exc:
+        for result in results.values():
+            result.error = str(exc)
+            result.fenced = True
+    except BaseException:
+        clients.release(first, source, target, reader=reader, checkpoint=checkpoint, producer=producer,
+                        clean=False, abandoned=False)
+        raise
+    if not refused:
+        clients.release(first, source, target, reader=reader, checkpoint=checkpoint, producer=producer,
+                        clean=clean and not abandoned, abandoned=abandoned)
+        for result in results.values():
+            result.duration_s = round(time.monotonic() - started, 3)
+        return [results[t.partition] for t in tasks]
+
+    # A refused copy: what the group committed stays; every partition not yet at its end goes on
+    # by itself from its checkpoint, where the per-partition path pinpoints the refusal.
+    clients.release(first, source, target, reader=reader, checkpoint=checkpoint, producer=producer,
+                    clean=False, abandoned=False)
+    log.info("%s %s: the target refused a copy in a transaction of partitions %s; copying them one by one",
+             first.link_id, first.topic, sorted(ranges))
+    out = []
+    for task in tasks:
+        result = results[task.partition]
+        if result.error is None and result.next_offset < result.end_offset:
+            result = copy_partition(replace(task, end_offset=result.end_offset, max_records=None), source, target,
+                                    idle_timeout=idle_timeout, op_timeout=op_timeout, clients=clients,
+                                    carry=result)
+        result.duration_s = round(time.monotonic() - started, 3)
+        out.append(result)
+    return out
+
+
+def _checkpoints(consumer: Consumer, tasks: list[PartitionTask], timeout: float) -> dict[int, int | None]:
+    """The link's committed positions of the group's partitions (one request); retried while the coordinator moves."""
+    deadline = time.monotonic() + timeout
+    first = tasks[0]
+    while True:
+        try:
+            answer = consumer.committed([TopicPartition(t.topic, t.partition) for t in tasks], timeout=timeout)
+            out: dict[int, int | None] = {}
+            for tp in answer:
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+                if tp.metadata and tp.metadata.startswith(SWITCHED_MARK):
+                    raise LinkSwitchedAway(first, tp.metadata[len(SWITCHED_MARK):])
+                out[tp.partition] = None if tp.offset < 0 else tp.offset
+            return out
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
+                raise
+            log.info("%s %s: reading the checkpoints: %s; retrying", first.link_id, first.topic, err.name())
+            time.sleep(0.2)  # back-off between retries of a retriable error
+
+
+def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult], producer: Producer,
+                 checkpoint: Consumer, reader: Consumer, ranges: dict[int, list[int]], idle_timeout: float,
+                 op_timeout: float) -> None:
+    """Copy every ``ranges[p] = [start, end)`` of the group, in transactions bounded like a partition's.
+
+    A range may be empty: an onboarding start with nothing to copy is still committed
+    as the link's checkpoint. A byte-rate cap applies to the group as a whole (each task
+    carries the group's share, see mirrorflow.copy.job); a per-run byte budget to each
+    partition, as on the per-partition path. Raises :class:`_Refused` after aborting,
+    when the target refused a copy of the open transaction.
+    """
+    first = tasks[0]
+    topic = first.topic
+    by_partition = {t.partition: t for t in tasks}
+    txn = _Commits(first, producer, checkpoint, op_timeout)
+    headers = {p: CopyHeaders(first.source, topic, p, level=first.level, backfill_flags=by_partition[p].backfill_flags,
+                              on_malformed=by_partition[p].on_malformed).for_copy for p in ranges}
+    before = {p: _target_end(checkpoint, by_partition[p], op_timeout) for p in ranges}
+    position = {p: r[0] for p, r in ranges.items()}
+    end = {p: r[1] for p, r in ranges.items()}
+    copying = {p for p, (start, stop) in ranges.items() if start < stop}  # partitions not yet at their end
+    unmarked = {p for p in ranges if p not in copying}  # onboarding starts to commit though nothing is copied
+    limiter = RateLimiter(first.max_bytes_per_second) if first.max_bytes_per_second else None
+    max_bytes = first.max_bytes
+    # since the last commit, per partition: copied, skipped, malformed, bytes; the checksums run on
+    counts = {p: [0, 0, 0, 0] for p in ranges}
+    crc = {p: results[p].checksum for p in ranges}
+    failed = _Failure()
+
+    # A Python function that calls nothing implemented in C: confluent-kafka may call it while a
+    # fatal error (fenced) is pending, and a C call made then (list.append, functools.partial)
+    # raises SystemError, which hides the fencing (see copy_partition).
+    def refused(err: KafkaError | None, msg) -> None:
+        if err is not None and failed.error is None:
+            failed.error = err
+
+    def done(p: int) -> None:
+        copying.discard(p)
+        reader.pause([TopicPartition(topic, p)])  # stop fetching what lies past this run's end
+
+    def commit() -> None:
+        nonlocal in_txn, txn_started
+        unacknowledged = producer.flush(op_timeout)
+        if failed.error is not None:
+            raise _Refused()
+        if unacknowledged:
+            raise _TargetSilent(KafkaError(KafkaError._TIMED_OUT,
+                                           f"{unacknowledged} copies not acknowledged by target {first.target} "
+                                           f"within {op_timeout:.0f}s"))
+        moved = [p for p in ranges if position[p] != results[p].next_offset or p in unmarked]
+        try:
+            txn.commit_positions([TopicPartition(topic, p, position[p]) for p in moved])
+        except _TargetSilent:
+            raise
+        except KafkaException as exc:
+            if exc.args[0].code() in UNREACHABLE_CODES:
+                raise _TargetSilent(exc.args[0]) from exc
+            raise
+        for p in moved:
+            result, (copied, skipped, malformed, size) = results[p], counts[p]
+            result.copied += copied
+            result.skipped += skipped
+            result.malformed += malformed
+            result.bytes += size
+            result.checksum = crc[p]
+            result.next_offset = position[p]
+            result.transactions += 1
+            counts[p] = [0, 0, 0, 0]
+        unmarked.clear()
+        in_txn = 0
+        txn_started = time.monotonic()
+
+    reader.assign([TopicPartition(topic, p, ranges[p][0]) for p in copying])
+    in_txn = 0
+    txn.begin()
+    last_progress = txn_started = time.monotonic()
+    try:
+        while copying:
+            wanted = sum(end[p] - position[p] for p in copying)
+            msgs = reader.consume(num_messages=max(1, min(500, wanted)), timeout=CONSUME_WAIT_S)
+            now = time.monotonic()
+            if not msgs:
+                if now - last_progress > idle_timeout:
+                    raise KafkaException(KafkaError(KafkaError._TIMED_OUT,
+                                                    f"no progress reading the source for {idle_timeout:.0f}s at "
+                                                    f"offsets {({p: position[p] for p in sorted(copying)})}"))
+                continue
+            for msg in msgs:
+                p = msg.partition()
+                msg_topic = msg.topic()
+                if msg_topic is not None and (p not in copying or msg_topic != topic):
+                    continue  # past this partition's end, or a kept reader's previous range
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if msg.offset() >= end[p]:  # only markers or aborted records remain before the end
+                            position[p] = end[p]
+                            done(p)
+                        continue
+                    raise KafkaException(err)
+                offset = msg.offset()
+                if offset < position[p]:
+                    continue  # re-delivered after an offset reset: already handled, never copy twice
+                if offset >= end[p]:
+                    position[p] = end[p]
+                    done(p)
+                    continue
+                last_progress = now
+                out_headers, problem = headers[p](msg.headers(), offset)
+                count = counts[p]
+                if problem is not None:
+                    count[2] += 1
+                    log.warning("%s %s[%d]@%d: %s", first.link_id, topic, p, offset, problem)
+                if out_headers is not None:
+                    key, value = msg.key(), msg.value()
+                    ts_type, ts = msg.timestamp()
+                    timestamp = 0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts  # 0: the producer's clock
+                    try:
+                        producer.produce(topic, value, key, partition=p, on_delivery=refused, timestamp=timestamp,
+                                         headers=out_headers)
+                    except (BufferError, KafkaException):  # local queue full, or refused: the careful path
+                        _produce(producer, topic, key, value, {"partition": p, "headers": out_headers,
+                                                               "timestamp": timestamp}, refused, offset)
+                    size = len(key or b"") + len(value or b"")
+                    count[0] += 1
+                    count[3] += size
+                    crc[p] = zlib.crc32(value or b"", zlib.crc32(key or b"", crc[p]))
+                    if limiter is not None:
+                        results[p].throttled_s += limiter.acquire(size)
+                else:
+                    count[1] += 1
+                position[p] = offset + 1
+                in_txn += 1
+                if position[p] >= end[p] or (max_bytes is not None and results[p].bytes + count[3] >= max_bytes):
+                    end[p] = position[p]  # at its end, or this run's byte budget for it is spent
+                    done(p)
+                if in_txn >= first.txn_records or (
+                        limiter is not None and time.monotonic() - txn_started >= first.txn_max_seconds):
+                    commit()
+                    txn.begin()
+            if in_txn and time.monotonic() - txn_started >= first.txn_max_seconds:
+                commit()
+                txn.begin()
+        if in_txn or unmarked or any(position[p] != results[p].next_offset for p in ranges):
+            commit()
+        else:  # the group ended on a transaction boundary: the open transaction is empty
+            txn.close_empty()
+    except (_Refused, _ProduceRejected) as exc:
+        cause = exc.__cause__
+        if isinstance(cause, KafkaException) and (cause.args[0].fatal() or cause.args[0].code() in _FENCED_CODES):
+            raise cause from None  # fenced or fatal, not a refusal: the group fails as such
+        txn.abort()  # raises itself when the producer was fenced meanwhile
+        raise _Refused() from None
+    except _TargetSilent:
+        raise  # an abort would only time out as well (see copy_partition)
+    except KafkaException:
+        try:
+            txn.abort()
+        except KafkaException:
+            pass  # fenced or fatal: the next attempt's init_transactions cleans up
+        raise
+    for p in ranges:
+        results[p].throttled_s = round(results[p].throttled_s, 3)
+        if results[p].copied:
+            _note_target_offsets(results[p], before[p], _target_end(checkpoint, by_partition[p], op_timeout))

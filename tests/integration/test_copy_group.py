@@ -1,0 +1,193 @@
+"""Transaction groups (mirrorflow.copy.group) against real brokers: c1 source, c2 target.
+
+A group's partitions share one producer, one ``transactional.id`` and one transaction
+per commit. These tests check that each partition still gets exactly its range, that a
+refusal still stops only its own partition at its exact offset, and that fencing still
+covers every partition of the group.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from mirrorflow.copy.clients import CopyClients, checkpoint_group
+from mirrorflow.copy.executor import by_txn_group, copy_tasks
+from mirrorflow.copy.group import copy_group
+from mirrorflow.copy.partition import EARLIEST, PartitionTask
+from mirrorflow.copy.txn_group import TXN_GROUP_PARTITIONS, transactional_id
+from mirrorflow.kafka.config import ClusterClient
+from tests.integration.kafka_io import produce, read_all
+
+pytestmark = pytest.mark.kafka
+
+LINK = "c1.L1"
+
+
+def _task(topic, partition, end, **kw):
+    return PartitionTask(link_id=LINK, level=1, source="c1", target="c2", topic=topic, partition=partition,
+                         end_offset=end, **kw)
+
+
+def _clients(kafka_clusters):
+    return (ClusterClient("c1", {"bootstrap.servers": kafka_clusters["c1"].bootstrap}),
+            ClusterClient("c2", {"bootstrap.servers": kafka_clusters["c2"].bootstrap}))
+
+
+def _fill(kafka_clusters, make_topic, partitions, per_partition, target_config=None):
+    topic = make_topic("c1", partitions=partitions)
+    make_topic("c2", partitions=partitions, name=topic, config=target_config)
+    for p in range(partitions):
+        produce(kafka_clusters["c1"].bootstrap, topic,
+                [(b"k", f"p{p}-{i}".encode(), [("app", b"x")], None) for i in range(per_partition)], partition=p)
+    return topic
+
+
+def _checkpoints(bootstrap, topic, partitions):
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": checkpoint_group(LINK)})
+    try:
+        return [tp.offset for tp in consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                                       timeout=30)]
+    finally:
+        consumer.close()
+
+
+def _copy(tasks, kafka_clusters):
+    pool = CopyClients()
+    try:
+        return copy_group(tasks, *_clients(kafka_clusters), clients=pool)
+    finally:
+        pool.close()
+
+
+@pytest.mark.parametrize("exactly_once", [True, False], ids=["exactly-once", "at-least-once"])
+def test_a_group_copies_each_partition_exactly_its_range_in_shared_transactions(kafka_clusters, make_topic,
+                                                                              exactly_once):
+    topic = _fill(kafka_clusters, make_topic, 5, 400)
+    # Ranges of different lengths, each stopping short of its partition's end (the reader
+    # fetches past them), one empty: every partition must stop exactly at its own end.
+    ends = [300, 400, 0, 150, 399]
+    tasks = [_task(topic, p, ends[p], txn_records=120, exactly_once=exactly_once) for p in range(5)]
+    results = _copy(tasks, kafka_clusters)
+
+    assert [r.partition for r in results] == list(range(5))
+    for r, end in zip(results, ends):
+        assert r.ok, r.error
+        assert (r.start_offset, r.copied, r.next_offset) == (0, end, end)
+    # Transactions of at most 120 records over all partitions together: far fewer than per partition.
+    assert max(r.transactions for r in results) < sum(-(-end // 120) for end in ends)
+    assert _checkpoints(kafka_clusters["c2"].bootstrap, topic, 5) == [300, 400, -1001, 150, 399]
+
+    target = read_all(kafka_clusters["c2"].bootstrap, topic, 5)
+    for p, end in enumerate(ends):
+        assert [r.value for r in target if r.partition == p] == [f"p{p}-{i}".encode() for i in range(end)]
+
+    again = _copy([_task(topic, p, 400, exactly_once=exactly_once) for p in range(5)], kafka_clusters)
+    assert [(r.start_offset, r.copied) for r in again] == [(end, 400 - end) for end in ends]
+    values = Counter(r.value for r in read_all(kafka_clusters["c2"].bootstrap, topic, 5))
+    assert len(values) == 2000 and set(values.values()) == {1}
+
+
+@pytest.mark.parametrize("exactly_once", [True, False], ids=["exactly-once", "at-least-once"])
+def test_a_refused_copy_stops_only_its_partition_at_its_offset(kafka_clusters, make_topic, exactly_once):
+    # A compacted target refuses a record without a key; the group's transaction is aborted
+    # and each partition goes on by itself, where the refusal is found at its exact offset.
+    topic = make_topic("c1", partitions=3)
+    make_topic("c2", partitions=3, name=topic, config={"cleanup.policy": "compact"})
+    for p in range(3):
+        records = [(f"k{i}".encode(), f"p{p}-{i}".encode(), None, None) for i in range(50)]
+        if p == 1:
+            records[37] = (None, b"no-key", None, None)
+        produce(kafka_clusters["c1"].bootstrap, topic, records, partition=p)
+    results = _copy([_task(topic, p, 50, exactly_once=exactly_once) for p in range(3)], kafka_clusters)
+
+    assert results[0].ok and results[2].ok, (results[0].error, results[2].error)
+    assert [(r.next_offset, r.copied) for r in (results[0], results[2])] == [(50, 50), (50, 50)]
+    assert not results[1].ok
+    assert (results[1].error_offset, results[1].next_offset, results[1].copied) == (37, 37, 37), results[1].error
+    assert "source offset 37" in results[1].error
+    target = read_all(kafka_clusters["c2"].bootstrap, topic, 3)
+    by_partition = {p: [r.value for r in target if r.partition == p] for p in range(3)}
+    for p, end in ((0, 50), (1, 37), (2, 50)):
+        if exactly_once:
+            assert by_partition[p] == [f"p{p}-{i}".encode() for i in range(end)]
+        else:  # at least once may repeat what the aborted attempt had acknowledged, never lose
+            assert set(by_partition[p]) == {f"p{p}-{i}".encode() for i in range(end)}
+    assert _checkpoints(kafka_clusters["c2"].bootstrap, topic, 3) == [50, 37, 50]
+
+
+def test_the_group_id_fences_a_zombie_of_any_of_its_partitions(kafka_clusters, make_topic):
+    topic = _fill(kafka_clusters, make_topic, 3, 100)
+    # A zombie copy of partition 2 (same link, same group) with an open transaction holding
+    # a copy the new attempt must never let through.
+    zombie = Producer({"bootstrap.servers": kafka_clusters["c2"].bootstrap,
+                       "transactional.id": transactional_id(LINK, topic, 2)})
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(topic, b"zombie", b"k", partition=2)
+    assert zombie.flush(30) == 0
+
+    results = _copy([_task(topic, p, 100) for p in range(3)], kafka_clusters)
+    assert all(r.ok and r.copied == 100 for r in results), [r.error for r in results]
+    with pytest.raises(Exception, match="(?i)fenc|epoch"):
+        zombie.commit_transaction(30)
+    target = read_all(kafka_clusters["c2"].bootstrap, topic, 3)
+    assert b"zombie" not in {r.value for r in target}
+    assert Counter(r.partition for r in target) == {0: 100, 1: 100, 2: 100}
+
+
+def test_two_attempts_of_one_group_at_once_copy_each_record_once(kafka_clusters, make_topic):
+    topic = _fill(kafka_clusters, make_topic, 3, 3000)
+    results: list = []
+
+    def attempt() -> None:
+        results.append(_copy([_task(topic, p, 3000, txn_records=200) for p in range(3)], kafka_clusters))
+
+    threads = [threading.Thread(target=attempt) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not any(t.is_alive() for t in threads)
+    # Whatever the fenced attempt reports, a third one finishes the job and nothing is doubled.
+    final = _copy([_task(topic, p, 3000) for p in range(3)], kafka_clusters)
+    assert all(r.ok and r.next_offset == 3000 for r in final), [r.error for r in final]
+    values = Counter(r.value for r in read_all(kafka_clusters["c2"].bootstrap, topic, 3))
+    assert len(values) == 9000 and set(values.values()) == {1}
+
+
+def test_an_onboarding_start_with_nothing_to_copy_is_still_committed(kafka_clusters, make_topic):
+    topic = _fill(kafka_clusters, make_topic, 2, 10)
+    # Partition 0 starts at its end (nothing to copy), partition 1 from the earliest offset.
+    results = _copy([_task(topic, 0, 10, start_offset=10), _task(topic, 1, 10, start_offset=EARLIEST)],
+                    kafka_clusters)
+    assert all(r.ok and r.initialised for r in results), [r.error for r in results]
+    assert [(r.start_offset, r.copied) for r in results] == [(10, 0), (0, 10)]
+    assert _checkpoints(kafka_clusters["c2"].bootstrap, topic, 2) == [10, 10]
+
+
+def test_a_byte_budget_stops_each_partition_of_the_group(kafka_clusters, make_topic):
+    topic = _fill(kafka_clusters, make_topic, 2, 200)  # values of 6-8 bytes, key of 1
+    results = _copy([_task(topic, p, 200, max_bytes=500) for p in range(2)], kafka_clusters)
+    for r in results:
+        assert r.ok and 500 <= r.bytes < 520 and 0 < r.next_offset < 200, (r.error, r.bytes, r.next_offset)
+    assert _checkpoints(kafka_clusters["c2"].bootstrap, topic, 2) == [r.next_offset for r in results]
+
+
+def test_the_executor_copies_groups_and_never_splits_one(kafka_clusters, make_topic):
+    partitions = TXN_GROUP_PARTITIONS + 2  # two groups: a full one and one of two partitions
+    topic = _fill(kafka_clusters, make_topic, partitions, 50)
+    tasks = [_task(topic, p, 50) for p in range(partitions)]
+    groups = by_txn_group(tasks)
+    assert [[t.partition for t in g] for g in groups] == [list(range(TXN_GROUP_PARTITIONS)),
+                                                          [TXN_GROUP_PARTITIONS, TXN_GROUP_PARTITIONS + 1]]
+    clusters = {"c1": {"bootstrap.servers": kafka_clusters["c1"].bootstrap},
+                "c2": {"bootstrap.servers": kafka_clusters["c2"].bootstrap}}
+    results = list(copy_tasks(clusters, tasks, threads=4))
+    assert sorted(r["partition"] for r in results) == list(range(partitions))
+    assert all(r["error"] is None and r["copied"] == 50 for r in results)
+    values = Counter(r.value for r in read_all(kafka_clusters["c2"].bootstrap, topic, partitions))
+    assert len(values) == 50 * partitions and set(values.values()) == {1}

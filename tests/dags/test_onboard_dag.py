@@ -45,8 +45,14 @@ def form(kafka_clusters, **extra):
 
 
 def _checkpointed(bootstrap: str, topic: str, partitions: int) -> int:
-    """Offsets of ``topic`` the backfill link c3.L1 has committed on c4 so far."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": checkpoint_group("c3.L1")})
+    """Offsets of ``topic`` the backfill link c3.L1 has committed on c4 so far.
+
+    Read uncommitted: a read_committed consumer asks for stable offsets, which the broker
+    withholds while a transaction holding offsets of the group is open, as the killed
+    attempt's is until the next attempt fences it.
+    """
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": checkpoint_group("c3.L1"),
+                         "isolation.level": "read_uncommitted"})
     try:
         got = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
         return sum(max(tp.offset, 0) for tp in got)
@@ -70,7 +76,12 @@ def test_onboarding_under_traffic_killed_mid_backfill_and_rerun_is_exactly_once(
     from airflow.models import Variable
 
     topic = topic_everywhere(make_topic, ("c1", "c2", "c3"), partitions=2)
-    topo = topology(kafka_clusters, THREE, [topic], names=("c1", "c2", "c3"))
+    # Transactions of at most 500 records (the backfill takes the link's setting too): the
+    # history is about 3,000 records, which a copier reads and enqueues well inside one
+    # time-bounded transaction, so without this the killed attempt would have nothing to
+    # commit before its end, and there would be no "mid-way" to kill it at.
+    topo = topology(kafka_clusters, THREE, [topic], names=("c1", "c2", "c3"),
+                    extra="replication:\n  defaults:\n    txn_records: 500\n")
     settings = clients(kafka_clusters, topo)
     expected = []
     for origin in ("c1", "c2", "c3"):

@@ -191,3 +191,18 @@ def test_the_executor_copies_groups_and_never_splits_one(kafka_clusters, make_to
     assert all(r["error"] is None and r["copied"] == 50 for r in results)
     values = Counter(r.value for r in read_all(kafka_clusters["c2"].bootstrap, topic, partitions))
     assert len(values) == 50 * partitions and set(values.values()) == {1}
+
+
+def test_an_onboarding_start_survives_a_refusal_in_the_same_transaction(kafka_clusters, make_topic):
+    # Partition 0 only needs its onboarding start committed; partition 1 holds a copy the
+    # compacted target refuses. The aborted group transaction took partition 0's commit
+    # along: the per-partition path must make it again, or the link would start over.
+    topic = make_topic("c1", partitions=2)
+    make_topic("c2", partitions=2, name=topic, config={"cleanup.policy": "compact"})
+    produce(kafka_clusters["c1"].bootstrap, topic, [(b"k", b"v0", None, None)] * 5, partition=0)
+    produce(kafka_clusters["c1"].bootstrap, topic, [(b"k", b"v1", None, None)] * 3 + [(None, b"no-key", None, None)],
+            partition=1)
+    results = _copy([_task(topic, 0, 5, start_offset=5), _task(topic, 1, 4, start_offset=EARLIEST)], kafka_clusters)
+    assert results[0].ok and results[0].initialised, results[0].error
+    assert (results[1].error_offset, results[1].next_offset) == (3, 3), results[1].error
+    assert _checkpoints(kafka_clusters["c2"].bootstrap, topic, 2) == [5, 3]

@@ -119,7 +119,7 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
                 ranges[task.partition] = [start, end]
         if ranges:
             _copy_ranges(tasks, results, producer, checkpoint, reader, ranges, idle_timeout, op_timeout)
-        clean = True
+        clean = all(r.error is None for r in results.values())  # a copy with an error keeps no client
     except _Refused:
         refused = True
     except KafkaException as exc:
@@ -155,7 +155,9 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
     out = []
     for task in tasks:
         result = results[task.partition]
-        if result.error is None and result.next_offset < result.end_offset:
+        # Also an onboarding start whose commit went down with the aborted transaction.
+        if result.error is None and (result.next_offset < result.end_offset
+                                     or (result.initialised and result.transactions == 0)):
             result = copy_partition(replace(task, end_offset=result.end_offset, max_records=None), source, target,
                                     idle_timeout=idle_timeout, op_timeout=op_timeout, clients=clients,
                                     carry=result)
@@ -348,6 +350,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
         except KafkaException:
             pass  # fenced or fatal: the next attempt's init_transactions cleans up
         raise
+    reader.resume([TopicPartition(topic, p) for p in ranges])  # a kept reader keeps no pause
     for p in ranges:
         results[p].throttled_s = round(results[p].throttled_s, 3)
         if results[p].copied:

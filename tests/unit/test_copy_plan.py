@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirrorflow.copy.plan import PartitionWork, cap, pack, txn_unit
-from mirrorflow.copy.txn_group import TXN_GROUP_PARTITIONS, transactional_id, txn_group
+from mirrorflow.copy.txn_group import TXN_GROUPS, transactional_id, txn_group
 
 
 def _w(p, records, size=0.0, link="c1.L1"):
@@ -106,10 +106,12 @@ def test_packing_by_transaction_group_never_splits_a_group(parts, slots):
 
 
 def test_transaction_groups_and_ids():
-    g = TXN_GROUP_PARTITIONS
-    assert txn_group("orders", 0) == txn_group("orders", g - 1) != txn_group("orders", g)
-    assert transactional_id("c1.L1", "orders", 1) == transactional_id("c1.L1", "orders", g - 1)
-    assert transactional_id("c1.L1", "orders", 1) != transactional_id("c1.L1", "orders", g)
+    g = TXN_GROUPS
+    assert txn_group("orders", 1) == txn_group("orders", g + 1) == txn_group("orders", 7 * g + 1)
+    assert txn_group("orders", 0) != txn_group("orders", 1)
+    assert len({txn_group("orders", p) for p in range(1000)}) == g  # however many partitions a topic has
+    assert transactional_id("c1.L1", "orders", 1) == transactional_id("c1.L1", "orders", g + 1)
+    assert transactional_id("c1.L1", "orders", 1) != transactional_id("c1.L1", "orders", 2)
     assert transactional_id("c1.L1", "orders", 1) != transactional_id("c2.L1", "orders", 1)  # per link
     assert transactional_id("c1.L1", "orders", 1) != transactional_id("c1.L1", "payments", 1)  # per topic
 

@@ -38,6 +38,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Kafka
 from mirrorflow.copy.clients import CopyClients
 from mirrorflow.copy.headers import CopyHeaders
 from mirrorflow.copy.throttle import RateLimiter
+from mirrorflow.copy.txn_group import txn_group
 from mirrorflow.copy.partition import (
     _FENCED_CODES,
     EARLIEST,
@@ -83,6 +84,9 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
     partitions that had not reached their end, at their checkpoints.
     """
     first = tasks[0]
+    if len({(t.link_id, t.source, t.target, *txn_group(t.topic, t.partition)) for t in tasks}) != 1:
+        raise ValueError(f"{first.link_id}: copy_group needs the ranges of one transaction group, got "
+                         f"{sorted({(t.topic, t.partition) for t in tasks})}")
     results = {t.partition: PartitionResult(t.link_id, t.source, t.target, t.topic, t.partition,
                                             end_offset=t.end_offset) for t in tasks}
     started = time.monotonic()

@@ -9,21 +9,30 @@ from __future__ import annotations
 
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 
-#: Partitions of one topic that share a ``transactional.id``: partition ``p`` is in group
-#: ``p // TXN_GROUP_PARTITIONS``. A group's ranges are copied by one thread, in transactions
-#: that span its partitions (:mod:`mirrorflow.copy.group`). Why: every commit first waits
-#: for the producer's acknowledgements, and while an idempotent librdkafka producer waits
-#: after a burst, its broker thread spins (measured in docs/benchmarks.md); one id per
-#: partition meant one such wait per partition per run, which cost 64 partitions of 10 KB
-#: about 100 ms of CPU each on a two-core machine. A protocol constant, like the id's shape:
-#: changing it changes which id fences which partition, so it must not change while a copy
-#: of the old shape may still run.
-TXN_GROUP_PARTITIONS = 16
+#: Transaction groups per topic: partition ``p`` is in group ``p % TXN_GROUPS``, and the
+#: partitions of a group share a ``transactional.id``. A group's ranges are copied by one
+#: thread, in transactions that span its partitions (:mod:`mirrorflow.copy.group`).
+#:
+#: Why groups: every commit first waits for the producer's acknowledgements, and an
+#: idempotent librdkafka producer with only a few partitions in flight keeps its broker
+#: thread waking up the whole time (docs/benchmarks.md): one producer per partition made
+#: 64 partitions of 10 KB cost 6.6-10.4 CPU-seconds and half the raw loop's speed on two
+#: cores shared with the brokers. Why a modulus and not a size: groups of 16 consecutive
+#: partitions ended the spin at 64 partitions but made a topic of 8 partitions one group,
+#: copied by one process (10 KB x 8 fell from 1.44 to 0.58 of the raw loop). A fixed number
+#: of groups keeps a few-partition topic spread over processes and gives a many-partition
+#: topic producers with many partitions in flight; and ``p % TXN_GROUPS`` does not depend on
+#: the partition count, so adding partitions to a topic never moves one to another id.
+#: The price: one topic is copied by at most ``TXN_GROUPS`` threads at once.
+#:
+#: A protocol constant, like the id's shape: changing it changes which id fences which
+#: partition, so it must not change while a copy of the old shape may still run.
+TXN_GROUPS = 4
 
 
 def txn_group(topic: str, partition: int) -> tuple[str, int]:
     """The transaction group of a topic-partition: partitions in one group share a producer id."""
-    return topic, partition // TXN_GROUP_PARTITIONS
+    return topic, partition % TXN_GROUPS
 
 
 def transactional_id(link_id: str, topic: str, partition: int) -> str:
@@ -33,4 +42,4 @@ def transactional_id(link_id: str, topic: str, partition: int) -> str:
     packing may change from run to run without two copies of a partition escaping
     each other's fencing.
     """
-    return f"{INTERNAL_TOPIC_PREFIX}.{link_id}.{topic}.g{partition // TXN_GROUP_PARTITIONS}"
+    return f"{INTERNAL_TOPIC_PREFIX}.{link_id}.{topic}.g{partition % TXN_GROUPS}"

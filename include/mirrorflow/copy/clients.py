@@ -21,7 +21,7 @@ thread keeps, from a range that ended cleanly, for its next range:
 What is never kept:
 
 - an exactly-once producer. Its ``transactional.id`` names one transaction
-  group of (link, topic) (see :data:`TXN_GROUP_PARTITIONS`): that is what
+  group of (link, topic) (see :data:`~mirrorflow.copy.txn_group.TXN_GROUPS`): that is what
   fences the group's zombie copies, so each group gets its own producer and its
   own ``init_transactions``;
 - any client of a range that ended with an error or an exception. It is

@@ -43,7 +43,6 @@ from mirrorflow.copy.partition import (
     _FENCED_CODES,
     EARLIEST,
     SWITCHED_MARK,
-    UNREACHABLE_CODES,
     LinkSwitchedAway,
     PartitionResult,
     PartitionTask,
@@ -238,19 +237,9 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
         unacknowledged = producer.flush(op_timeout)
         if failed.error is not None:
             raise _Refused()
-        if unacknowledged:
-            raise _TargetSilent(KafkaError(KafkaError._TIMED_OUT,
-                                           f"{unacknowledged} copies not acknowledged by target {first.target} "
-                                           f"within {op_timeout:.0f}s"))
+        txn.require_acknowledged(unacknowledged)
         moved = [p for p in ranges if position[p] != results[p].next_offset or p in unmarked]
-        try:
-            txn.commit_positions([TopicPartition(topic, p, position[p]) for p in moved])
-        except _TargetSilent:
-            raise
-        except KafkaException as exc:
-            if exc.args[0].code() in UNREACHABLE_CODES:
-                raise _TargetSilent(exc.args[0]) from exc
-            raise
+        txn.commit_positions([TopicPartition(topic, p, position[p]) for p in moved])
         for p in moved:
             result, (copied, skipped, malformed, size) = results[p], counts[p]
             result.copied += copied

@@ -418,20 +418,8 @@ def _copy_range(task: PartitionTask, producer: Producer, checkpoint: Consumer, r
         unacknowledged = producer.flush(op_timeout)
         if batch.first_error is not None:
             raise _Abort()
-        if unacknowledged:
-            # The target stopped answering: fail now instead of spending another
-            # timeout on each transactional call that would follow.
-            raise _TargetSilent(KafkaError(KafkaError._TIMED_OUT,
-                                           f"{unacknowledged} copies not acknowledged by target {task.target} "
-                                           f"within {op_timeout:.0f}s"))
-        try:
-            txn.commit(next_offset)
-        except _TargetSilent:
-            raise
-        except KafkaException as exc:
-            if exc.args[0].code() in UNREACHABLE_CODES:
-                raise _TargetSilent(exc.args[0]) from exc
-            raise
+        txn.require_acknowledged(unacknowledged)
+        txn.commit(next_offset)
         result.transactions += 1
         result.next_offset = next_offset
         result.checksum = crc
@@ -623,8 +611,31 @@ class _Commits:
     def commit(self, next_offset: int) -> None:
         self.commit_positions([TopicPartition(self.task.topic, self.task.partition, next_offset)])
 
+    def require_acknowledged(self, unacknowledged: int) -> None:
+        """After the flush before a commit: copies still unacknowledged mean the target stopped answering.
+
+        Fail now instead of spending another timeout on each transactional call that would follow.
+        """
+        if unacknowledged:
+            raise _TargetSilent(KafkaError(KafkaError._TIMED_OUT,
+                                           f"{unacknowledged} copies not acknowledged by target {self.task.target} "
+                                           f"within {self.timeout:.0f}s"))
+
     def commit_positions(self, position: list[TopicPartition]) -> None:
-        """Commit the next source offsets of one or more partitions (a transaction group's, see mirrorflow.copy.group)."""
+        """Commit the next source offsets of one or more partitions (a transaction group's, see mirrorflow.copy.group).
+
+        A target that does not answer fails as :class:`_TargetSilent`.
+        """
+        try:
+            self._commit_positions(position)
+        except _TargetSilent:
+            raise
+        except KafkaException as exc:
+            if exc.args[0].code() in UNREACHABLE_CODES:
+                raise _TargetSilent(exc.args[0]) from exc
+            raise
+
+    def _commit_positions(self, position: list[TopicPartition]) -> None:
         task, timeout = self.task, self.timeout
         if not task.exactly_once:
             _bounded(lambda: self.checkpoint.commit(offsets=position, asynchronous=False), timeout,

@@ -90,9 +90,8 @@ def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[Partit
     def one(group: list[PartitionTask]) -> list[dict[str, Any]]:
         source, target = clients[group[0].source], clients[group[0].target]
         if len(group) > 1 and all(map(groupable, group)):
-            skipped = [unreached(t) for t in group]
-            if all(skipped):
-                return [r.to_dict() for r in skipped if r]
+            if unreached(group[0]) is not None:  # one source, one target: all of the group or none
+                return [unreached(t).to_dict() for t in group]
             return [r.to_dict() for r in guarded(group, lambda: copy_group(group, source, target,
                                                                            clients=thread_clients()))]
         out = []

@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source-config", default="",
                         help="librdkafka settings for the reader, k=v,k=v (one partition only)")
     parser.add_argument("--rounds", type=int, default=2, help="alternate the variants this many times")
+    parser.add_argument("--no-raw", action="store_true", help="leave the raw loop out (to profile the copier alone)")
     args = parser.parse_args(argv)
     run_dir = Path(tempfile.mkdtemp(prefix="mirrorflow-engine-"))
     kafka = start_clusters(run_dir)
@@ -84,12 +85,19 @@ def main(argv: list[str] | None = None) -> int:
         topic = create_topic(src, args.partitions)
         prefill(src, topic, Case(args.size, args.partitions, args.records))
 
+        cpu = [time.process_time()]
+
         def show(name: str, seconds: float, extra: str = "") -> None:
-            print(f"{name:28s} {seconds:6.2f}s  {seconds / args.records * 1e6:5.1f} us/record{extra}", flush=True)
+            # CPU of this process (every thread, librdkafka's included) since the previous line
+            used, cpu[0] = time.process_time() - cpu[0], time.process_time()
+            print(f"{name:28s} {seconds:6.2f}s  {seconds / args.records * 1e6:5.1f} us/record  cpu {used:5.2f}s"
+                  f"{extra}", flush=True)
 
         for _ in range(args.rounds):
             recreate_topic(dst, topic, args.partitions)
-            show("raw loop", raw_copy(src, dst, topic, args.partitions, args.records)["seconds"])
+            cpu[0] = time.process_time()
+            if not args.no_raw:
+                show("raw loop", raw_copy(src, dst, topic, args.partitions, args.records)["seconds"])
             if args.partitions > 1:
                 for eos in (True, False):
                     r = engine_copy_many(src, dst, topic, args.partitions, args.records, exactly_once=eos,

@@ -60,6 +60,16 @@ def _checkpoints(bootstrap, topic, partitions: list[int]):
         consumer.close()
 
 
+def _target_ends(bootstrap, topic, partitions: list[int]) -> dict[int, int]:
+    """High watermarks (markers included), asked one partition at a time, unlike the copier."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-ends",
+                         "isolation.level": "read_uncommitted"})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
+    finally:
+        consumer.close()
+
+
 def _copy(tasks, kafka_clusters):
     pool = CopyClients()
     try:
@@ -90,9 +100,21 @@ def test_a_group_copies_each_partition_exactly_its_range_in_shared_transactions(
     target = read_all(kafka_clusters["c2"].bootstrap, topic, G * 5)
     for p in range(G * 5):
         assert [r.value for r in target if r.partition == p] == [f"p{p}-{i}".encode() for i in range(ends.get(p, 0))]
+    # The audit's target span of each partition: from its end before the copy to its end after,
+    # read for the whole group at once; none where nothing moved. Exactly once, the last commit's
+    # marker may land after the end is read (the coordinator writes it once the commit returns).
+    first_ends = _target_ends(kafka_clusters["c2"].bootstrap, topic, group)
+    marker = 1 if exactly_once else 0
+    assert [(r.target_first_offset, r.target_last_offset) for r in results] == [
+        (0, first_ends[p] - 1 - (marker if r.target_last_offset == first_ends[p] - 1 - marker else 0))
+        if ends[p] else (None, None) for p, r in zip(group, results)]
 
     again = _copy([_task(topic, p, 400, exactly_once=exactly_once) for p in group], kafka_clusters)
     assert [(r.start_offset, r.copied) for r in again] == [(ends[p], 400 - ends[p]) for p in group]
+    second_ends = _target_ends(kafka_clusters["c2"].bootstrap, topic, group)
+    assert [(r.target_first_offset, r.target_last_offset) for r in again] == [
+        (first_ends[p], second_ends[p] - 1 - (marker if r.target_last_offset == second_ends[p] - 1 - marker else 0))
+        if ends[p] < 400 else (None, None) for p, r in zip(group, again)]
     values = Counter(r.value for r in read_all(kafka_clusters["c2"].bootstrap, topic, G * 5))
     assert len(values) == 2000 and set(values.values()) == {1}
 

@@ -15,7 +15,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirrorflow.copy.clients import CopyClients, checkpoint_group
-from mirrorflow.copy.executor import by_txn_group, copy_tasks
+from mirrorflow.copy.defaults import LARGE_GROUP_RECORDS
+from mirrorflow.copy.executor import by_txn_group, copy_tasks, large
 from mirrorflow.copy.group import copy_group
 from mirrorflow.copy.partition import EARLIEST, PartitionTask
 from mirrorflow.copy.txn_group import TXN_GROUPS, transactional_id
@@ -217,10 +218,14 @@ def test_copy_group_refuses_ranges_of_two_groups():
                    ClusterClient("c2", {"bootstrap.servers": "127.0.0.1:1"}), clients=CopyClients())
 
 
-def test_the_executor_copies_groups_and_never_splits_one(kafka_clusters, make_topic):
+@pytest.mark.parametrize("planned", [0, LARGE_GROUP_RECORDS // 2], ids=["small-groups", "large-groups"])
+def test_the_executor_copies_groups_and_never_splits_one(kafka_clusters, make_topic, planned):
+    # Planned as large (the two-partition groups reach LARGE_GROUP_RECORDS), those groups
+    # are copied one at a time beside the small ones; either way each range exactly once.
     partitions = TXN_GROUPS + 2  # two groups of two partitions, the others of one
     topic = _fill(kafka_clusters, make_topic, partitions, 50)
-    tasks = [_task(topic, p, 50) for p in range(partitions)]
+    tasks = [_task(topic, p, 50, planned_records=planned) for p in range(partitions)]
+    assert sum(map(large, by_txn_group(tasks))) == (2 if planned else 0)
     groups = by_txn_group(tasks)
     assert [[t.partition for t in g] for g in groups] == [[0, TXN_GROUPS], [1, TXN_GROUPS + 1]] + [
         [p] for p in range(2, TXN_GROUPS)]

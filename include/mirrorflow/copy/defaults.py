@@ -15,3 +15,10 @@ DEFAULT_TXN_RECORDS = 100_000
 TXN_SECONDS = 1.0
 #: Partitions a Spark task copies at the same time; measured in benchmarks/ (docs/benchmarks.md).
 DEFAULT_COPY_THREADS = 4
+#: A transaction group with at least this many records to copy is copied alone among a Spark task's
+#: threads: it keeps a core busy by itself, and two such groups side by side in one Python worker only
+#: contend (for the GIL, and librdkafka's threads for the same core). Smaller groups spend most of
+#: their time waiting on the brokers and overlap on the other threads. On two cores, 300,000 x 1 KB
+#: over 64 partitions copied in 4.4 s one big group at a time per task and 5.4 s two at a time
+#: (docs/benchmarks.md).
+LARGE_GROUP_RECORDS = 50_000

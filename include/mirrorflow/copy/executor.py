@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from mirrorflow.copy.clients import CopyClients
+from mirrorflow.copy.defaults import LARGE_GROUP_RECORDS
 from mirrorflow.copy.group import copy_group, groupable
 from mirrorflow.copy.partition import UNREACHABLE_CODES, PartitionResult, PartitionTask, copy_partition
 from mirrorflow.copy.txn_group import txn_group
@@ -33,12 +34,12 @@ def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[Partit
     Tasks are copied by transaction group (:func:`by_txn_group`): a group's partitions
     together, in shared transactions (:mod:`mirrorflow.copy.group`), or one after the
     other when they need the per-partition path. Up to ``threads`` groups are copied at
-    the same time, each on its own thread with its own producer and consumers; a thread
-    keeps its consumers (and, at least once, its producer) for its next group
-    (:mod:`mirrorflow.copy.clients`).
-    A copier spends much of its time waiting on the brokers (acknowledgements before each commit, the commit
-    itself, fencing, the first fetch); one partition at a time left the core
-    idle during those waits, and the profile showed them as the largest cost.
+    the same time, but at most one :func:`large` group: each on its own thread with its
+    own producer and consumers; a thread keeps its consumers (and, at least once, its
+    producer) for its next group (:mod:`mirrorflow.copy.clients`).
+    A small copy spends most of its time waiting on the brokers (acknowledgements before
+    each commit, the commit itself, fencing, the first fetch); one at a time left the
+    core idle during those waits. A large copy keeps the core busy by itself.
 
     When a partition fails because a cluster stopped answering (each such failure
     costs the client's timeouts, about a minute), the cluster is probed once; if it
@@ -103,16 +104,73 @@ def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[Partit
 
     groups = by_txn_group(tasks)
     try:
-        if threads <= 1:
+        if threads <= 1 or len(groups) <= 1:
             for group in groups:
                 yield from one(group)
             return
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="mirrorflow-copy") as executor:
-            for results in executor.map(one, groups):
-                yield from results
+        for results in _in_lanes(groups, one, threads):
+            yield from results
     finally:
         for pool in pools:
             pool.close()
+
+
+def large(group: list[PartitionTask]) -> bool:
+    """Whether ``group`` is copied alone (see :data:`~mirrorflow.copy.defaults.LARGE_GROUP_RECORDS`).
+
+    A group under a byte-rate cap never is: it waits on its cap, not on a core, and its
+    share of the cap assumes it runs beside the others (mirrorflow.copy.job).
+    """
+    return (sum(t.planned_records for t in group) >= LARGE_GROUP_RECORDS
+            and not any(t.max_bytes_per_second for t in group))
+
+
+def _in_lanes(groups: list[list[PartitionTask]], copy: Callable[[list[PartitionTask]], list],
+              threads: int) -> list[list]:
+    """``copy(group)`` of every group on ``threads`` threads, at most one :func:`large` group at a time.
+
+    The Spark task holds one core. Large groups are bound by it: two side by side in one
+    Python worker took longer together than one after the other (docs/benchmarks.md).
+    Small groups are bound by the brokers' round trips and fill the other threads. A
+    thread that finds only large groups left while one is being copied ends; the thread
+    copying it takes the next. Results come back in the order of ``groups``.
+    """
+    lock = threading.Lock()
+    todo_large = deque(i for i, g in enumerate(groups) if large(g))
+    todo_small = deque(i for i, g in enumerate(groups) if not large(g))
+    busy = [False]  # a large group is being copied
+    out: list[list | None] = [None] * len(groups)
+    failure: list[BaseException] = []
+
+    def lane() -> None:
+        while not failure:
+            with lock:
+                if todo_large and not busy[0]:
+                    i, is_large = todo_large.popleft(), True
+                    busy[0] = True
+                elif todo_small:
+                    i, is_large = todo_small.popleft(), False
+                else:
+                    return
+            try:
+                out[i] = copy(groups[i])
+            except BaseException as exc:  # copy() fails no group by itself; this is a bug: re-raised below
+                failure.append(exc)
+                return
+            finally:
+                if is_large:
+                    with lock:
+                        busy[0] = False
+
+    workers = [threading.Thread(target=lane, name=f"mirrorflow-copy-{n}", daemon=True)
+               for n in range(min(threads, len(groups)))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    if failure:
+        raise failure[0]
+    return out  # type: ignore[return-value]
 
 
 def by_txn_group(tasks: Iterable[PartitionTask]) -> list[list[PartitionTask]]:

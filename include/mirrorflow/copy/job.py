@@ -290,7 +290,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
     for work in plan.works:
         plan.tasks.append(PartitionTask(
             link_id=link.link_id, level=link.level, source=link.source, target=link.target,
-            topic=work.topic, partition=work.partition, end_offset=work.end,
+            topic=work.topic, partition=work.partition, end_offset=work.end, planned_records=work.records,
             max_records=link.max_records_per_run,
             txn_records=link.txn_records or DEFAULT_TXN_RECORDS,
             max_bytes=link.max_bytes_per_run,

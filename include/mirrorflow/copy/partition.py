@@ -117,6 +117,9 @@ class PartitionTask:
     restore: dict[str, Any] | None = None
     #: Fail (instead of warn) when the source no longer holds offsets this copy needs.
     require_contiguous: bool = False
+    #: The planner's estimate of the records this range holds (0: not estimated). The executor
+    #: copies large ranges one at a time per Spark task (mirrorflow.copy.executor).
+    planned_records: int = 0
     #: ``False`` (``replication`` key ``exactly_once: false``): at-least-once copies. No
     #: transactions: an idempotent producer, and the checkpoint committed once every copy
     #: before it is acknowledged. A killed or failed copy repeats up to one commit interval

@@ -160,9 +160,11 @@ def plan_tasks(spec: BackfillSpec, timeout: float = 30.0) -> list[PartitionTask]
         done, _ = checkpoints.get(key, (None, ""))
         if done is not None and done >= ends[key]:
             continue  # this partition's backfill is complete (a re-run)
+        first = lows[key] if start == EARLIEST else start
         tasks.append(PartitionTask(
             link_id=spec.link_id, level=spec.level, source=spec.source, target=spec.target, topic=tp.topic,
             partition=tp.partition, end_offset=ends[key], txn_records=spec.txn_records, start_offset=start,
+            planned_records=max(0, ends[key] - max(first, done or 0)),
             backfill_flags=spec.bits, max_records=spec.max_records,
             restore={"location": dict(spec.location or {}), "end": restore[1]} if restore else None,
             require_contiguous=spec.mode == "archive",

@@ -72,7 +72,9 @@ def submit(spec: JobSpec, *, master: str = "local[*]", sample_memory: bool = Fal
         raise RuntimeError(f"mirrorflow copy job reported errors: {result['errors']}")
     out_ = {"seconds": result["finished_at"] - started_wall, "exit_s": exit_s, "copied": result["copied"],
             "plan_s": result["plan_s"], "copy_s": result["copy_s"],
-            "spark_tasks": result["spark_tasks"]}
+            "spark_tasks": result["spark_tasks"],
+            # where a slow plan waited (its steps' seconds, per link)
+            "plan_steps": [link.get("plan_steps", {}) for link in result.get("links", [])]}
     if memory is not None:
         out_["memory"] = memory
     return out_

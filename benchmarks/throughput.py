@@ -100,7 +100,7 @@ def measure_case(src: str, dst: str, case: Case, *, progress: Callable[[str], No
                "mb_per_s": round(case.bytes / seconds / 1e6, 2), "on_target": on_target,
                "lost": max(0, case.records - on_target), "duplicated": max(0, on_target - case.records),
                "wall_s": round(wall, 1)}
-        for key in ("plan_s", "copy_s", "exit_s", "spark_tasks", "memory"):
+        for key in ("plan_s", "plan_steps", "copy_s", "exit_s", "spark_tasks", "memory"):
             if key in r:
                 row[key] = r[key]
         if r.get("copy_s"):  # the job's own copy phase, without Spark's start and the planning

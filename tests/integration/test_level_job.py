@@ -48,6 +48,10 @@ def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, sp
     assert first["target_offsets"][0] is not None and first["checksum"].startswith("crc32:")
     assert {"bytes", "duration_s", "partition", "error", "at"} <= set(first)
     assert [line["run_id"] for line in lines if line["event"] == "copy_run"] == [r.run_id for r in results]
+    # each link's plan says how long each of its steps took
+    steps = [link.plan_steps for r in results for link in r.links]
+    assert steps and all(set(s) == {"target_shapes", "source_topics", "checkpoints", "source_offsets"}
+                         and all(v >= 0 for v in s.values()) for s in steps), steps
 
 
 def test_unbalanced_five_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, spark):

@@ -177,6 +177,9 @@ class LinkReport:
     partitions_added: dict[str, int] = field(default_factory=dict)
     deleted_on_source: list[str] = field(default_factory=list)
     error: str | None = None
+    #: Seconds of each planning step (target shapes, source topics, checkpoints, offsets): a slow
+    #: plan says where it waited (a 3 s plan was seen twice in benchmarks; cause not found yet).
+    plan_steps: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -248,6 +251,12 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
                     "duplicates up to %d messages per partition on %s", link.link_id,
                     link.txn_records or DEFAULT_TXN_RECORDS, link.target)
     source, target = spec.client(link.source), spec.client(link.target)
+    clock = [time.monotonic()]
+
+    def step(name: str) -> None:
+        now = time.monotonic()
+        report.plan_steps[name] = round(now - clock[0], 3)
+        clock[0] = now
 
     shape = sync_topic_shapes(source, target, selector, align_configs=spec.align_configs, timeout=timeout)
     report.created_topics = sorted(c.topic for c in shape.created)
@@ -259,18 +268,22 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
     for topic, error in shape.blocked.items():
         plan.errors.append(PartitionError(link.link_id, link.source, link.target, topic, None, None, str(error)))
 
+    step("target_shapes")
     topics = {t: n for t, n in list_topics(source, timeout).items()
               if selector.selects(t) and t not in shape.blocked}
+    step("source_topics")
     tps = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
     report.partitions = len(tps)
     if not tps:
         return plan
     checkpoints = read_checkpoints(target, link.link_id, tps, timeout)
+    step("checkpoints")
     moved = {meta[len(SWITCHED_MARK):] for _, meta in checkpoints.values() if meta.startswith(SWITCHED_MARK)}
     if moved:
         raise MirrorflowError(f"link {link.link_id} was switched from {link.target} to {', '.join(sorted(moved))}; "
                               f"this run still aims at {link.target} (stale effective target): nothing copied")
     lows, ends = earliest_and_stable(source, tps, timeout)
+    step("source_offsets")
 
     for tp in tps:
         key = (tp.topic, tp.partition)
@@ -363,9 +376,10 @@ def run_job(spec: JobSpec, spark: Any = None) -> JobResult:
     for p in plans:
         result.links.append(p.report)
         result.errors.extend(p.errors)
-        log.info("plan %s: %s -> %s, %d partitions, %d offsets to read%s", p.link.link_id, p.link.source,
+        log.info("plan %s: %s -> %s, %d partitions, %d offsets to read%s (%s)", p.link.link_id, p.link.source,
                  p.link.target, p.report.partitions, p.report.planned_records,
-                 f", created {p.report.created_topics}" if p.report.created_topics else "")
+                 f", created {p.report.created_topics}" if p.report.created_topics else "",
+                 ", ".join(f"{k} {v:.2f}s" for k, v in p.report.plan_steps.items()) or "nothing to plan")
     log.info("level %d run %s: %d partition ranges in %d Spark tasks (planned in %.2fs)", spec.level,
              spec.run_id, len(works), len(bins), result.plan_s)
 

@@ -136,8 +136,9 @@ def _in_lanes(groups: list[list[PartitionTask]], copy: Callable[[list[PartitionT
     copying it takes the next. Results come back in the order of ``groups``.
     """
     lock = threading.Lock()
-    todo_large = deque(i for i, g in enumerate(groups) if large(g))
-    todo_small = deque(i for i, g in enumerate(groups) if not large(g))
+    is_large = [large(g) for g in groups]
+    todo_large = deque(i for i, big in enumerate(is_large) if big)
+    todo_small = deque(i for i, big in enumerate(is_large) if not big)
     busy = [False]  # a large group is being copied
     out: list[list | None] = [None] * len(groups)
     failure: list[BaseException] = []
@@ -146,10 +147,10 @@ def _in_lanes(groups: list[list[PartitionTask]], copy: Callable[[list[PartitionT
         while not failure:
             with lock:
                 if todo_large and not busy[0]:
-                    i, is_large = todo_large.popleft(), True
+                    i = todo_large.popleft()
                     busy[0] = True
                 elif todo_small:
-                    i, is_large = todo_small.popleft(), False
+                    i = todo_small.popleft()
                 else:
                     return
             try:
@@ -158,7 +159,7 @@ def _in_lanes(groups: list[list[PartitionTask]], copy: Callable[[list[PartitionT
                 failure.append(exc)
                 return
             finally:
-                if is_large:
+                if is_large[i]:
                     with lock:
                         busy[0] = False
 

@@ -22,7 +22,8 @@ from benchmarks.common import Case, create_topic, prefill, start_clusters, warm_
 from benchmarks.mm2 import recreate_topic
 from benchmarks.raw_loop import raw_copy
 from mirrorflow.copy.executor import copy_tasks
-from mirrorflow.copy.partition import PartitionTask, copy_partition
+from mirrorflow.copy.partition import copy_partition
+from mirrorflow.copy.task import PartitionTask
 from mirrorflow.kafka.config import ClusterClient
 
 

@@ -7,3 +7,12 @@ importing the topology package (its validated models pull in pydantic, about
 
 #: Prefix of every topic (and consumer group) mirrorflow creates for itself.
 INTERNAL_TOPIC_PREFIX = "_mirrorflow"
+
+#: Topics that are never selected for mirroring, whatever ``topics`` says.
+INTERNAL_TOPIC_NAMES = frozenset({"_schemas"})
+INTERNAL_TOPIC_PREFIXES = ("__", INTERNAL_TOPIC_PREFIX)
+
+
+def is_internal_topic(topic: str) -> bool:
+    """Kafka's own topics (``__*``), the schema registry's ``_schemas`` and mirrorflow's ``_mirrorflow*``."""
+    return topic in INTERNAL_TOPIC_NAMES or topic.startswith(INTERNAL_TOPIC_PREFIXES)

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.copy.clients import checkpoint_group
+from mirrorflow.copy.checkpoints import checkpoint_group
 
 from mirrorflow.offsets.distribute import distribute
 from mirrorflow.offsets.sync import publish_owned
@@ -182,7 +182,7 @@ def test_a_topic_clash_stops_preflight_and_nothing_is_created(kafka_clusters, ma
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["preflight"] == "failed" and states["create_topics"] == "upstream_failed", states
 
-    from mirrorflow_airflow.factories.onboard import run_preflight
+    from mirrorflow_airflow.steps.onboard import run_preflight
 
     with pytest.raises(Exception) as refused:
         run_preflight(topo, form(kafka_clusters), "t")

@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable, Mapping
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.copy.clients import checkpoint_group
+from mirrorflow.copy.checkpoints import checkpoint_group
 from mirrorflow.copy.job import JobResult, run_job
-from mirrorflow.copy.partition import RETRIABLE_COORDINATOR
+from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
 from mirrorflow.copy.links import build_spec, effective_links
 from mirrorflow.topology import Topology, parse_topology
 from tests.integration.kafka_io import produce, read_all

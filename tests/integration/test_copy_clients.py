@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from mirrorflow.copy.clients import CopyClients
-from mirrorflow.copy.partition import PartitionTask, copy_partition
+from mirrorflow.copy.partition import copy_partition
+from mirrorflow.copy.task import PartitionTask
 from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all
 

@@ -14,7 +14,8 @@ from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec
 
 from mirrorflow import copyflags, provenance
-from mirrorflow.copy.partition import PartitionTask, copy_partition
+from mirrorflow.copy.partition import copy_partition
+from mirrorflow.copy.task import PartitionTask
 from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all, stable_end_offsets
 
@@ -122,7 +123,8 @@ def test_two_attempts_at_once_still_copy_exactly_once(kafka_clusters, make_topic
 
 _KILLABLE = """
 import sys
-from mirrorflow.copy.partition import PartitionTask, copy_partition
+from mirrorflow.copy.partition import copy_partition
+from mirrorflow.copy.task import PartitionTask
 from mirrorflow.kafka.config import ClusterClient
 src, dst, topic = sys.argv[1:4]
 task = PartitionTask(link_id=sys.argv[5], level=1, source="c1", target="c2", topic=topic, partition=0,

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow import copyflags, provenance
-from mirrorflow.copy.clients import checkpoint_group
+from mirrorflow.copy.checkpoints import checkpoint_group
 from mirrorflow.onboard.backfill import BackfillSpec, run_backfill
 from tests.integration.kafka_io import produce, read_all
 

@@ -1,4 +1,4 @@
-"""The executor's lanes (mirrorflow.copy.executor._in_lanes): at most one large group at a time per Spark task.
+"""The executor's lanes (mirrorflow.copy.executor.in_lanes): at most one large group at a time per Spark task.
 
 Scheduling only: ``copy`` here is a function that records what runs when, so the
 threads' interleaving is checked without brokers (the copies themselves are
@@ -12,8 +12,8 @@ import threading
 import pytest
 
 from mirrorflow.copy.defaults import LARGE_GROUP_RECORDS
-from mirrorflow.copy.executor import _in_lanes, large
-from mirrorflow.copy.partition import PartitionTask
+from mirrorflow.copy.executor import in_lanes, large
+from mirrorflow.copy.task import PartitionTask
 
 WAIT_S = 10.0  # a deadline for conditions that must come true, never a pause
 
@@ -59,7 +59,7 @@ def test_one_large_group_at_a_time_while_small_ones_run_beside_it():
             copied.append(n)
         return [n]
 
-    out = _in_lanes(groups, copy, threads=4)
+    out = in_lanes(groups, copy, threads=4)
     assert out == [[g[0].partition] for g in groups]  # in the order of the groups
     assert sorted(copied) == sorted(g[0].partition for g in groups)  # each exactly once
     assert overlaps == []
@@ -75,4 +75,4 @@ def test_a_failing_copy_is_raised_after_the_other_lanes_end():
         return [group[0].partition]
 
     with pytest.raises(RuntimeError, match="copier bug"):
-        _in_lanes(groups, copy, threads=3)
+        in_lanes(groups, copy, threads=3)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirrorflow.copy.plan import PartitionWork, cap, pack, txn_unit
+from mirrorflow.copy.txn_group import txn_unit
+from mirrorflow.work import PartitionWork, cap, pack
 from mirrorflow.copy.txn_group import TXN_GROUPS, transactional_id, txn_group
 
 

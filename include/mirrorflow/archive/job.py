@@ -11,7 +11,7 @@ process for tests) does:
    recorded as ``lost`` in the manifest and logged as an error, and the
    partition's coverage restarts at the earliest offset;
 3. cap each range by ``max_records_per_run`` and pack the ranges into Spark
-   tasks (:func:`mirrorflow.copy.plan.pack`).
+   tasks (:func:`mirrorflow.work.pack`).
 
 Executors run :func:`.writer.archive_partition` per range. Then, per cluster,
 the driver writes the run's manifest (every partition's range, objects, count,
@@ -49,12 +49,12 @@ from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.archive.progress import Progress, read_progress, write_progress
 from mirrorflow.archive.writer import DEFAULT_ROWS_PER_OBJECT, ArchiveTask, archive_partition
 from mirrorflow.audit import audit
-from mirrorflow.copy.plan import PartitionWork, pack
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.spark_run import parallelism, run_bins
 from mirrorflow.topology.model import TopicSelector
+from mirrorflow.work import PartitionWork, pack
 
 log = logging.getLogger(__name__)
 

@@ -1,20 +1,17 @@
 """The Kafka clients a copy thread uses, kept from one partition range to the next.
 
 Why they are kept: when ranges are small, setting up a range's clients cost
-more than copying it (measured with ``benchmarks.engine``, 64 ranges of 100
-records, one thread: 240 ms a range exactly once, 100 ms at least once). A
-fresh consumer spends about 55 ms finding the group coordinator before it can
-read the link's checkpoint; a fresh reader's first question to the source
-(its watermark) went to the bootstrap connection that librdkafka drops once it
-knows the real brokers, and one time in five was asked again 700 ms later. A
+more than copying it (docs/benchmarks.md): a fresh consumer first has to find
+the group coordinator before it can read the link's checkpoint, and a fresh
+reader's first question goes to a bootstrap connection that librdkafka drops
+once it knows the real brokers. A
 Spark task copies its ranges one after the other on each copy thread, so each
 thread keeps, from a range that ended cleanly, for its next range:
 
 - the *reader* (source consumer), per (source cluster, link). It is unassigned
   between ranges, and it long-polls at most ``READER_FETCH_WAIT_MS``: the broker
   answers one request per connection at a time, so the next range's first
-  request waits behind the previous range's last, idle fetch (460 ms at
-  librdkafka's default of 500 ms);
+  request waits behind the previous range's last, idle fetch;
 - the *checkpoint consumer* (the link's group on the target), per (target, link);
 - at least once, the *producer*, per (target, the target topic's size limit).
 
@@ -32,21 +29,15 @@ A pool belongs to one thread; nothing here is locked.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
+from mirrorflow.copy.checkpoints import checkpoint_group
+from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_group import transactional_id
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.config import ClusterClient
-
-if TYPE_CHECKING:
-    from mirrorflow.copy.partition import PartitionTask
-
-
-def checkpoint_group(link_id: str) -> str:
-    """The group on the target whose committed offsets are the link's checkpoint."""
-    return f"{INTERNAL_TOPIC_PREFIX}.link.{link_id}"
 
 
 #: How long the reader's fetch may wait at the broker for data. A range is bounded, so
@@ -55,8 +46,7 @@ READER_FETCH_WAIT_MS = 20
 
 #: How much one fetch may bring of one partition (librdkafka's default is 1 MiB). librdkafka
 #: has one fetch in flight per broker, so a small answer stalls a one-partition copy between
-#: fetches: 1,000,000 x 100 B in one process took 9.8-10.9 s with 1 MiB and 7.9-8.9 s with
-#: 10 MiB, against the raw loop's 7.0-7.2 s (which uses 10 MiB as well).
+#: fetches (docs/benchmarks.md); the raw client loop it is measured against uses 10 MiB as well.
 READER_PARTITION_FETCH_BYTES = 10 * 1024 * 1024
 
 
@@ -65,15 +55,15 @@ def _unless_set(settings: Any, **defaults: Any) -> dict[str, Any]:
     return {k: v for k, v in defaults.items() if k not in settings}
 
 
-def new_producer(task: "PartitionTask", target: ClusterClient) -> Producer:
+def new_producer(task: PartitionTask, target: ClusterClient) -> Producer:
     """The producer of one range: transactional (exactly once) or idempotent (at least once)."""
     # Connect to the brokers as soon as they are known. With librdkafka's sparse default,
-    # acquiring the producer id waited for a connection made on a later timer tick:
-    # init_transactions took 60 ms, and 500 ms one time in three; eagerly, 12-35 ms.
+    # acquiring the producer id waited for a connection made on a later timer tick, which
+    # made init_transactions slow and erratic (docs/benchmarks.md).
     # A cluster's own ``config`` may set it back (then one connection per broker per producer).
     conf: dict[str, Any] = {"linger.ms": 5, **_unless_set(target.settings, **{"enable.sparse.connections": False}),
                             # Report failed deliveries only: the copier needs nothing from a success, and a
-                            # report per copy (a Python call each) cost about a fifth of its CPU at 100 B.
+                            # report per copy (a Python call each) costs CPU that small messages feel.
                             "delivery.report.only.error": True}
     if task.exactly_once:
         conf["transactional.id"] = transactional_id(task.link_id, task.topic, task.partition)
@@ -101,7 +91,7 @@ class CopyClients:
         return {"readers": len(self._readers), "checkpoints": len(self._checkpoints),
                 "producers": len(self._producers)}
 
-    def reader(self, task: "PartitionTask", source: ClusterClient) -> tuple[Consumer, bool]:
+    def reader(self, task: PartitionTask, source: ClusterClient) -> tuple[Consumer, bool]:
         """The source consumer, and whether it was kept (so it may still hold another range's messages)."""
         kept = self._readers.pop((source.name, task.link_id), None)
         if kept is not None:
@@ -112,7 +102,7 @@ class CopyClients:
                                               "max.partition.fetch.bytes": READER_PARTITION_FETCH_BYTES}),
         })), False
 
-    def checkpoint(self, task: "PartitionTask", target: ClusterClient) -> Consumer:
+    def checkpoint(self, task: PartitionTask, target: ClusterClient) -> Consumer:
         kept = self._checkpoints.pop((target.name, task.link_id), None)
         # Read uncommitted: it reads no records, and its end-offset query (the audit's target
         # span) must give the high watermark, not the last stable offset, which lags behind
@@ -120,11 +110,11 @@ class CopyClients:
         return kept if kept is not None else Consumer(target.consumer(checkpoint_group(task.link_id),
                                                                       **{"isolation.level": "read_uncommitted"}))
 
-    def producer(self, task: "PartitionTask", target: ClusterClient) -> Producer:
+    def producer(self, task: PartitionTask, target: ClusterClient) -> Producer:
         kept = None if task.exactly_once else self._producers.pop((target.name, task.max_message_bytes), None)
         return kept if kept is not None else new_producer(task, target)
 
-    def release(self, task: "PartitionTask", source: ClusterClient, target: ClusterClient, *, reader: Consumer,
+    def release(self, task: PartitionTask, source: ClusterClient, target: ClusterClient, *, reader: Consumer,
                 checkpoint: Consumer, producer: Producer, clean: bool, abandoned: bool) -> None:
         """Keep a cleanly finished range's clients for the next range; close everything else.
 

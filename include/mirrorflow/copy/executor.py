@@ -3,8 +3,8 @@
 Kept apart from :mod:`mirrorflow.copy.job` (the driver: planning, results,
 audit) because Spark ships the task's function by reference, so a Python worker
 imports this module's dependencies and nothing else. The driver's modules pull
-in the topology's validated models and with them pydantic; on an executor that
-was about 0.4 s of every worker's start.
+in the topology's validated models and with them pydantic, which would add to
+every Python worker's start (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from typing import Any
 from mirrorflow.copy.clients import CopyClients
 from mirrorflow.copy.defaults import LARGE_GROUP_RECORDS
 from mirrorflow.copy.group import copy_group, groupable
-from mirrorflow.copy.partition import UNREACHABLE_CODES, PartitionResult, PartitionTask, copy_partition
+from mirrorflow.copy.partition import copy_partition
+from mirrorflow.copy.task import PartitionResult, PartitionTask
 from mirrorflow.copy.txn_group import txn_group
 from mirrorflow.errors import ClusterUnreachable
 from mirrorflow.kafka.admin import probe
+from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient
 
 log = logging.getLogger(__name__)
@@ -108,7 +110,7 @@ def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[Partit
             for group in groups:
                 yield from one(group)
             return
-        for results in _in_lanes(groups, one, threads):
+        for results in in_lanes(groups, one, threads):
             yield from results
     finally:
         for pool in pools:
@@ -125,7 +127,7 @@ def large(group: list[PartitionTask]) -> bool:
             and not any(t.max_bytes_per_second for t in group))
 
 
-def _in_lanes(groups: list[list[PartitionTask]], copy: Callable[[list[PartitionTask]], list],
+def in_lanes(groups: list[list[PartitionTask]], copy: Callable[[list[PartitionTask]], list],
               threads: int) -> list[list]:
     """``copy(group)`` of every group on ``threads`` threads, at most one :func:`large` group at a time.
 

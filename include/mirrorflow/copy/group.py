@@ -9,11 +9,10 @@ group still become visible together or not at all, and a retried or zombie copy 
 any of its partitions is fenced by the same id.
 
 Why: a commit first waits for the producer's acknowledgements, and while an
-idempotent librdkafka producer waits after a burst, its broker thread spins. Copied
-one partition at a time, a run paid that wait (and a fresh producer's
-``init_transactions``, exactly once) once per partition; 64 partitions of 10 KB
-spent about 100 ms of CPU on each, on a two-core machine where the brokers needed
-it (docs/benchmarks.md).
+idempotent librdkafka producer waits after a burst, its broker thread spins.
+Copied one partition at a time, a run paid that wait (and, exactly once, a fresh
+producer's ``init_transactions``) once per partition, on machines where the
+brokers need the CPU (docs/benchmarks.md has the figures).
 
 What this loop does not do, :func:`~mirrorflow.copy.partition.copy_partition` does,
 one partition after the other under the same ``transactional.id``:
@@ -43,26 +42,16 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from mirrorflow.copy.checkpoints import LinkSwitchedAway, copy_start, read_positions
 from mirrorflow.copy.clients import CopyClients
 from mirrorflow.copy.headers import CopyHeaders
+from mirrorflow.copy.partition import copy_partition
+from mirrorflow.copy.spans import note_target_offsets, target_ends
+from mirrorflow.copy.task import PartitionResult, PartitionTask
 from mirrorflow.copy.throttle import RateLimiter
+from mirrorflow.copy.transactions import Commits, ProduceRejected, TargetSilent, produce_carefully
 from mirrorflow.copy.txn_group import txn_group
-from mirrorflow.copy.partition import (
-    _FENCED_CODES,
-    EARLIEST,
-    SWITCHED_MARK,
-    LinkSwitchedAway,
-    PartitionResult,
-    PartitionTask,
-    _Commits,
-    _note_target_offsets,
-    _produce,
-    _ProduceRejected,
-    _target_ends,
-    _TargetSilent,
-    copy_partition,
-)
-from mirrorflow.kafka.admin import RETRIABLE_COORDINATOR
+from mirrorflow.kafka.codes import FENCED_CODES
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 
 log = logging.getLogger(__name__)
@@ -104,26 +93,25 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
     try:
         if first.exactly_once:
             producer.init_transactions(op_timeout)
-        committed = _checkpoints(checkpoint, tasks, op_timeout)  # after fencing: nobody else moves them now
+        # after fencing: nobody else moves them now
+        committed = read_positions(checkpoint, first.link_id, first.target, first.topic, [t.partition for t in tasks],
+                                   op_timeout)
         earliest = _earliest(reader, first.topic, [t.partition for t in tasks], op_timeout)
         ranges: dict[int, list[int]] = {}
         for task in tasks:
             result = results[task.partition]
-            low = earliest[task.partition]
-            start = committed[task.partition]
-            if start is None and task.start_offset is not None:  # onboarding: the new link's first position
-                start = low if task.start_offset == EARLIEST else task.start_offset
+            begin = copy_start(committed[task.partition], earliest[task.partition], start_offset=task.start_offset,
+                               require_contiguous=task.require_contiguous, source=task.source)
+            if begin.initialised:  # onboarding: the new link's first position
                 result.initialised = True
-            if start is not None and start < low:
-                result.lost_to_retention = low - start
-                what = (f"offsets {start}..{low - 1} are no longer on {task.source} (retention) and were not "
-                        f"copied")
-                if task.require_contiguous:
-                    result.start_offset = result.next_offset = result.error_offset = start
-                    result.error = f"{what}; nothing copied past them (the archive must reach offset {low})"
+            if begin.lost:
+                result.lost_to_retention = begin.lost
+                if begin.error is not None:
+                    result.start_offset = result.next_offset = result.error_offset = begin.position
+                    result.error = begin.error
                     continue
-                log.warning("%s %s[%d]: %s", task.link_id, task.topic, task.partition, what)
-            start = low if start is None or start < low else start
+                log.warning("%s %s[%d]: %s", task.link_id, task.topic, task.partition, begin.why)
+            start = begin.offset
             end = task.end_offset if task.max_records is None else min(task.end_offset, start + task.max_records)
             result.start_offset = result.next_offset = start
             result.end_offset = end
@@ -141,7 +129,7 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
             if result.error is None and (result.next_offset < 0 or result.next_offset < result.end_offset):
                 result.error = f"{err.name()}: {err.str()}"
                 result.error_code = err.code()
-                result.fenced = err.code() in _FENCED_CODES or err.fatal()
+                result.fenced = err.code() in FENCED_CODES or err.fatal()
                 result.error_offset = result.next_offset
     except LinkSwitchedAway as exc:
         for result in results.values():
@@ -193,29 +181,6 @@ def _earliest(reader: Consumer, topic: str, partitions: list[int], timeout: floa
     return out
 
 
-def _checkpoints(consumer: Consumer, tasks: list[PartitionTask], timeout: float) -> dict[int, int | None]:
-    """The link's committed positions of the group's partitions (one request); retried while the coordinator moves."""
-    deadline = time.monotonic() + timeout
-    first = tasks[0]
-    while True:
-        try:
-            answer = consumer.committed([TopicPartition(t.topic, t.partition) for t in tasks], timeout=timeout)
-            out: dict[int, int | None] = {}
-            for tp in answer:
-                if tp.error is not None:
-                    raise KafkaException(tp.error)
-                if tp.metadata and tp.metadata.startswith(SWITCHED_MARK):
-                    raise LinkSwitchedAway(first, tp.metadata[len(SWITCHED_MARK):])
-                out[tp.partition] = None if tp.offset < 0 else tp.offset
-            return out
-        except KafkaException as exc:
-            err = exc.args[0]
-            if err.code() not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
-                raise
-            log.info("%s %s: reading the checkpoints: %s; retrying", first.link_id, first.topic, err.name())
-            time.sleep(0.2)  # back-off between retries of a retriable error
-
-
 def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult], producer: Producer,
                  checkpoint: Consumer, reader: Consumer, ranges: dict[int, list[int]], idle_timeout: float,
                  op_timeout: float) -> None:
@@ -230,10 +195,10 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
     first = tasks[0]
     topic = first.topic
     by_partition = {t.partition: t for t in tasks}
-    txn = _Commits(first, producer, checkpoint, op_timeout)
+    txn = Commits(first, producer, checkpoint, op_timeout)
     headers = {p: CopyHeaders(first.source, topic, p, level=first.level, backfill_flags=by_partition[p].backfill_flags,
                               on_malformed=by_partition[p].on_malformed).for_copy for p in ranges}
-    before = _target_ends(checkpoint, first, list(ranges), op_timeout)
+    before = target_ends(checkpoint, first, list(ranges), op_timeout)
     position = {p: r[0] for p, r in ranges.items()}
     end = {p: r[1] for p, r in ranges.items()}
     copying = {p for p, (start, stop) in ranges.items() if start < stop}  # partitions not yet at their end
@@ -327,7 +292,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
                         producer.produce(topic, value, key, partition=p, on_delivery=refused, timestamp=timestamp,
                                          headers=out_headers)
                     except (BufferError, KafkaException):  # local queue full, or refused: the careful path
-                        _produce(producer, topic, key, value, {"partition": p, "headers": out_headers,
+                        produce_carefully(producer, topic, key, value, {"partition": p, "headers": out_headers,
                                                                "timestamp": timestamp}, refused, offset)
                     size = len(key or b"") + len(value or b"")
                     count[0] += 1
@@ -353,13 +318,13 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
             commit()
         else:  # the group ended on a transaction boundary: the open transaction is empty
             txn.close_empty()
-    except (_Refused, _ProduceRejected) as exc:
+    except (_Refused, ProduceRejected) as exc:
         cause = exc.__cause__
-        if isinstance(cause, KafkaException) and (cause.args[0].fatal() or cause.args[0].code() in _FENCED_CODES):
+        if isinstance(cause, KafkaException) and (cause.args[0].fatal() or cause.args[0].code() in FENCED_CODES):
             raise cause from None  # fenced or fatal, not a refusal: the group fails as such
         txn.abort()  # raises itself when the producer was fenced meanwhile
         raise _Refused() from None
-    except _TargetSilent:
+    except TargetSilent:
         raise  # an abort would only time out as well (see copy_partition)
     except KafkaException:
         try:
@@ -372,6 +337,6 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
         results[p].throttled_s = round(results[p].throttled_s, 3)
     moved = [p for p in ranges if results[p].copied]
     if moved:
-        after = _target_ends(checkpoint, first, moved, op_timeout)
+        after = target_ends(checkpoint, first, moved, op_timeout)
         for p in moved:
-            _note_target_offsets(results[p], before[p], after[p])
+            note_target_offsets(results[p], before[p], after[p])

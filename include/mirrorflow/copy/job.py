@@ -10,7 +10,7 @@ every admin call, per link:
    the target (one request), and capture each partition's last stable offset
    (one request): that is the run's planned end, so a run is a bounded batch;
 3. cap each range by the per-run limits and pack the ranges into Spark tasks of
-   similar size (:mod:`mirrorflow.copy.plan`).
+   similar size (:mod:`mirrorflow.work`).
 
 Executors run :func:`mirrorflow.copy.partition.copy_partition` for each range;
 it fences, re-reads the checkpoint and copies exactly once. One partition's
@@ -38,17 +38,18 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit
-from mirrorflow.copy.clients import checkpoint_group
+from mirrorflow.copy.checkpoints import copy_start, read_checkpoints, switched_to
 from mirrorflow.copy.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 from mirrorflow.copy.executor import copy_bins, copy_tasks
-from mirrorflow.copy.partition import SWITCHED_MARK, PartitionTask
-from mirrorflow.copy.plan import PartitionWork, cap, pack, txn_unit
+from mirrorflow.copy.task import PartitionTask
+from mirrorflow.copy.txn_group import txn_unit
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.admin import committed_offsets, earliest_and_stable, list_topics
+from mirrorflow.kafka.admin import earliest_and_stable, list_topics
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
 from mirrorflow.spark_run import parallelism, run_bins
 from mirrorflow.topology.model import TopicSelector
+from mirrorflow.work import PartitionWork, cap, pack
 
 log = logging.getLogger(__name__)
 
@@ -278,7 +279,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
         return plan
     checkpoints = read_checkpoints(target, link.link_id, tps, timeout)
     step("checkpoints")
-    moved = {meta[len(SWITCHED_MARK):] for _, meta in checkpoints.values() if meta.startswith(SWITCHED_MARK)}
+    moved = {new for _, meta in checkpoints.values() if (new := switched_to(meta)) is not None}
     if moved:
         raise MirrorflowError(f"link {link.link_id} was switched from {link.target} to {', '.join(sorted(moved))}; "
                               f"this run still aims at {link.target} (stale effective target): nothing copied")
@@ -287,9 +288,9 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
 
     for tp in tps:
         key = (tp.topic, tp.partition)
-        start, _ = checkpoints.get(key, (None, ""))
+        committed, _ = checkpoints.get(key, (None, ""))
         low, end = lows[key], ends[key]
-        start = low if start is None or start < low else start
+        start = copy_start(committed, low).offset
         work = cap(PartitionWork(link.link_id, tp.topic, tp.partition, start, end),
                    max_records=link.max_records_per_run)
         if work.records > 0:
@@ -311,16 +312,6 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             exactly_once=link.exactly_once,
         ))
     return plan
-
-
-def read_checkpoints(target: ClusterClient, link_id: str, tps: list[TopicPartition],
-                     timeout: float = 30.0) -> dict[tuple[str, int], tuple[int | None, str]]:
-    """``(topic, partition) -> (committed offset or None, metadata)`` of the link's group on the target."""
-    answer = committed_offsets(target, checkpoint_group(link_id), tps, f"checkpoints of link {link_id}", timeout)
-    out: dict[tuple[str, int], tuple[int | None, str]] = {}
-    for tp in answer:
-        out[(tp.topic, tp.partition)] = (tp.offset if tp.offset >= 0 else None, tp.metadata or "")
-    return out
 
 
 def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:

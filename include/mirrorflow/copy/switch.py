@@ -43,14 +43,14 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorflow import provenance
 from mirrorflow.audit import audit
-from mirrorflow.copy.job import TopicSelector, read_checkpoints
-from mirrorflow.copy.clients import checkpoint_group, transactional_id
-from mirrorflow.copy.partition import SWITCHED_MARK
+from mirrorflow.copy.checkpoints import checkpoint_group, read_checkpoints, switch_mark
+from mirrorflow.copy.txn_group import transactional_id
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
 from mirrorflow.kafka import admin
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
 from mirrorflow.topology import Distributor
+from mirrorflow.topology.model import TopicSelector
 
 log = logging.getLogger(__name__)
 _pause = threading.Event()  # never set: .wait(t) is a back-off
@@ -197,7 +197,7 @@ def _cut_old_target(link_id: str, old: ClusterClient, new_target: str, tps: list
                     report: SwitchReport, timeout: float, max_attempts: int) -> dict[tuple[str, int], int | None]:
     existing = admin.list_topics(old, timeout)
     on_old = [tp for tp in tps if tp.partition < existing.get(tp.topic, 0)]
-    mark = f"{SWITCHED_MARK}{new_target}"
+    mark = switch_mark(new_target)
     for attempt in range(1, max_attempts + 1):
         report.attempts = attempt
         _fence(old, link_id, on_old, timeout)

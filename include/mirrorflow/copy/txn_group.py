@@ -8,6 +8,7 @@ importing confluent-kafka.
 from __future__ import annotations
 
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.work import PartitionWork
 
 #: Transaction groups per topic: partition ``p`` is in group ``p % TXN_GROUPS``, and the
 #: partitions of a group share a ``transactional.id``. A group's ranges are copied by one
@@ -43,3 +44,11 @@ def transactional_id(link_id: str, topic: str, partition: int) -> str:
     each other's fencing.
     """
     return f"{INTERNAL_TOPIC_PREFIX}.{link_id}.{topic}.g{partition % TXN_GROUPS}"
+
+
+def txn_unit(work: PartitionWork) -> tuple[str, str, int]:
+    """``pack``'s unit for copies: a transaction group, whose partitions one thread copies together.
+
+    Copied by two tasks at once, a group's partitions would fence each other.
+    """
+    return (work.link_id, *txn_group(work.topic, work.partition))

@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import ClusterClient
 
 
@@ -91,14 +92,43 @@ def earliest_and_stable(source: ClusterClient, tps: list[TopicPartition], timeou
     return out[0], out[1]
 
 
-#: Errors a group coordinator answers while it moves or loads ``__consumer_offsets``: retry.
-RETRIABLE_COORDINATOR = {
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError._WAIT_COORD,
-    KafkaError._TIMED_OUT,
-}
+def earliest_and_stable_or_errors(client: ClusterClient, tps: list[tuple[str, int]], timeout: float = 30.0
+                                  ) -> dict[tuple[str, int], tuple[int, int] | str]:
+    """``(earliest offset, last stable offset)`` per partition, or the error text of a partition not read.
+
+    The same two batched requests as :func:`earliest_and_stable`, for readers that
+    report per partition (the lag monitor): a partition whose answer failed or
+    timed out gets its error (``"NAME: description"``) instead of failing the
+    whole cluster; a request refused as a whole gives every partition its error.
+    """
+    out: dict[tuple[str, int], tuple[int, int] | str] = {}
+    if not tps:
+        return out
+    admin_client = _admin(client)  # referenced until every future below is done
+    answers: list[dict[tuple[str, int], int | str]] = []
+    for spec, isolation in ((OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
+                            (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)):
+        try:
+            futures = admin_client.list_offsets({TopicPartition(t, p): spec for t, p in tps},
+                                                isolation_level=isolation, request_timeout=timeout)
+        except KafkaException as exc:
+            err = exc.args[0]
+            return {k: f"{err.name()}: {err.str()}" for k in tps}
+        answer: dict[tuple[str, int], int | str] = {}
+        for tp, future in futures.items():
+            try:
+                answer[(tp.topic, tp.partition)] = future.result(timeout=timeout + 5).offset
+            except KafkaException as exc:
+                err = exc.args[0]
+                answer[(tp.topic, tp.partition)] = f"{err.name()}: {err.str()}"
+            except Exception as exc:  # a future timing out raises concurrent.futures.TimeoutError
+                answer[(tp.topic, tp.partition)] = f"{type(exc).__name__}: {exc}"
+        answers.append(answer)
+    for key in tps:
+        low, end = answers[0].get(key, "no answer"), answers[1].get(key, "no answer")
+        out[key] = low if isinstance(low, str) else end if isinstance(end, str) else (low, end)
+    return out
+
 
 _pause = threading.Event()  # never set: .wait(t) is a back-off between retries
 

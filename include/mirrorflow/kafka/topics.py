@@ -45,8 +45,9 @@ from confluent_kafka.admin import (
 from mirrorflow.audit import audit
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
 from mirrorflow.kafka.admin import list_topics
+from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.topology.model import is_internal_topic
+from mirrorflow.internal_names import is_internal_topic
 
 _log = logging.getLogger(__name__)
 
@@ -84,7 +85,6 @@ LOG_APPEND_TIME = "LogAppendTime"
 BEFORE_MAX_MS = "message.timestamp.before.max.ms"
 _NO_LIMIT = str(2**63 - 1)
 
-_UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
 _pause = threading.Event()  # never set: .wait(t) paces metadata polls
 
 
@@ -265,7 +265,7 @@ def _failure(client: ClusterClient, operation: str, exc: BaseException) -> Mirro
     if isinstance(exc, KafkaException):
         err = exc.args[0] if exc.args else exc
         code = err.code() if isinstance(err, KafkaError) else None
-        if code in _UNREACHABLE:
+        if code in UNREACHABLE_CODES:
             return ClusterUnreachable(client.name, client.bootstrap, f"{operation}: {err}")
         return KafkaOperationError(client.name, operation, err)
     if isinstance(exc, concurrent.futures.TimeoutError):

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import TopicPartition
 
-from mirrorflow.copy.partition import PartitionTask, copy_partition
+from mirrorflow.copy.partition import copy_partition
+from mirrorflow.copy.task import PartitionTask
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable
 from mirrorflow.kafka.config import ClusterClient

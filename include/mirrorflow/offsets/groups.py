@@ -20,7 +20,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
-from mirrorflow.kafka.admin import RETRIABLE_COORDINATOR, committed_offsets
+from mirrorflow.kafka.admin import committed_offsets
+from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import ClusterClient
 
 #: Commit metadata mirrorflow writes, so the next commit knows where it left the group.

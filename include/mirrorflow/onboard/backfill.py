@@ -31,9 +31,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirrorflow.audit import audit
-from mirrorflow.copy.job import execute, read_checkpoints
-from mirrorflow.copy.partition import EARLIEST, PartitionTask
-from mirrorflow.copy.plan import PartitionWork, pack, txn_unit
+from mirrorflow.copy.checkpoints import EARLIEST, read_checkpoints
+from mirrorflow.copy.job import execute
+from mirrorflow.copy.task import PartitionTask
+from mirrorflow.copy.txn_group import txn_unit
+from mirrorflow.work import PartitionWork, pack
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable
 from mirrorflow.kafka.config import ClusterClient

@@ -39,7 +39,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from mirrorflow.errors import TopologyError, UnknownClusterError, UnknownLinkError
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.copyflags import LEVEL_MAX, LEVEL_MIN
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX, is_internal_topic
 from mirrorflow.secrets import is_secret_config
 from mirrorflow.topology import tree as _tree
 from mirrorflow.topology.archive import ArchiveConfig
@@ -50,21 +51,10 @@ from mirrorflow.topology.replication import LinkSettings, ReplicationConfig
 from mirrorflow.topology.schemas import SchemasConfig
 from mirrorflow.topology.tree import Distributor
 
-#: Levels are bit positions of a signed 64-bit copy-flags value (level L owns bit L-1).
-LEVEL_MIN = 1
-LEVEL_MAX = 63
 
 #: Cluster (and topology) names: safe in Airflow task ids, Kafka client ids and paths.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 _NAME_RE = re.compile(NAME_PATTERN)
-
-#: Topics that are never selected for mirroring, whatever ``topics`` says.
-INTERNAL_TOPIC_NAMES = frozenset({"_schemas"})
-INTERNAL_TOPIC_PREFIXES = ("__", INTERNAL_TOPIC_PREFIX)
-
-def is_internal_topic(topic: str) -> bool:
-    """Kafka's own topics (``__*``), the schema registry's ``_schemas`` and mirrorflow's ``_mirrorflow*``."""
-    return topic in INTERNAL_TOPIC_NAMES or topic.startswith(INTERNAL_TOPIC_PREFIXES)
 
 
 class TopicSelector:

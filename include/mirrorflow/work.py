@@ -1,16 +1,14 @@
-"""Packing a run's partition work into Spark tasks, balanced by size.
+"""Partition work, and its packing into Spark tasks balanced by size.
 
-The driver knows, for every selected partition of every link, where the link's
-checkpoint is and where the source ends. It caps each range by the per-run
+Every job (level copy, backfill, archive) knows, for every selected partition,
+where it starts and where the source ends. It caps each range by the per-run
 limits and packs the ranges into at most ``slots`` tasks so that no executor
 carries much more than the others (uReplicator's controller role, without a
 consumer group rebalancing anything).
 
-Packing is free to change from run to run: fencing happens per transaction group
-(the ``transactional.id`` is derived from link, topic and partition, never from
-the Spark task), so a partition moving to another task cannot be copied twice.
-A group's partitions are packed into one task (``pack(..., unit=txn_unit)``):
-copied on two at once, they would fence each other.
+Packing is free to change from run to run: a copy is fenced per transaction
+group, never per Spark task (:mod:`mirrorflow.copy.txn_group`, whose
+``txn_unit`` keeps a group's partitions in one task).
 """
 
 from __future__ import annotations
@@ -18,8 +16,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
-
-from mirrorflow.copy.txn_group import txn_group
 
 
 @dataclass(frozen=True)
@@ -78,8 +74,3 @@ def pack(works: list[PartitionWork], slots: int,
         bins[i].extend(group)
         heapq.heappush(heap, (load + sum(w.weight for w in group), i))
     return bins
-
-
-def txn_unit(work: PartitionWork) -> tuple[str, str, int]:
-    """``pack``'s unit for copies: a transaction group, whose partitions one thread copies together."""
-    return (work.link_id, *txn_group(work.topic, work.partition))

@@ -1,0 +1,168 @@
+"""A link's checkpoint: where it is kept, how it is read, and where a copy starts from it.
+
+The checkpoint of a link is the committed offset of the link's own consumer group
+on the *target*, per source topic-partition (the target holds the same partitions,
+since topics are mirrored partition-for-partition). It is written only inside the
+copy's transaction (``send_offsets_to_transaction``), so copies and checkpoint
+become visible together; docs/architecture.md ("Checkpoints and exactly-once")
+tells the whole protocol. This module is its one home:
+
+- the group's name (:func:`checkpoint_group`);
+- the switch mark, metadata a link switch leaves on the *old* target so that a
+  stale copier stops (:data:`SWITCHED_MARK`, :func:`switched_to`);
+- reading checkpoints: inside a copy, after fencing and with coordinator retries
+  (:func:`read_positions`), and from the driver or a monitor (:func:`read_checkpoints`);
+- where a copy starts (:func:`copy_start`): pure, for every path (level runs,
+  transaction groups, backfills, restores) and the planner.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.kafka.admin import committed_offsets
+from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
+from mirrorflow.kafka.config import ClusterClient
+
+log = logging.getLogger(__name__)
+
+#: Checkpoint metadata written on a link's *old* target when the link is switched away
+#: (see :mod:`mirrorflow.copy.switch`): a copier that still aims at that target stops.
+SWITCHED_MARK = "mirrorflow:switched-to="
+
+#: ``PartitionTask.start_offset`` meaning "the source's earliest offset when the copy starts".
+EARLIEST = -1
+
+
+def checkpoint_group(link_id: str) -> str:
+    """The group on the target whose committed offsets are the link's checkpoint."""
+    return f"{INTERNAL_TOPIC_PREFIX}.link.{link_id}"
+
+
+def switch_mark(new_target: str) -> str:
+    """The checkpoint metadata that says the link now copies to ``new_target``."""
+    return f"{SWITCHED_MARK}{new_target}"
+
+
+def switched_to(metadata: str | None) -> str | None:
+    """The new target a checkpoint's metadata names, or ``None`` if the link was not switched away."""
+    if metadata and metadata.startswith(SWITCHED_MARK):
+        return metadata[len(SWITCHED_MARK):]
+    return None
+
+
+class LinkSwitchedAway(Exception):
+    """The link's checkpoint on this target says the link now copies to another target."""
+
+    def __init__(self, link_id: str, target: str, new_target: str) -> None:
+        self.new_target = new_target
+        super().__init__(f"link {link_id} was switched from {target} to {new_target}; this copy "
+                         f"to {target} is stale and copies nothing (the next run uses {new_target})")
+
+
+def read_positions(consumer: Consumer, link_id: str, target: str, topic: str, partitions: list[int],
+                   timeout: float) -> dict[int, int | None]:
+    """The link's committed positions of ``topic``'s ``partitions`` (one request); ``None`` where there is none.
+
+    Read with the copy's own consumer of the link's group, after the copy's producer
+    fenced every older one, so nobody else moves them now. Retried while the group
+    coordinator moves or loads; a switch mark raises :class:`LinkSwitchedAway`.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            answer = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=timeout)
+            out: dict[int, int | None] = {}
+            for tp in answer:
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+                new_target = switched_to(tp.metadata)
+                if new_target is not None:
+                    raise LinkSwitchedAway(link_id, target, new_target)
+                out[tp.partition] = None if tp.offset < 0 else tp.offset
+            return out
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
+                raise
+            log.info("%s %s%s: reading the checkpoints: %s; retrying", link_id, topic, partitions, err.name())
+            time.sleep(0.2)  # back-off between retries of a retriable error
+
+
+def read_checkpoints(target: ClusterClient, link_id: str, tps: list[TopicPartition],
+                     timeout: float = 30.0) -> dict[tuple[str, int], tuple[int | None, str]]:
+    """``(topic, partition) -> (committed offset or None, metadata)`` of the link's group on the target.
+
+    For readers outside a copy (the planner, a switch, the lag monitor): it opens
+    and closes its own consumer and names the link in its errors.
+    """
+    answer = committed_offsets(target, checkpoint_group(link_id), tps, f"checkpoints of link {link_id}", timeout)
+    out: dict[tuple[str, int], tuple[int | None, str]] = {}
+    for tp in answer:
+        out[(tp.topic, tp.partition)] = (tp.offset if tp.offset >= 0 else None, tp.metadata or "")
+    return out
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where one copy of a partition starts, and why.
+
+    ``position`` is where the link stands: its checkpoint, or, for a link that has
+    none yet and is told where to begin (onboarding), that first position; ``None``
+    when it has neither. ``offset`` is where this copy reads from: ``position``, or
+    the source's earliest offset when the source no longer holds what lies between.
+    """
+
+    position: int | None
+    offset: int
+    #: The link had no checkpoint; this copy commits ``position`` as its first (the hand-over point).
+    initialised: bool = False
+    #: Offsets ``[position, offset)`` the source deleted before the link copied them.
+    lost: int = 0
+    #: Set when the loss is not allowed (``require_contiguous``): nothing may be copied.
+    error: str | None = None
+    #: The source cluster's name, for the sentences below.
+    source: str = "the source"
+
+    @property
+    def why(self) -> str:
+        """A sentence for the log: what was decided."""
+        if self.lost:
+            return (f"offsets {self.position}..{self.offset - 1} are no longer on {self.source} (retention) and "
+                    f"were not copied")
+        if self.initialised:
+            return f"the link had no checkpoint; it starts at {self.position}"
+        if self.position is None:
+            return f"the link has no checkpoint; it starts at the source's earliest offset {self.offset}"
+        return f"the link's checkpoint is {self.position}"
+
+
+def copy_start(committed: int | None, earliest: int, *, start_offset: int | None = None,
+               require_contiguous: bool = False, source: str = "the source") -> Start:
+    """Where a copy of one partition starts, from the link's checkpoint and the source's earliest offset.
+
+    ``start_offset`` (onboarding) is where a link without a checkpoint begins
+    (:data:`EARLIEST`: the source's first offset). A position below the source's
+    earliest offset means retention took what the link had not copied yet: the
+    copy starts at the earliest offset and reports the loss, or, with
+    ``require_contiguous``, refuses to copy past the hole. ``source`` names the
+    cluster in that refusal.
+    """
+    position, initialised = committed, False
+    if position is None and start_offset is not None:
+        position = earliest if start_offset == EARLIEST else start_offset
+        initialised = True
+    if position is None:
+        return Start(None, earliest, source=source)
+    if position >= earliest:
+        return Start(position, position, initialised, source=source)
+    start = Start(position, earliest, initialised, lost=earliest - position, source=source)
+    if require_contiguous:
+        error = f"{start.why}; nothing copied past them (the archive must reach offset {earliest})"
+        start = Start(position, earliest, initialised, lost=start.lost, error=error, source=source)
+    return start

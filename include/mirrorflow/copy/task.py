@@ -1,0 +1,108 @@
+"""What the planner hands a copier, and what the copier hands back.
+
+Plain data on both sides of the Spark boundary: a :class:`PartitionTask` is
+pickled to an executor, a :class:`PartitionResult` comes back as a dict
+(:meth:`PartitionResult.to_dict`) for the job's audit lines and report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from mirrorflow import copyflags
+from mirrorflow.copy.defaults import DEFAULT_TXN_RECORDS, TXN_SECONDS
+
+
+@dataclass(frozen=True)
+class PartitionTask:
+    """One unit of work planned by the driver."""
+
+    link_id: str
+    level: int
+    source: str
+    target: str
+    topic: str
+    partition: int
+    #: Exclusive end: the source's last stable offset when the run was planned.
+    end_offset: int
+    max_records: int | None = None
+    #: Records per transaction, at most: bounds what a crash has to redo.
+    txn_records: int = DEFAULT_TXN_RECORDS
+    #: Commit at least this often (seconds). Usually what ends a transaction: it keeps the
+    #: commits' pauses a few percent of the copy at any message size, bounds in time what a
+    #: crash redoes, and keeps a throttled or slow copy far inside ``transaction.timeout.ms``.
+    txn_max_seconds: float = TXN_SECONDS
+    #: Stop this run after about this many bytes (keys + values), at a transaction boundary.
+    max_bytes: int | None = None
+    #: This partition's share of the link's byte-rate cap.
+    max_bytes_per_second: float | None = None
+    #: The target topic's max.message.bytes, when the planner knows it.
+    max_message_bytes: int | None = None
+    on_malformed: copyflags.OnMalformed = "fresh"
+    #: Onboarding only. Where to start when the link has no checkpoint yet
+    #: (:data:`mirrorflow.copy.checkpoints.EARLIEST`:
+    #: the source's first offset); that start is committed as the checkpoint even when
+    #: there is nothing to copy, so the regular link continues exactly there.
+    start_offset: int | None = None
+    #: Onboarding only. Copy *every* message, whatever its flags, adding these bits: a
+    #: backfill brings history the new cluster never had, and the bits make sure the
+    #: new cluster's own distributors never send it on (see mirrorflow.onboard).
+    backfill_flags: int | None = None
+    #: Onboarding only. Restore ``[start, end)`` from the S3 archive of the source cluster
+    #: before reading Kafka: ``{"location": ArchiveLocation dict, "end": next archived offset}``.
+    restore: dict[str, Any] | None = None
+    #: Fail (instead of warn) when the source no longer holds offsets this copy needs.
+    require_contiguous: bool = False
+    #: The planner's estimate of the records this range holds (0: not estimated). The executor
+    #: copies large ranges one at a time per Spark task (mirrorflow.copy.executor).
+    planned_records: int = 0
+    #: ``False`` (``replication`` key ``exactly_once: false``): at-least-once copies. No
+    #: transactions: an idempotent producer, and the checkpoint committed once every copy
+    #: before it is acknowledged. A killed or failed copy repeats up to one commit interval
+    #: (``txn_records``, or ``txn_max_seconds`` of copying) on the next run, and nothing
+    #: fences a zombie attempt.
+    exactly_once: bool = True
+
+
+@dataclass
+class PartitionResult:
+    link_id: str
+    source: str
+    target: str
+    topic: str
+    partition: int
+    start_offset: int = -1
+    next_offset: int = -1
+    end_offset: int = -1
+    copied: int = 0
+    skipped: int = 0
+    malformed: int = 0
+    bytes: int = 0
+    checksum: int = 0
+    #: The target offsets the copies were written between: the partition's end offset before
+    #: the first copy and its last offset after the last commit (other producers' messages and
+    #: transaction markers may share the span). ``None``: nothing copied, or the target did not say.
+    target_first_offset: int | None = None
+    target_last_offset: int | None = None
+    #: Offsets the source deleted (retention) before this link copied them.
+    lost_to_retention: int = 0
+    #: Records restored from the S3 archive (onboarding with ``backfill: archive``).
+    restored: int = 0
+    #: The checkpoint this copy started without one and committed (onboarding hand-over).
+    initialised: bool = False
+    transactions: int = 0
+    duration_s: float = 0.0
+    #: Seconds spent waiting for the byte-rate cap.
+    throttled_s: float = 0.0
+    error: str | None = None
+    error_offset: int | None = None
+    error_code: int | None = None
+    fenced: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,183 @@
+"""How a copy makes its copies and its checkpoint durable, and how it survives a target that stops answering.
+
+Shared by the per-partition copy (:mod:`mirrorflow.copy.partition`) and the
+transaction-group copy (:mod:`mirrorflow.copy.group`): both write copies through
+one producer and end each batch with :meth:`Commits.commit_positions`, which is
+the only place a link's checkpoint moves during a copy (docs/architecture.md,
+"Checkpoints and exactly-once").
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from mirrorflow.copy.clients import new_producer
+from mirrorflow.copy.task import PartitionTask
+from mirrorflow.kafka.codes import UNREACHABLE_CODES
+from mirrorflow.kafka.config import ClusterClient
+
+
+class TargetSilent(KafkaException):
+    """The target did not answer a transactional step in time.
+
+    ``abandoned``: a call is still blocked inside the producer, which must not be
+    used again (not even flushed); it is left to finish or to be collected.
+    """
+
+    abandoned = False
+
+
+class ProduceRejected(Exception):
+    """The producer refused one copy locally (too large, say): the copy stops exactly at ``offset``."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(reason)
+        self.offset = offset
+        self.reason = reason
+
+
+class Commits:
+    """How a copy makes its copies and its checkpoint durable, for both delivery settings.
+
+    Exactly once: the copies and the checkpoint go in one transaction on the target.
+    At least once: the copies are acknowledged (the caller flushes first), then the
+    checkpoint is committed by the link's group; a crash between the two repeats
+    the copies since the previous commit.
+    """
+
+    def __init__(self, task: PartitionTask, producer: Producer, checkpoint: Consumer, timeout: float) -> None:
+        self.task, self.producer, self.checkpoint, self.timeout = task, producer, checkpoint, timeout
+        self.group_meta = checkpoint.consumer_group_metadata() if task.exactly_once else None
+
+    def begin(self) -> None:
+        if self.task.exactly_once:
+            self.producer.begin_transaction()
+
+    def commit(self, next_offset: int) -> None:
+        self.commit_positions([TopicPartition(self.task.topic, self.task.partition, next_offset)])
+
+    def require_acknowledged(self, unacknowledged: int) -> None:
+        """After the flush before a commit: copies still unacknowledged mean the target stopped answering.
+
+        Fail now instead of spending another timeout on each transactional call that would follow.
+        """
+        if unacknowledged:
+            raise TargetSilent(KafkaError(KafkaError._TIMED_OUT,
+                                          f"{unacknowledged} copies not acknowledged by target {self.task.target} "
+                                          f"within {self.timeout:.0f}s"))
+
+    def commit_positions(self, position: list[TopicPartition]) -> None:
+        """Commit the next source offsets of one or more partitions (a transaction group's).
+
+        A target that does not answer fails as :class:`TargetSilent`.
+        """
+        try:
+            self._commit_positions(position)
+        except TargetSilent:
+            raise
+        except KafkaException as exc:
+            if exc.args[0].code() in UNREACHABLE_CODES:
+                raise TargetSilent(exc.args[0]) from exc
+            raise
+
+    def _commit_positions(self, position: list[TopicPartition]) -> None:
+        task, timeout = self.task, self.timeout
+        if not task.exactly_once:
+            bounded(lambda: self.checkpoint.commit(offsets=position, asynchronous=False), timeout,
+                    "commit (checkpoint)", task.target)
+            return
+        bounded(lambda: self.producer.send_offsets_to_transaction(position, self.group_meta, timeout),
+                timeout, "send_offsets_to_transaction", task.target)
+        bounded(lambda: self.producer.commit_transaction(timeout), timeout, "commit_transaction", task.target)
+
+    def close_empty(self) -> None:
+        """End the open transaction, which holds nothing (the range ended on a commit)."""
+        if self.task.exactly_once:
+            self.producer.commit_transaction(self.timeout)
+
+    def abort(self) -> None:
+        if self.task.exactly_once:
+            self.producer.abort_transaction(self.timeout)
+
+
+def commit_position(task: PartitionTask, producer: Producer, checkpoint: Consumer, offset: int,
+                    timeout: float) -> None:
+    """Commit ``offset`` as the link's checkpoint in an otherwise empty transaction (fenced like a copy)."""
+    commits = Commits(task, producer, checkpoint, timeout)
+    commits.begin()
+    commits.commit(offset)
+
+
+def fresh_producer(old: Producer, task: PartitionTask, target: ClusterClient, timeout: float) -> Producer:
+    """A new producer (new epoch) after an aborted transaction whose delivery failed.
+
+    Reusing the producer after such an abort left later messages stuck in its
+    queue (seen with librdkafka 2.16); a fresh ``init_transactions`` is clean.
+    """
+    old.flush(timeout)
+    producer = new_producer(task, target)
+    if task.exactly_once:
+        producer.init_transactions(timeout)
+    return producer
+
+
+#: Grace beyond the call's own timeout before the caller stops waiting for it.
+CALL_GRACE_S = 5.0
+
+
+def bounded(call: Callable[[], Any], timeout: float, what: str, target: str) -> Any:
+    """Run a transactional producer call under a deadline of our own.
+
+    librdkafka's ``send_offsets_to_transaction`` can block far past its timeout
+    when the target's coordinator dies during the call (librdkafka issue 5456:
+    the coordinator request's timeout is never checked). A copy must fail, not
+    hang, so the call runs in a helper thread; if it has not returned by
+    ``timeout`` plus a grace period, the partition fails as "target silent" and
+    the producer is abandoned to that thread. Nothing of the open transaction
+    becomes visible: the abandoned thread never commits, so the coordinator
+    aborts it on ``transaction.timeout.ms`` or the next attempt's
+    ``init_transactions`` (same ``transactional.id``) fences it.
+    """
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = call()
+        except BaseException as exc:  # handed to the caller below
+            box["error"] = exc
+
+    helper = threading.Thread(target=run, name=f"mirrorflow-{what}", daemon=True)
+    helper.start()
+    helper.join(timeout + CALL_GRACE_S)
+    if helper.is_alive():
+        silent = TargetSilent(KafkaError(KafkaError._TIMED_OUT,
+                                         f"{what} on target {target} did not return within "
+                                         f"{timeout + CALL_GRACE_S:.0f}s; the producer is abandoned"))
+        silent.abandoned = True
+        raise silent
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
+
+
+def produce_carefully(producer: Producer, topic: str, key: bytes | None, value: bytes | None, args: dict[str, Any],
+                      on_delivery: Callable[..., None], offset: int) -> None:
+    """Produce one copy when the fast path could not: wait out a full local queue; name a local refusal.
+
+    A local refusal (the copy is larger than the producer may send, say) raises
+    :class:`ProduceRejected` with the source offset, so the copy stops exactly there.
+    """
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key, on_delivery=on_delivery, **args)
+            return
+        except BufferError:
+            producer.poll(0.1)  # local queue full: serve delivery reports, then retry
+        except KafkaException as exc:
+            err = exc.args[0]
+            raise ProduceRejected(offset, f"{err.name()}: {err.str()} (source offset {offset}, "
+                                          f"{len(key or b'') + len(value or b'')} bytes)") from exc

@@ -1,0 +1,30 @@
+"""Kafka error codes that mean the same thing wherever mirrorflow meets them.
+
+One home for each class of error, so that the copier, the planner and the admin
+reads agree on what "unreachable", "retry the coordinator" and "fenced" are.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaError
+
+#: The cluster is not answering at all (as opposed to answering with an error).
+UNREACHABLE_CODES = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT})
+
+#: Errors a group coordinator answers while it moves or loads ``__consumer_offsets``: retry.
+RETRIABLE_COORDINATOR = frozenset({
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError._WAIT_COORD,
+    KafkaError._TIMED_OUT,
+})
+
+#: A newer producer with the same ``transactional.id`` took over (or the id is not allowed):
+#: this copy must stop and leave the partition to the newer one.
+FENCED_CODES = frozenset({
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+})

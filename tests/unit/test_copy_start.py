@@ -1,0 +1,61 @@
+"""Where a copy starts (mirrorflow.copy.checkpoints.copy_start): the one rule every copy path and the planner use."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirrorflow.copy.checkpoints import EARLIEST, copy_start, switch_mark, switched_to
+
+
+def test_a_checkpoint_inside_the_source_is_where_the_copy_starts():
+    start = copy_start(120, 100)
+    assert (start.position, start.offset, start.lost, start.initialised, start.error) == (120, 120, 0, False, None)
+    assert start.why == "the link's checkpoint is 120"
+
+
+def test_a_checkpoint_at_the_earliest_offset_loses_nothing():
+    start = copy_start(100, 100, require_contiguous=True)
+    assert (start.offset, start.lost, start.error) == (100, 0, None)
+    assert start.why == "the link's checkpoint is 100"
+
+
+def test_without_a_checkpoint_a_link_starts_at_the_source_earliest_offset():
+    start = copy_start(None, 40)
+    assert (start.position, start.offset, start.initialised) == (None, 40, False)
+
+
+def test_retention_past_the_checkpoint_is_a_named_loss():
+    start = copy_start(100, 150, source="c1")
+    assert (start.position, start.offset, start.lost, start.error) == (100, 150, 50, None)
+    assert start.why == "offsets 100..149 are no longer on c1 (retention) and were not copied"
+
+
+def test_a_contiguous_copy_refuses_to_step_over_the_loss():
+    start = copy_start(100, 150, require_contiguous=True, source="c1")
+    assert start.lost == 50
+    assert start.error == ("offsets 100..149 are no longer on c1 (retention) and were not copied; nothing copied "
+                           "past them (the archive must reach offset 150)")
+
+
+@pytest.mark.parametrize("start_offset, expected", [(EARLIEST, 30), (35, 35)])
+def test_an_onboarding_link_without_a_checkpoint_starts_where_it_is_told(start_offset, expected):
+    start = copy_start(None, 30, start_offset=start_offset)
+    assert (start.position, start.offset, start.initialised) == (expected, expected, True)
+
+
+def test_an_onboarding_start_below_retention_is_a_loss_too():
+    start = copy_start(None, 30, start_offset=10, require_contiguous=True, source="c2")
+    assert (start.initialised, start.lost) == (True, 20)
+    assert start.error is not None and "offsets 10..29 are no longer on c2" in start.error
+
+
+def test_an_existing_checkpoint_wins_over_the_onboarding_start():
+    start = copy_start(70, 30, start_offset=EARLIEST)
+    assert (start.position, start.offset, start.initialised) == (70, 70, False)
+
+
+def test_the_switch_mark_round_trips_and_plain_metadata_is_no_switch():
+    assert switched_to(switch_mark("c4")) == "c4"
+    assert switched_to("") is None
+    assert switched_to(None) is None
+    assert switched_to("something else") is None

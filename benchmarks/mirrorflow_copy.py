@@ -27,7 +27,7 @@ from pathlib import Path
 
 from benchmarks.memory import TreeSampler
 from mirrorflow.copy.job import JOB_ENV, JobSpec, LinkJob
-from mirrorflow.copy.defaults import DEFAULT_COPY_THREADS
+from mirrorflow.defaults import DEFAULT_COPY_THREADS
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "plugins"))

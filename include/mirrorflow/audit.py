@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from mirrorflow.secrets import is_secret_config
@@ -35,7 +35,7 @@ def _redact(value: Any, key: str = "") -> Any:
 
 def audit_line(event: str, **fields: Any) -> str:
     """Render one audit record as a compact, key-sorted JSON line."""
-    record = {"audit": "mirrorflow", "event": event, "at": datetime.now(timezone.utc).isoformat()}
+    record = {"audit": "mirrorflow", "event": event, "at": datetime.now(UTC).isoformat()}
     record.update(_redact(fields))
     return json.dumps(record, sort_keys=True, default=str, separators=(",", ":"))
 

@@ -1,6 +1,6 @@
 """Copy flags: the header that makes tree distribution loop-free and exactly-once.
 
-Contract (DESIGN.md section 3): the header is ``mirror.copy.flags``; level L owns
+Contract (docs/architecture.md, "Contracts"): the header is ``mirror.copy.flags``; level L owns
 bit L-1. The level-L distributor on a cluster computes
 ``flags & ((1 << L) - 1)``: non-zero means the message was already distributed
 at this level or below, so it is skipped (the distributor still advances past
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 from mirrorflow.errors import CopyFlagsError, MalformedCopyFlags
 
@@ -49,9 +49,9 @@ MAX_FLAGS = (1 << LEVEL_MAX) - 1
 _MAX_DIGITS = len(str(MAX_FLAGS))  # 19
 
 OnMalformed = Literal["fresh", "fail"]
-HeaderValue = Union[bytes, bytearray, memoryview, None]
+HeaderValue = bytes | bytearray | memoryview | None
 #: confluent-kafka style headers: a list of ``(key, value)`` pairs, or ``None``.
-Headers = Union[Sequence[tuple[str, HeaderValue]], Mapping[str, HeaderValue], None]
+Headers = Sequence[tuple[str, HeaderValue]] | Mapping[str, HeaderValue] | None
 
 _HEADER_BYTES = HEADER.encode()
 
@@ -154,7 +154,8 @@ def _pairs(headers: Headers) -> Iterable[tuple[object, HeaderValue]]:
     return headers
 
 
-def read_flags(headers: Headers, *, on_malformed: OnMalformed = "fresh") -> tuple[int, bool, tuple[bytes | None, ...], str]:
+def read_flags(headers: Headers, *,
+               on_malformed: OnMalformed = "fresh") -> tuple[int, bool, tuple[bytes | None, ...], str]:
     """``(flags, malformed, raw values if malformed, problem)`` from a message's headers.
 
     A missing header gives 0. With ``on_malformed="fresh"`` a malformed header

@@ -55,7 +55,7 @@ class DecommissionPlan:
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "DecommissionPlan":
+    def from_dict(cls, data: Mapping[str, Any]) -> DecommissionPlan:
         return cls(cluster=data["cluster"], moves=[Move(**m) for m in data["moves"]],
                    drain={int(k): list(v) for k, v in data["drain"].items()}, targets=dict(data["targets"]))
 

@@ -64,7 +64,7 @@ class TopologyError(MirrorflowError):
     def paths(self) -> tuple[str, ...]:
         return tuple(p for p, _ in self.problems)
 
-    def with_source(self, source: str) -> "TopologyError":
+    def with_source(self, source: str) -> TopologyError:
         """The same problems, attributed to a file (used by the loaders)."""
         return TopologyError(self.problems, source=source)
 

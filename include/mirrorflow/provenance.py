@@ -13,8 +13,8 @@ topology the same for clusters), so the split is unambiguous.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 HEADER = "mirror.origin"
 _HEADER_BYTES = HEADER.encode()

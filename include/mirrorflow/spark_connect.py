@@ -1,9 +1,9 @@
 """A Spark Connect session for mirrorflow's jobs, kept warm across micro-batches.
 
 A Connect server keeps each session's Python workers between jobs
-(``spark.python.worker.reuse``), but a new session gets new workers: measured on
-a local server, the first job of a fresh session took about 1 s, a job of a known
-session 0.12-0.2 s. Each micro-batch is a new client process (an Airflow task),
+(``spark.python.worker.reuse``), but a new session gets new workers, and a
+fresh session's first job is much slower than a known session's
+(docs/benchmarks.md). Each micro-batch is a new client process (an Airflow task),
 so mirrorflow names its session itself: a session id derived from the server's
 address and a name, the same for every run. If the server has closed that
 session (idle timeout, or by hand) and refuses the id, one fresh random id is
@@ -90,6 +90,7 @@ def session(url: str, name: str = DEFAULT_NAME) -> Iterator[Any]:
     SparkContext or ``spark-submit`` from it still works.
     """
     from pyspark.errors import PySparkException
+
     # The Connect client's own builder: ``pyspark.sql.SparkSession.builder.remote`` would also mark
     # this whole process as a Connect client (SPARK_CONNECT_MODE_ENABLED in os.environ), after
     # which neither this process nor a spark-submit it starts could create a SparkContext.

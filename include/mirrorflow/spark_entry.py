@@ -30,7 +30,7 @@ def run_entry(doc: str, app_name: Callable[[Any], str], load: Callable[[], Any],
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     # A bare SparkContext: the jobs use RDDs only, and a SparkSession's SQL machinery
-    # added about 2 s to every micro-batch's start (benchmarks/, docs/benchmarks.md).
+    # would add to every micro-batch's start (docs/benchmarks.md).
     from pyspark import SparkConf, SparkContext
 
     spec = load()

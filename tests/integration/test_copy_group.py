@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mirrorflow.copy.checkpoints import checkpoint_group
 from mirrorflow.copy.clients import CopyClients
-from mirrorflow.copy.defaults import LARGE_GROUP_RECORDS
+from mirrorflow.defaults import LARGE_GROUP_RECORDS
 from mirrorflow.copy.executor import by_txn_group, copy_tasks, large
 from mirrorflow.copy.group import copy_group
 from mirrorflow.copy.checkpoints import EARLIEST

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from mirrorflow.copy.defaults import LARGE_GROUP_RECORDS
+from mirrorflow.defaults import LARGE_GROUP_RECORDS
 from mirrorflow.copy.executor import in_lanes, large
 from mirrorflow.copy.task import PartitionTask
 

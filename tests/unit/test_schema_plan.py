@@ -18,7 +18,7 @@ from mirrorflow.schemas.records import (
     RegistryState,
     decode_value,
 )
-from mirrorflow.schemas.subjects import SubjectFormat, translate
+from mirrorflow.subjects import SubjectFormat, translate
 from mirrorflow.topology.model import Topology
 
 PRIMARY = SubjectFormat.of("{tenant}-{instance}-{environment}-{topic}",

@@ -20,7 +20,7 @@ import pytest
 from mirrorflow.schemas.plan import plan_target
 from mirrorflow.schemas.records import CONFIG, MODE, SCHEMA, Key, RegistryState
 from mirrorflow.schemas.rest_store import RestStore
-from mirrorflow.schemas.subjects import SubjectFormat
+from mirrorflow.subjects import SubjectFormat
 
 PLAIN = SubjectFormat.of("{topic}")
 

@@ -39,7 +39,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import TopicPartition
@@ -99,7 +99,7 @@ class ArchiveSpec:
         }, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "ArchiveSpec":
+    def from_json(cls, text: str) -> ArchiveSpec:
         try:
             data = json.loads(text)
         except ValueError as exc:
@@ -107,7 +107,7 @@ class ArchiveSpec:
         return cls.from_dict(data)
 
     @classmethod
-    def from_dict(cls, data: Any) -> "ArchiveSpec":
+    def from_dict(cls, data: Any) -> ArchiveSpec:
         def bad(key: str, problem: str) -> MirrorflowError:
             return MirrorflowError(f"{ARCHIVE_ENV}: not a valid archive spec: {key}: {problem}")
 
@@ -150,7 +150,7 @@ class ArchiveSpec:
         )
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "ArchiveSpec":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ArchiveSpec:
         text = (environ if environ is not None else os.environ).get(ARCHIVE_ENV)
         if not text:
             raise MirrorflowError(f"{ARCHIVE_ENV} is not set: the archive DAG passes the job spec in this variable")
@@ -315,7 +315,7 @@ def execute(spark: Any, spec: ArchiveSpec, bins: list[list[ArchiveTask]]) -> lis
 def run_archive(spec: ArchiveSpec, spark: Any = None) -> ArchiveResult:
     """Plan, archive, write manifests, then progress; audit. ``spark=None`` archives in this process."""
     result = ArchiveResult(spec.run_id)
-    started_at = datetime.now(timezone.utc)
+    started_at = datetime.now(UTC)
     started = time.monotonic()
     s3 = spec.location.client()
     selector = TopicSelector(spec.topics)
@@ -413,7 +413,7 @@ def _commit(spec: ArchiveSpec, plan: ClusterPlan, results: Mapping[tuple[str, st
     if entries:
         manifest = {
             "version": MANIFEST_VERSION, "run_id": spec.run_id, "cluster": plan.cluster,
-            "started": started_at.isoformat(), "finished": datetime.now(timezone.utc).isoformat(),
+            "started": started_at.isoformat(), "finished": datetime.now(UTC).isoformat(),
             "location": spec.location.uri, "partitions": entries,
         }
         try:

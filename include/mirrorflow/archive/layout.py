@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 from mirrorflow.archive.errors import ArchiveError
 
@@ -74,7 +74,7 @@ def utc_date(timestamp_ms: int) -> str:
     if timestamp_ms < 0:
         return NO_TIMESTAMP_DATE
     try:
-        return datetime.fromtimestamp(timestamp_ms / 1000, tz=timezone.utc).date().isoformat()
+        return datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC).date().isoformat()
     except (OverflowError, ValueError, OSError):
         return "9999-12-31"
 
@@ -123,7 +123,7 @@ def manifests_prefix(prefix: str, cluster: str) -> str:
 
 def manifest_key(prefix: str, cluster: str, started: datetime, run_id: str) -> str:
     """The run's manifest; ``started`` is the run's start (naive values are taken as UTC)."""
-    at = started.astimezone(timezone.utc) if started.tzinfo else started.replace(tzinfo=timezone.utc)
+    at = started.astimezone(UTC) if started.tzinfo else started.replace(tzinfo=UTC)
     return manifests_prefix(prefix, cluster) + f"{at:%Y%m%dT%H%M%S}-{sanitise_run_id(run_id)}.json"
 
 

@@ -105,7 +105,7 @@ class ArchiveLocation:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, where: str = "location") -> "ArchiveLocation":
+    def from_dict(cls, data: Mapping[str, Any], *, where: str = "location") -> ArchiveLocation:
         """Build from :meth:`to_dict`'s shape; an unknown or missing key is named in the error."""
         if not isinstance(data, Mapping):
             raise ArchiveError(f"{where}: expected a mapping, got {type(data).__name__}")

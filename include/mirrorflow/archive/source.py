@@ -2,11 +2,12 @@
 
 The copier (:func:`mirrorflow.copy.partition.copy_partition`) reads a source
 through a tiny slice of confluent-kafka's ``Consumer`` interface (``assign``,
-``consume``), and imports this module only for a restore (onboarding). :class:`ArchiveSource` offers the same slice over the archived
-Parquet rows of one partition, so restored records go through exactly the
-same transactions, checkpoint, flags and provenance as records read from
-Kafka: the seam between archive and Kafka is one offset in the same
-checkpoint, with nothing to reconcile.
+``consume``), and imports this module only for a restore (onboarding).
+:class:`ArchiveSource` offers the same slice over the archived Parquet rows
+of one partition, so restored records go through exactly the same
+transactions, checkpoint, flags and provenance as records read from Kafka:
+the seam between archive and Kafka is one offset in the same checkpoint,
+with nothing to reconcile.
 """
 
 from __future__ import annotations

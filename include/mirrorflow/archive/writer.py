@@ -31,8 +31,8 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Kafka
 from mirrorflow.archive import layout
 from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.archive.records import ArchivedRecord, origin_of, to_table
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
-from mirrorflow.topology.model import INTERNAL_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
 

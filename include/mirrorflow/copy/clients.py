@@ -39,7 +39,6 @@ from mirrorflow.copy.txn_group import transactional_id
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.config import ClusterClient
 
-
 #: How long the reader's fetch may wait at the broker for data. A range is bounded, so
 #: waiting at its end buys nothing; a short wait keeps a kept reader's next request quick.
 READER_FETCH_WAIT_MS = 20

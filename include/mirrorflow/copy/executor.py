@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from mirrorflow.copy.clients import CopyClients
-from mirrorflow.copy.defaults import LARGE_GROUP_RECORDS
 from mirrorflow.copy.group import copy_group, groupable
 from mirrorflow.copy.partition import copy_partition
 from mirrorflow.copy.task import PartitionResult, PartitionTask
 from mirrorflow.copy.txn_group import txn_group
+from mirrorflow.defaults import LARGE_GROUP_RECORDS
 from mirrorflow.errors import ClusterUnreachable
 from mirrorflow.kafka.admin import probe
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
@@ -118,7 +118,7 @@ def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[Partit
 
 
 def large(group: list[PartitionTask]) -> bool:
-    """Whether ``group`` is copied alone (see :data:`~mirrorflow.copy.defaults.LARGE_GROUP_RECORDS`).
+    """Whether ``group`` is copied alone (see :data:`~mirrorflow.defaults.LARGE_GROUP_RECORDS`).
 
     A group under a byte-rate cap never is: it waits on its cap, not on a core, and its
     share of the cap assumes it runs beside the others (mirrorflow.copy.job).

@@ -21,7 +21,7 @@ rules live in one place and the fast paths are checked against them
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from mirrorflow import copyflags, provenance
 

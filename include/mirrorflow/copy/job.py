@@ -39,10 +39,10 @@ from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit
 from mirrorflow.copy.checkpoints import copy_start, read_checkpoints, switched_to
-from mirrorflow.copy.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 from mirrorflow.copy.executor import copy_bins, copy_tasks
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_group import txn_unit
+from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics
 from mirrorflow.kafka.config import ClusterClient
@@ -95,13 +95,14 @@ class JobSpec:
 
     def __repr__(self) -> str:
         links = ", ".join(f"{l.link_id}->{l.target}" for l in self.links)
-        return f"JobSpec(level={self.level}, run_id={self.run_id!r}, links=[{links}], clusters=<{len(self.clusters)} hidden>)"
+        return (f"JobSpec(level={self.level}, run_id={self.run_id!r}, links=[{links}], "
+                f"clusters=<{len(self.clusters)} hidden>)")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "JobSpec":
+    def from_json(cls, text: str) -> JobSpec:
         try:
             data = json.loads(text)
             if not isinstance(data, dict):
@@ -131,7 +132,7 @@ class JobSpec:
             raise MirrorflowError(f"{JOB_ENV}: not a valid mirrorflow job spec: {problem}") from None
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "JobSpec":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> JobSpec:
         text = (environ if environ is not None else os.environ).get(JOB_ENV)
         if not text:
             raise MirrorflowError(f"{JOB_ENV} is not set: the level DAG passes the job spec in this variable "
@@ -179,7 +180,7 @@ class LinkReport:
     deleted_on_source: list[str] = field(default_factory=list)
     error: str | None = None
     #: Seconds of each planning step (target shapes, source topics, checkpoints, offsets): a slow
-    #: plan says where it waited (a 3 s plan was seen twice in benchmarks; cause not found yet).
+    #: plan says where it waited (rare slow plans were seen in benchmarks; docs/benchmarks.md).
     plan_steps: dict[str, float] = field(default_factory=dict)
 
 

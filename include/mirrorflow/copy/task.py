@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mirrorflow import copyflags
-from mirrorflow.copy.defaults import DEFAULT_TXN_RECORDS, TXN_SECONDS
+from mirrorflow.defaults import DEFAULT_TXN_RECORDS, TXN_SECONDS
 
 
 @dataclass(frozen=True)

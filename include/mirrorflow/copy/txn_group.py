@@ -16,15 +16,13 @@ from mirrorflow.work import PartitionWork
 #:
 #: Why groups: every commit first waits for the producer's acknowledgements, and an
 #: idempotent librdkafka producer with only a few partitions in flight keeps its broker
-#: thread waking up the whole time (docs/benchmarks.md): one producer per partition made
-#: 64 partitions of 10 KB cost 6.6-10.4 CPU-seconds and half the raw loop's speed on two
-#: cores shared with the brokers. Why a modulus and not a size: groups of 16 consecutive
-#: partitions ended the spin at 64 partitions but made a topic of 8 partitions one group,
-#: copied by one process (10 KB x 8 fell from 1.44 to 0.58 of the raw loop). A fixed number
-#: of groups keeps a few-partition topic spread over processes and gives a many-partition
-#: topic producers with many partitions in flight; and ``p % TXN_GROUPS`` does not depend on
-#: the partition count, so adding partitions to a topic never moves one to another id.
-#: The price: one topic is copied by at most ``TXN_GROUPS`` threads at once.
+#: thread waking up the whole time, so one producer per partition cost many-partition topics
+#: much CPU. Why a modulus and not a size: consecutive-partition groups made a few-partition
+#: topic one group, copied by one process. A fixed number of groups keeps a few-partition
+#: topic spread over processes and gives a many-partition topic producers with many
+#: partitions in flight; and ``p % TXN_GROUPS`` does not depend on the partition count, so
+#: adding partitions to a topic never moves one to another id. The price: one topic is
+#: copied by at most ``TXN_GROUPS`` threads at once (docs/benchmarks.md has the figures).
 #:
 #: A protocol constant, like the id's shape: changing it changes which id fences which
 #: partition, so it must not change while a copy of the old shape may still run.

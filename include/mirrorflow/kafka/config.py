@@ -9,12 +9,12 @@ connection's settings in. Secrets therefore only ever live in memory, and the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.secrets import is_secret_config
-
 
 # Safe defaults for every client mirrorflow creates; callers may override.
 _COMMON = {"socket.keepalive.enable": True, "client.dns.lookup": "use_all_dns_ips"}
@@ -22,8 +22,8 @@ _COMMON = {"socket.keepalive.enable": True, "client.dns.lookup": "use_all_dns_ip
 
 #: How long one ``consume()`` call waits to fill its batch. librdkafka hands a batch
 #: back only when it is full or this time is up, even after the partition's end was
-#: reached, so this is what every bounded read loses at its end (1 s per partition
-#: range made a four-cluster convergence wait tens of seconds for nothing).
+#: reached, so this is what every bounded read loses at its end: short, so that many
+#: partition ranges in a row do not add up to a wait.
 CONSUME_WAIT_S = 0.1
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class ClusterClient:
         return str(self.settings["bootstrap.servers"])
 
     @classmethod
-    def from_cluster_config(cls, name: str, cluster: Any, connection: Mapping[str, Any] | None = None) -> "ClusterClient":
+    def from_cluster_config(cls, name: str, cluster: Any, connection: Mapping[str, Any] | None = None) -> ClusterClient:
         """Build from a topology ``ClusterConfig``.
 
         ``connection`` holds librdkafka settings resolved from the cluster's

@@ -44,10 +44,10 @@ from confluent_kafka.admin import (
 
 from mirrorflow.audit import audit
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
+from mirrorflow.internal_names import is_internal_topic
 from mirrorflow.kafka.admin import list_topics
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.internal_names import is_internal_topic
 
 _log = logging.getLogger(__name__)
 
@@ -645,8 +645,10 @@ def sync_topic_shapes(source_client: ClusterClient, target_client: ClusterClient
     internal topics are never selected. Target topics that the topology selects but
     the source no longer has are reported as ``deleted_on_source``.
     """
-    selected_source = [t for t in list_topics(source_client, timeout) if topology.selects(t) and not is_internal_topic(t)]
-    selected_target = [t for t in list_topics(target_client, timeout) if topology.selects(t) and not is_internal_topic(t)]
+    def selected(client: ClusterClient) -> list[str]:
+        return [t for t in list_topics(client, timeout) if topology.selects(t) and not is_internal_topic(t)]
+
+    selected_source, selected_target = selected(source_client), selected(target_client)
     source_shapes = describe_topics(source_client, selected_source, timeout)
     target_shapes = describe_topics(target_client, set(selected_source) | set(selected_target), timeout)
     plan = replace(plan_shape(source_shapes, target_shapes, align_configs=align_configs),

@@ -42,8 +42,8 @@ def distribute(links_by_level: Mapping[int, Iterable[Distributor]], clients: Map
     for level in sorted(links_by_level, reverse=True):
         for link in links_by_level[level]:
             if link.source in down or link.default_target in down:
-                report.errors[link.link_id] = f"cluster {link.source if link.source in down else link.default_target} " \
-                                              "is unreachable"
+                unreachable = link.source if link.source in down else link.default_target
+                report.errors[link.link_id] = f"cluster {unreachable} is unreachable"
                 continue
             source, target = clients[link.source], clients[link.default_target]
             try:

@@ -124,7 +124,7 @@ class FailoverPlan:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "FailoverPlan":
+    def from_dict(cls, data: dict) -> FailoverPlan:
         """The plan back from :meth:`to_dict` (it travels between tasks as XCom)."""
         fields = {k: v for k, v in data.items() if k not in ("rows",)}
         return cls(**fields, rows=[FailoverRow(**row) for row in data.get("rows", [])])
@@ -141,7 +141,8 @@ def plan_failover(target: ClusterClient, positions: list[Position], *, source: s
     now = now_ms()
     for r in rows:
         pos = by_key[(r.group, r.topic, r.partition)]
-        replay = _frontier.replay_after(target, r.topic, r.partition, pos.frontier, r.after, ends[(r.topic, r.partition)])
+        end = ends[(r.topic, r.partition)]
+        replay = _frontier.replay_after(target, r.topic, r.partition, pos.frontier, r.after, end)
         plan.rows.append(FailoverRow(r.group, r.topic, r.partition, r.owner_offset, r.before, r.after, r.precision,
                                      replay, round((now - pos.published_at_ms) / 1000.0, 1), r.how))
     plan.missing = missing_on_target(target, positions) if positions else {}

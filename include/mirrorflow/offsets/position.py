@@ -54,7 +54,7 @@ class Position:
         return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes | str) -> "Position":
+    def from_json(cls, raw: bytes | str) -> Position:
         try:
             data = json.loads(raw)
             if not isinstance(data, dict) or data.pop("v", None) != FORMAT_VERSION:

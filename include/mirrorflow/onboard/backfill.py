@@ -35,12 +35,12 @@ from mirrorflow.copy.checkpoints import EARLIEST, read_checkpoints
 from mirrorflow.copy.job import execute
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_group import txn_unit
-from mirrorflow.work import PartitionWork, pack
+from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.spark_run import parallelism
-from mirrorflow.copy.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
+from mirrorflow.work import PartitionWork, pack
 
 log = logging.getLogger(__name__)
 
@@ -76,14 +76,14 @@ class BackfillSpec:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "BackfillSpec":
+    def from_json(cls, text: str) -> BackfillSpec:
         try:
             return cls(**json.loads(text))
         except (TypeError, ValueError) as exc:
             raise MirrorflowError(f"{BACKFILL_ENV}: not a valid backfill spec: {exc}") from None
 
     @classmethod
-    def from_env(cls) -> "BackfillSpec":
+    def from_env(cls) -> BackfillSpec:
         text = os.environ.get(BACKFILL_ENV)
         if not text:
             raise MirrorflowError(f"{BACKFILL_ENV} is not set: mirror_onboard_cluster passes the backfill spec in "

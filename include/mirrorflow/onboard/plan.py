@@ -30,17 +30,18 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from confluent_kafka import KafkaException, Producer
 
 from mirrorflow.errors import ClusterUnreachable, MirrorflowError
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX, is_internal_topic
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics, probe
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.offsets.position import OFFSETS_TOPIC
 from mirrorflow.topology import Distributor, Topology
-from mirrorflow.topology.model import INTERNAL_TOPIC_PREFIX, TopicSelector, is_internal_topic
+from mirrorflow.topology.model import TopicSelector
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class OnboardRequest:
     dry_run: bool = False
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "OnboardRequest":
+    def from_params(cls, params: Mapping[str, Any]) -> OnboardRequest:
         problems: list[str] = []
 
         def text(key: str) -> str | None:
@@ -148,7 +149,7 @@ def parse_since(text: str) -> int:
     except ValueError:
         raise ValueError(f"{text!r} is neither ISO 8601 (2026-11-22T10:00:00Z) nor epoch milliseconds") from None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     return int(when.timestamp() * 1000)
 
 
@@ -184,7 +185,7 @@ class OnboardPlan:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "OnboardPlan":
+    def from_dict(cls, data: Mapping[str, Any]) -> OnboardPlan:
         return cls(**dict(data))
 
     def event(self) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from mirrorflow.schemas.records import (
     content,
     same_value,
 )
-from mirrorflow.schemas.subjects import SubjectFormat
+from mirrorflow.subjects import SubjectFormat
 
 #: Order of writes: schemas first (by id, so a referenced schema precedes its users), then the rest.
 _KIND_ORDER = {SCHEMA: 0, "DELETE_SUBJECT": 1, "CLEAR_SUBJECT": 2, CONFIG: 3, MODE: 4}

@@ -72,7 +72,7 @@ class Key:
         return json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
-    def from_bytes(cls, raw: bytes | None) -> "Key":
+    def from_bytes(cls, raw: bytes | None) -> Key:
         if raw is None:
             raise RecordError("record has no key")
         try:
@@ -198,7 +198,7 @@ class RegistryState:
         self.entries: dict[Key, Value] = dict(entries or {})
 
     @classmethod
-    def replay(cls, records: Iterable[tuple[bytes | None, bytes | None]]) -> "RegistryState":
+    def replay(cls, records: Iterable[tuple[bytes | None, bytes | None]]) -> RegistryState:
         """Apply raw ``(key, value)`` records in topic order; later records win."""
         state = cls()
         for raw_key, raw_value in records:

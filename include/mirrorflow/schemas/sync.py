@@ -24,8 +24,8 @@ from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.schemas.plan import Conflict, Write, plan_target
 from mirrorflow.schemas.records import RegistryState
 from mirrorflow.schemas.rest_store import RestStore
-from mirrorflow.schemas.subjects import SubjectFormat
 from mirrorflow.schemas.topic_store import TopicStore
+from mirrorflow.subjects import SubjectFormat
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The topology: which clusters exist, how they form the distribution tree, which topics to mirror.
 
-Contract (DESIGN.md section 4, reference in docs/topology.md)::
+Contract (docs/architecture.md, "Contracts"; reference in docs/topology.md)::
 
     from mirrorflow.topology import Topology, load_topology, load_topology_from_env
 
@@ -11,16 +11,10 @@ Contract (DESIGN.md section 4, reference in docs/topology.md)::
     topology.selects("orders")                   # is this topic mirrored?
 """
 
+from mirrorflow.copyflags import LEVEL_MAX, LEVEL_MIN
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX, is_internal_topic
 from mirrorflow.topology.load import TOPOLOGY_ENV, load_topology, load_topology_from_env, parse_topology
-from mirrorflow.topology.model import (
-    INTERNAL_TOPIC_PREFIX,
-    LEVEL_MAX,
-    LEVEL_MIN,
-    ClusterConfig,
-    Topology,
-    TreeNode,
-    is_internal_topic,
-)
+from mirrorflow.topology.model import ClusterConfig, Topology, TreeNode
 from mirrorflow.topology.tree import Distributor
 
 __all__ = [

@@ -31,7 +31,7 @@ class Bound(Model):
     records: NonNegativeInt | None = None
     seconds: NonNegativeInt | None = None
 
-    def merged(self, override: "Bound | None") -> "Bound":
+    def merged(self, override: Bound | None) -> Bound:
         if override is None:
             return self
         return Bound(records=self.records if override.records is None else override.records,

@@ -1,4 +1,4 @@
-"""Validated models of the topology file (contract: DESIGN.md section 4).
+"""Validated models of the topology file (a contract: docs/architecture.md, "Contracts").
 
 The file has four keys: ``name`` (optional), ``clusters``, ``tree`` and
 ``topics``. Every model forbids unknown keys, so a typo is an error instead of
@@ -38,9 +38,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from mirrorflow.errors import TopologyError, UnknownClusterError, UnknownLinkError
 from mirrorflow.copyflags import LEVEL_MAX, LEVEL_MIN
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX, is_internal_topic
+from mirrorflow.errors import TopologyError, UnknownClusterError, UnknownLinkError
+from mirrorflow.internal_names import is_internal_topic
 from mirrorflow.secrets import is_secret_config
 from mirrorflow.topology import tree as _tree
 from mirrorflow.topology.archive import ArchiveConfig
@@ -50,7 +50,6 @@ from mirrorflow.topology.offsets import OffsetsConfig
 from mirrorflow.topology.replication import LinkSettings, ReplicationConfig
 from mirrorflow.topology.schemas import SchemasConfig
 from mirrorflow.topology.tree import Distributor
-
 
 #: Cluster (and topology) names: safe in Airflow task ids, Kafka client ids and paths.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -64,7 +63,7 @@ class TopicSelector:
     patterns alone (the job spec carries the patterns, not the topology).
     """
 
-    def __init__(self, patterns: "Iterable[str | re.Pattern[str]]") -> None:
+    def __init__(self, patterns: Iterable[str | re.Pattern[str]]) -> None:
         self._patterns = tuple(p if isinstance(p, re.Pattern) else re.compile(p) for p in patterns)
 
     def selects(self, topic: str) -> bool:
@@ -99,7 +98,7 @@ def _config_value(value: Any) -> Any:
     )
 
 
-ConfigValue = Annotated[Union[bool, int, str], BeforeValidator(_config_value)]
+ConfigValue = Annotated[bool | int | str, BeforeValidator(_config_value)]
 
 
 _Model = Model
@@ -162,7 +161,7 @@ class ClusterConfig(_Model):
         return value
 
     @model_validator(mode="after")
-    def _one_endpoint(self) -> "ClusterConfig":
+    def _one_endpoint(self) -> ClusterConfig:
         if (self.bootstrap is None) == (self.conn_id is None):
             got = "both" if self.bootstrap is not None else "neither"
             raise PydanticCustomError(
@@ -195,7 +194,7 @@ class TreeNode(_Model):
 
 
 TreeChild = Annotated[
-    Union[Annotated[TreeNode, Tag("<node>")], Annotated[str, Tag("<leaf>")]],
+    Annotated[TreeNode, Tag("<node>")] | Annotated[str, Tag("<leaf>")],
     Discriminator(
         _child_kind,
         custom_error_type="tree_child",
@@ -246,7 +245,7 @@ class Topology(_Model):
             raise TopologyError(problems_from_validation_error(exc)) from None
 
     @classmethod
-    def model_validate(cls, obj: Any, **kwargs: Any) -> "Topology":  # type: ignore[override]
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Topology:  # type: ignore[override]
         if not isinstance(obj, (Mapping, Topology)):
             raise TopologyError(
                 "<top level>", f"expected a mapping with keys clusters, tree and topics, got {_kind(obj)}"
@@ -257,7 +256,7 @@ class Topology(_Model):
             raise TopologyError(problems_from_validation_error(exc)) from None
 
     @classmethod
-    def parse(cls, data: Any, *, source: str | None = None) -> "Topology":
+    def parse(cls, data: Any, *, source: str | None = None) -> Topology:
         """Validate a mapping (e.g. loaded YAML); any problem raises :class:`TopologyError`.
 
         ``source`` (a file name) is only used in the error message.
@@ -268,7 +267,7 @@ class Topology(_Model):
             raise (exc.with_source(source) if source else exc) from None
 
     @model_validator(mode="after")
-    def _semantics(self) -> "Topology":
+    def _semantics(self) -> Topology:
         problems: list[tuple[str, str]] = []
         patterns: list[re.Pattern[str]] = []
         for i, pattern in enumerate(self.topics):
@@ -399,7 +398,7 @@ class Topology(_Model):
         return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None)
 
     def with_cluster(self, name: str, cluster: ClusterConfig | Mapping[str, Any], *, sibling_of: str,
-                     level: int) -> "Topology":
+                     level: int) -> Topology:
         """A new topology with cluster ``name`` added next to ``sibling_of`` at ``level``.
 
         See :func:`tree.add_leaf` for where it lands. The result is validated.
@@ -413,7 +412,7 @@ class Topology(_Model):
         data["tree"] = _tree.add_leaf(data["tree"], name, sibling_of=sibling_of, level=level)
         return Topology.parse(data)
 
-    def without_cluster(self, name: str) -> "Topology":
+    def without_cluster(self, name: str) -> Topology:
         """A new topology without cluster ``name`` (a parent left with one child is folded away)."""
         self.cluster(name)
         data = self.to_dict()
@@ -486,7 +485,8 @@ def _problem_text(err: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
     if kind == "missing":
         return "required key is missing"
     if kind == "tree_child":
-        hint = "; quote cluster names such as yes/no/on/off/null in YAML" if value is None or isinstance(value, bool) else ""
+        quoting = value is None or isinstance(value, bool)
+        hint = "; quote cluster names such as yes/no/on/off/null in YAML" if quoting else ""
         return f"expected a cluster name or a mapping with level and children, got {_kind(value)}{hint}"
     if kind in ("string_type",):
         return f"expected a string, got {_kind(value)}"

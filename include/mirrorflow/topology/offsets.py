@@ -59,7 +59,7 @@ def _compile(pattern: str, what: str) -> str:
     return pattern
 
 
-def group_matches(patterns: "list[str] | tuple[str, ...]", group: str) -> bool:
+def group_matches(patterns: list[str] | tuple[str, ...], group: str) -> bool:
     """A name or regex matches the whole group id."""
     return any(p == group or re.fullmatch(p, group) for p in patterns)
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta, timezone
-
+from datetime import UTC, datetime, time, timedelta
 from typing import Annotated
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator
 from pydantic_core import PydanticCustomError
 
-from mirrorflow.copy.defaults import DEFAULT_COPY_THREADS
+from mirrorflow.defaults import DEFAULT_COPY_THREADS
 from mirrorflow.topology.base import Model
 
 #: A positive integer; booleans and strings are refused (``yes`` must not mean 1).
@@ -94,7 +93,7 @@ class Window:
     text: str
 
     @classmethod
-    def parse(cls, text: str) -> "Window":
+    def parse(cls, text: str) -> Window:
         match = _WINDOW.fullmatch(text.strip())
         if not match:
             raise ValueError(f"window {text!r} is not HH:MM-HH:MM (UTC), e.g. 22:00-06:00")
@@ -120,7 +119,7 @@ class Window:
 
 def _utc(now: datetime) -> datetime:
     """``now`` in UTC; a naive datetime is taken to be UTC already (windows are UTC)."""
-    return now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now.astimezone(timezone.utc)
+    return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
 
 
 def window_open(windows: list[Window] | None, now: datetime) -> bool:
@@ -138,7 +137,7 @@ def next_opening(windows: list[Window], now: datetime) -> datetime:
     for w in windows:
         for days in (0, 1):
             day = (now + timedelta(days=days)).date()
-            opening = datetime.combine(day, w.start, tzinfo=timezone.utc)
+            opening = datetime.combine(day, w.start, tzinfo=UTC)
             if opening > now:
                 candidates.append(opening)
     return min(candidates)
@@ -183,7 +182,7 @@ class LinkSettings(Model):
                 _check_window(item)
         return value
 
-    def merged_over(self, base: "LinkSettings") -> "LinkSettings":
+    def merged_over(self, base: LinkSettings) -> LinkSettings:
         """These settings, with unset keys taken from ``base``."""
         data = base.model_dump()
         data.update(self.model_dump(exclude_none=True))

@@ -35,7 +35,7 @@ from typing import Literal
 from pydantic import Field, StrictStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from mirrorflow.schemas.subjects import SubjectFormat, format_problems
+from mirrorflow.subjects import SubjectFormat, format_problems
 from mirrorflow.topology.base import Model
 from mirrorflow.topology.replication import parse_schedule
 
@@ -66,7 +66,7 @@ class RegistryConfig(Model):
         return value
 
     @model_validator(mode="after")
-    def _consistent(self) -> "RegistryConfig":
+    def _consistent(self) -> RegistryConfig:
         problems = format_problems(self.subject_format, self.values)
         if problems:
             raise PydanticCustomError("subject_format", "subject_format: {problems}",

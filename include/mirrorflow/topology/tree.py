@@ -64,8 +64,11 @@ class Distributor:
         """Whether ``target`` is a valid target (any leaf of the sibling subtree)."""
         return target in self.sibling_leaves
 
-    def with_target(self, target: str) -> "Distributor":
-        """This distributor switched to ``target``; same link id. Raises ``ValueError`` for a leaf outside the subtree."""
+    def with_target(self, target: str) -> Distributor:
+        """This distributor switched to ``target``; same link id.
+
+        Raises ``ValueError`` for a leaf outside the subtree.
+        """
         if not self.accepts(target):
             raise ValueError(
                 f"{self.link_id}: {target!r} is not in the level-{self.level} sibling subtree of {self.source} "

@@ -52,7 +52,7 @@ class SubjectFormat:
     suffix: str
 
     @classmethod
-    def of(cls, template: str, values: Mapping[str, str] | None = None) -> "SubjectFormat":
+    def of(cls, template: str, values: Mapping[str, str] | None = None) -> SubjectFormat:
         values = dict(values or {})
         problems = format_problems(template, values)
         if problems:

@@ -1,0 +1,218 @@
+"""The structure of docs/architecture.md, held against the code's own imports.
+
+Read from the source with ``ast`` (every import: module level, inside functions,
+under ``TYPE_CHECKING``), so a lazy import cannot hide a wrong direction:
+
+- the core (``include/mirrorflow``) never imports Airflow, the Airflow glue or the
+  development package, and importing all of it loads none of them;
+- the core's layers point one way (the table ``LAYERS`` below, the same as the
+  architecture document's);
+- no import cycle among the modules of ``include/`` and ``plugins/``;
+- no module imports another module's private (underscore) name;
+- in the plugin, only the DAG factories import the DAG factories.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ROOTS = {"mirrorflow": REPO / "include", "mirrorflow_airflow": REPO / "plugins"}
+
+#: Layer of each part of the core, lowest first. A module may import its own part and any part of a
+#: lower layer; parts of one layer never import each other (the base layer's single modules excepted:
+#: they are leaves that may lean on each other, such as ``audit`` on ``secrets``).
+LAYERS: list[set[str]] = [
+    {"errors", "secrets", "internal_names", "copyflags", "subjects", "defaults", "work", "provenance", "audit",
+     "spark_run", "spark_connect", "spark_entry", "spark_driver", "cache_root", ""},
+    {"kafka"},
+    {"topology"},
+    {"archive", "schemas"},
+    {"copy"},
+    {"offsets", "lag", "decommission"},
+    {"onboard"},
+]
+FORBIDDEN_IN_CORE = ("airflow", "mirrorflow_airflow", "mirrorflow_dev")
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module
+    target: str  # the imported module (resolved; a name imported from a package resolves to its submodule)
+    name: str | None  # the name taken with ``from target import name``
+    line: int
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for top, base in ROOTS.items():
+        for path in sorted((base / top).rglob("*.py")):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(module: str, path: Path) -> Iterator[Import]:
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield Import(module, alias.name, None, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                if sub in MODULES:
+                    yield Import(module, sub, None, node.lineno)
+                else:
+                    yield Import(module, target, alias.name, node.lineno)
+
+
+IMPORTS = [imp for module, path in MODULES.items() for imp in _imports(module, path)]
+
+
+def _part(module: str) -> str:
+    """``mirrorflow.copy.partition`` -> ``copy``; ``mirrorflow.audit`` -> ``audit``; ``mirrorflow`` -> ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _layer(part: str) -> int:
+    for i, parts in enumerate(LAYERS):
+        if part in parts:
+            return i
+    raise AssertionError(f"mirrorflow.{part} is in no layer of tests/unit/test_layers.py (and docs/architecture.md): "
+                         f"add it to the one it belongs to")
+
+
+def test_the_core_never_imports_airflow_the_plugin_or_the_development_package():
+    wrong = [f"{i.module}:{i.line} imports {i.target}" for i in IMPORTS
+             if i.module.split(".")[0] == "mirrorflow" and i.target.split(".")[0] in FORBIDDEN_IN_CORE]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_importing_the_whole_core_loads_none_of_them():
+    names = [m for m in MODULES if m.split(".")[0] == "mirrorflow"]
+    code = ("import importlib, json, sys\n"
+            f"for name in {names!r}:\n"
+            "    importlib.import_module(name)\n"
+            f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(FORBIDDEN_IN_CORE)!r})))\n")
+    env_path = f"{REPO / 'include'}"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/",
+                         env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_core_layers_point_one_way():
+    wrong = []
+    for i in IMPORTS:
+        if i.module.split(".")[0] != "mirrorflow" or i.target.split(".")[0] != "mirrorflow":
+            continue
+        mine, theirs = _part(i.module), _part(i.target)
+        if mine == theirs:
+            continue
+        if _layer(theirs) > _layer(mine) or (_layer(theirs) == _layer(mine) and _layer(mine) != 0):
+            wrong.append(f"{i.module}:{i.line} imports {i.target} (layer {_layer(mine)} -> {_layer(theirs)})")
+    assert not wrong, "\n".join(wrong)
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _module_edges() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {m: set() for m in MODULES}
+    for i in IMPORTS:
+        target = i.target
+        # ``import a.b.c`` also imports ``a`` and ``a.b``; a package's face does not make a cycle of its own
+        if target in MODULES and target != i.module and not MODULES[target].name == "__init__.py":
+            edges[i.module].add(target)
+    return edges
+
+
+def test_no_import_cycles_in_include_and_plugins():
+    cycles = _cycles(_module_edges())
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_a_private_name_of_another():
+    wrong = [f"{i.module}:{i.line} imports {i.name} from {i.target}" for i in IMPORTS
+             if i.name and i.name.startswith("_") and not i.name.startswith("__")
+             and i.target.split(".")[0] in ROOTS and i.target != i.module]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_only_the_dag_factories_import_the_dag_factories():
+    wrong = [f"{i.module}:{i.line} imports {i.target}" for i in IMPORTS
+             if i.target.startswith("mirrorflow_airflow.factories") and not i.module.startswith(
+                 "mirrorflow_airflow.factories") and i.module != "mirrorflow_airflow"]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.split(".")[0] == "mirrorflow"))
+def test_every_core_module_has_a_layer(module):
+    _layer(_part(module))

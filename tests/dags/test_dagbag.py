@@ -14,12 +14,12 @@ def test_no_import_errors(dagbag):
 
 
 def test_level_dags_exist_for_every_level_of_the_topology(dagbag):
-    # topologies/demo.yaml has levels 1 and 3 (the tree of DESIGN.md section 4)
+    # topologies/demo.yaml has levels 1 and 3 (the tree of docs/architecture.md, Contracts)
     assert {"mirror_level_1", "mirror_level_3"} <= set(dagbag.dag_ids)
 
 
 def test_the_contract_dag_ids_of_offsets_failover_lag_and_schemas_exist(dagbag):
-    """DAG ids are a contract (DESIGN.md section 5): users and acceptance checks trigger them by name."""
+    """DAG ids are a contract (docs/architecture.md, Contracts): users and acceptance checks trigger them by name."""
     assert {"mirror_offsets", "mirror_failover_consumer_group", "mirror_lag_monitor", "mirror_switch_target",
             "mirror_schemas"} <= set(
         dagbag.dag_ids)

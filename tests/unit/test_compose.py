@@ -31,7 +31,7 @@ TOPOLOGY_FILE = REPO / "deploy" / "topology.compose.yaml"
 TOPOLOGY_SOURCE = "deploy/topology.compose.yaml"
 DOCKERFILES = sorted((REPO / "deploy").glob("*.Dockerfile"))
 
-# DESIGN.md section 4: the default topology, as seen from the host. The stack
+# docs/architecture.md, Contracts: the default topology, as seen from the host. The stack
 # publishes each cluster's host listener on exactly these ports.
 DESIGN_HOST_BOOTSTRAP = {
     "c1": "127.0.0.1:19092",
@@ -553,12 +553,12 @@ def check_topology_addresses(compose: dict[str, Any], bootstraps: dict[str, Any]
 
 
 def check_host_listeners(compose: dict[str, Any], bootstraps: dict[str, Any], host_bootstraps: dict[str, str]) -> Problems:
-    """From the host, cluster cN is reachable at DESIGN.md's default address: the
+    """From the host, cluster cN is reachable at the default topology's address: the
     Kafka service behind cN publishes that port and advertises it as a loopback name."""
     problems = []
     for cluster, host_address in host_bootstraps.items():
         if cluster not in bootstraps:
-            problems.append(f"cluster {cluster} of DESIGN.md is missing from the compose topology")
+            problems.append(f"cluster {cluster} of the default topology is missing from the compose topology")
             continue
         kafka, _ = resolve_kafka(compose, bootstraps[cluster])
         if kafka is None:
@@ -894,7 +894,7 @@ def test_host_listeners_match_design_topology(compose: dict[str, Any], topology_
 
 
 def test_compose_topology_keeps_design_tree() -> None:
-    """Only the addresses differ from DESIGN.md's default topology."""
+    """Only the addresses differ from the default topology (topologies/demo.yaml)."""
     raw = yaml.safe_load(TOPOLOGY_FILE.read_text())
     assert raw["tree"] == {
         "level": 3,

@@ -32,7 +32,7 @@ PYDANTIC_NOISE = ("validation error", "pydantic", "Input should", "For further i
 
 
 def four() -> dict:
-    """The four-cluster tree of DESIGN.md section 4 as plain data."""
+    """The four-cluster tree of docs/architecture.md, Contracts as plain data."""
     return {
         "clusters": {f"c{i}": {"bootstrap": f"127.0.0.1:{19091 + i}"} for i in range(1, 5)},
         "tree": {

@@ -1,5 +1,5 @@
 # The two set-up commands of README.md are `make demo` and `make test`.
-.PHONY: demo stop test setup bench
+.PHONY: demo stop test check setup bench
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -10,8 +10,13 @@ demo: setup
 stop:
 	@.venv/bin/python scripts/demo.py stop
 
+# The static checks first (ruff, mypy: scripts/check.sh), then the whole suite.
 test: setup
+	@bash scripts/check.sh
 	@.venv/bin/python -m pytest
+
+check: setup
+	@bash scripts/check.sh
 
 
 # Not part of the tests: every benchmark on local clusters, results in benchmarks/results/

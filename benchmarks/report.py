@@ -1,7 +1,9 @@
 """Results of one benchmark run as JSON, Markdown and a PNG chart, and the block in docs/benchmarks.md.
 
-``docs/benchmarks.md`` keeps its hand-written parts; only the text between
-:data:`START` and :data:`END` is replaced by the latest run.
+``docs/benchmarks.md`` keeps its hand-written parts (the method, the goals); only the
+text between :data:`START` and :data:`END` is generated: the current numbers of every
+case and section, each from its newest record, and a link to every record. A record's
+own ``.md`` keeps the full tables of its run.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def machine() -> dict[str, Any]:
     import confluent_kafka
     import pyspark
 
-    from mirrorflow.local.kafka import KAFKA_VERSION
+    from mirrorflow_dev.kafka import KAFKA_VERSION
     return {
         "cpu": cpu, "cores": os.cpu_count(), "memory_gib": mem_gib, "kernel": platform.release(),
         "python": platform.python_version(), "java": java[0] if java else "unknown",
@@ -187,7 +189,8 @@ def markdown(results: dict[str, Any]) -> str:
         for x in lat:
             runs = "; ".join(f"{k}: {v['runs']} runs, {v['median_run_s']} s, {v['overran']} overran"
                              for k, v in x["runs"].items())
-            out.append(f"| {x['schedule']} | {x['messages']:,} | {x['median_s']} | {x['p99_s']} | {x['max_s']} | {runs} |")
+            out.append(f"| {x['schedule']} | {x['messages']:,} | {x['median_s']} | {x['p99_s']} | {x['max_s']} "
+                       f"| {runs} |")
         out.append("")
     mem = results.get("peak_memory")
     if mem:
@@ -201,6 +204,208 @@ def markdown(results: dict[str, Any]) -> str:
                 f"JVM {mem['jvm_mib']:.0f} MiB, Python workers together {mem['python_workers_mib']:.0f} MiB; "
                 f"together {mem['total_mib']:.0f} MiB.", ""]
     return "\n".join(out)
+
+
+#: mirrorflow's contenders in the docs page's compact tables, with their short column names.
+SUMMARY_CONTENDERS = (("mirrorflow EOS", "EOS"), ("mirrorflow at-least-once", "at-least-once"),
+                      ("mirrorflow EOS (Connect)", "EOS (Connect)"),
+                      ("mirrorflow at-least-once (Connect)", "at-least-once (Connect)"))
+#: The sections a record may measure, as the docs page's list of records names them.
+SECTION_NAMES = {"throughput": "throughput", "volume": "volume", "spark_start": "Spark start",
+                 "threads": "copy_threads", "empty_batch": "empty batch", "planning": "planning",
+                 "latency": "latency"}
+
+
+def records(out_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Every stored record of ``out_dir`` as (name, results), oldest first (``2026-11-23`` before ``2026-11-23b``)."""
+    return [(path.stem, json.loads(path.read_text())) for path in sorted(out_dir.glob("*.json"))]
+
+
+def measured(record: dict[str, Any], section: str) -> bool:
+    """Whether ``record`` measured ``section`` itself (not carried over from an earlier record)."""
+    return bool(record.get(section)) and section not in record.get("carried", {})
+
+
+def current(recs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The current numbers: each throughput and volume case, and each other section, from its newest record.
+
+    Quick (smoke) runs are left out. Peak memory comes from the newest record that measured it at the
+    largest case, so that a run of small messages only does not stand for the largest case.
+    """
+    full = [(name, rec) for name, rec in recs if not rec.get("quick")]
+    cases: dict[tuple[bool, int, int], tuple[str, dict[str, Any]]] = {}
+    sections: dict[str, tuple[str, Any]] = {}
+    for name, rec in full:
+        for kind in ("throughput", "volume"):
+            if measured(rec, kind):
+                for row in rec[kind]:
+                    cases[(kind == "volume", row["size"], row["partitions"])] = (name, row)
+        for section in ("empty_batch", "connect_server", "spark_start", "planning", "threads", "latency"):
+            if measured(rec, section):
+                sections[section] = (name, rec[section])
+    for section in ("peak_memory", "peak_memory_connect"):
+        found = [(_largest_bytes(rec), name) for name, rec in full if measured(rec, section)]
+        if found:
+            name = max(found)[1]
+            sections[section] = (name, dict(full)[name][section])
+    return {"cases": [(*cases[key], key[0]) for key in sorted(cases)], "sections": sections}
+
+
+def _largest_bytes(record: dict[str, Any]) -> int:
+    return max((row["size"] * row["records"] for row in record.get("throughput", [])), default=0)
+
+
+def _size(size: int) -> str:
+    return f"{size // 1000} KB" if size >= 1000 else f"{size} B"
+
+
+def _case(row: dict[str, Any], volume: bool) -> str:
+    return f"{_size(row['size'])} x {row['partitions']}" + (" (volume)" if volume else "")
+
+
+def _seconds(row: dict[str, Any], name: str) -> str:
+    run = row["runs"].get(name)
+    return "–" if run is None else f"{run['seconds']:.1f}"
+
+
+def _exact(row: dict[str, Any]) -> str:
+    bad = [f"{name}: {run['lost']} lost, {run['duplicated']} duplicated" for name, run in row["runs"].items()
+           if "on_target" in run and (run["lost"] or run["duplicated"])]
+    return f"**{'; '.join(bad)}**" if bad else "yes"
+
+
+def _rounds(row: dict[str, Any]) -> int:
+    return max((len(run.get("rounds_s", [])) for run in row["runs"].values()), default=0) or 1
+
+
+def _ratio_cell(r: dict[str, float | None] | None) -> str:
+    if r is None:
+        return "–"
+    copying = "" if r["copying"] is None else f" ({r['copying']:.2f})"
+    return f"{_fmt(r['vs_mm2'], 2)} / {_fmt(r['vs_raw'], 2)}{copying}"
+
+
+def summary(out_dir: Path, docs_dir: Path) -> str:
+    """The generated part of docs/benchmarks.md: the current numbers, compact, and a link to every record."""
+    recs = records(out_dir)
+    by_name = dict(recs)
+    now = current(recs)
+
+    def link(name: str, ext: str = "md", text: str | None = None) -> str:
+        path = os.path.relpath((out_dir / f"{name}.{ext}").resolve(), docs_dir.resolve())
+        return f"[{text or name}]({path})"
+
+    mirrorflow = [short for _, short in SUMMARY_CONTENDERS]
+    out = ["### Copy throughput", "",
+           "Seconds from start to the last record committed on the target; medians when the case ran several "
+           "rounds. Each case comes from its newest record. `exact`: every contender's copy was read back "
+           "(`read_committed`) with nothing lost or duplicated.", "",
+           "| case | records | raw loop | MM2 EOS | MM2 at-least-once | "
+           + " | ".join(f"mirrorflow {short}" for short in mirrorflow) + " | rounds | exact | record |",
+           "|---|---:|---:|---:|---:|" + "---:|" * len(mirrorflow) + "---:|---|---|"]
+    for name, row, volume in now["cases"]:
+        cells = [_seconds(row, c) for c in ("raw loop", "MM2 EOS", "MM2 at-least-once")]
+        cells += [_seconds(row, c) for c, _ in SUMMARY_CONTENDERS]
+        out.append(f"| {_case(row, volume)} | {row['records']:,} | {' | '.join(cells)} | {_rounds(row)} | "
+                   f"{_exact(row)} | {link(name)} |")
+    out += ["", "mirrorflow's rate against MirrorMaker 2 at the same exactly-once setting / against the raw loop "
+                "(above 1: faster); in brackets its copy phase alone (without Spark's start and planning) against "
+                "the raw loop.", "",
+            "| case | " + " | ".join(f"mirrorflow {short}" for short in mirrorflow) + " |",
+            "|---|" + "---:|" * len(mirrorflow)]
+    for name, row, volume in now["cases"]:
+        r = ratios(row)
+        out.append(f"| {_case(row, volume)} | "
+                   + " | ".join(_ratio_cell(r.get(c)) for c, _ in SUMMARY_CONTENDERS) + " |")
+    out += ["", *_other_sections(now["sections"], link)]
+    used = sorted({name for name, _, _ in now["cases"]} | {name for name, _ in now["sections"].values()})
+    if used:
+        machines: dict[str, list[str]] = {}
+        for name in used:
+            m = by_name[name]["machine"]
+            machines.setdefault(f"{m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB", []).append(name)
+        m = by_name[used[-1]]["machine"]
+        out += ["### Machines", "", *(f"- {machine}: {', '.join(names)}" for machine, names in machines.items()),
+                "", f"Versions in {used[-1]}: Python {m['python']}; {m['java']}; Kafka and MirrorMaker 2 "
+                    f"{m['kafka']}; PySpark {m['pyspark']}; confluent-kafka {m['confluent_kafka']} (librdkafka "
+                    f"{m['librdkafka']}); {m['brokers']}.", ""]
+    out += ["### Records", "",
+            "Every run's full tables, newest first (the numbers as measured in JSON, the throughput chart as PNG):",
+            ""]
+    for name, rec in reversed(recs):
+        files = [link(name, "json", "JSON")]
+        if (out_dir / f"{name}.png").exists():
+            files.append(link(name, "png", "chart"))
+        quick = " (quick: a smoke run)" if rec.get("quick") else ""
+        out.append(f"- {link(name)} ({', '.join(files)}): {_measured_sections(rec)}{quick}; "
+                   f"{rec['machine']['cpu']}")
+    return "\n".join(out)
+
+
+def _measured_sections(rec: dict[str, Any]) -> str:
+    parts = []
+    for section, label in SECTION_NAMES.items():
+        if not measured(rec, section):
+            continue
+        if section == "throughput":
+            rounds = max(_rounds(row) for row in rec[section])
+            label += (f" ({', '.join(_size(s) for s in sorted({row['size'] for row in rec[section]}))}"
+                      + (f", {rounds} rounds)" if rounds > 1 else ")"))
+        elif section == "latency":
+            label += f" ({', '.join(x['schedule'] for x in rec[section])})"
+        parts.append(label)
+    return ", ".join(parts) or "nothing measured"
+
+
+def _other_sections(sections: dict[str, tuple[str, Any]], link: Any) -> list[str]:
+    rows = []
+    if "empty_batch" in sections:
+        name, e = sections["empty_batch"]
+        rows.append(("empty micro-batch, `spark-submit`", f"{e['spark_submit_s']:.1f} s start to exit (planning "
+                     f"{e['plan_s']:.2f} s); `mirror_level_1` under `dag.test()` {e['dag_run_s']:.1f} s", name))
+        if e.get("connect"):
+            c = e["connect"]
+            rows.append(("empty micro-batch, Spark Connect", f"{c['client_s']:.2f} s, a fresh client process start "
+                         f"to exit; `mirror_level_1` under `dag.test()` {c['dag_run_s']:.1f} s", name))
+    if "connect_server" in sections:
+        name, s = sections["connect_server"]
+        rows.append(("Spark Connect server's one-time start", f"up in {s['start_s']:.1f} s; its first job (the "
+                     f"session's Python workers start) {s['first_job_s']:.2f} s; a later client's job "
+                     f"{s['warm_job_s']:.3f} s", name))
+    if "spark_start" in sections:
+        name, s = sections["spark_start"]
+        v = s.get("archive") or s["context"]
+        rows.append(("Spark start-up of a trivial job", f"{v['total_s']:.1f} s: launch {v['launch_s']:.1f}, "
+                     f"context {v['context_s']:.1f}, first job {v['first_job_s']:.1f}, stop {v['stop_s']:.1f}",
+                     name))
+    if "planning" in sections:
+        name, plans = sections["planning"]
+        rows.append(("planning, steady (first plan, which creates the target topics)",
+                     "; ".join(f"{p['partitions']:,} partitions {p['steady_s']:.2f} s ({p['first_s']:.2f} s)"
+                               for p in plans), name))
+    if "threads" in sections:
+        name, threads = sections["threads"]
+        for partitions in sorted({t["partitions"] for t in threads}):
+            ts = [t for t in threads if t["partitions"] == partitions]
+            rows.append((f"copy phase by `copy_threads`, EOS, 1 KB x {partitions} x {ts[0]['records']:,}",
+                         ", ".join(f"{t['copy_threads']}: {t['copy_s']:.2f} s" for t in ts), name))
+    if "latency" in sections:
+        name, lat = sections["latency"]
+        for x in lat:
+            runs = ", ".join(f"{level} {v['median_run_s']} s" for level, v in x["runs"].items())
+            rows.append((f"latency to convergence, four clusters, schedule {x['schedule']}",
+                         f"median {x['median_s']} s, p99 {x['p99_s']} s (median run: {runs})", name))
+    for section, label in (("peak_memory", "peak memory, `spark-submit`"),
+                           ("peak_memory_connect", "peak memory, the Connect server's processes")):
+        if section in sections:
+            name, m = sections[section]
+            driver = f", Python driver {m['python_driver_mib']:.0f}" if m.get("python_driver_mib") else ""
+            rows.append((label, f"{m['total_mib']:.0f} MiB, EOS at {m['case']} (JVM {m['jvm_mib']:.0f}{driver}, "
+                                f"Python workers {m['python_workers_mib']:.0f})", name))
+    if not rows:
+        return []
+    return ["### Other measurements", "", "| what | measured | record |", "|---|---|---|",
+            *(f"| {what} | {value} | {link(name)} |" for what, value, name in rows), ""]
 
 
 def chart(results: dict[str, Any], path: Path) -> Path | None:
@@ -268,7 +473,11 @@ def carry(results: dict[str, Any], earlier_path: Path, sections: tuple[str, ...]
 
 def write(results: dict[str, Any], out_dir: Path,
           docs: Path | None = REPO / "docs" / "benchmarks.md") -> dict[str, Path | None]:
-    """Write the record's JSON, Markdown and chart; replace the generated block of ``docs`` (unless None)."""
+    """Write the record's JSON, Markdown and chart; regenerate the block of ``docs`` (unless None).
+
+    The block holds the current numbers of every record in ``out_dir`` (:func:`summary`), not this run's
+    tables alone: a run that measures a few cases updates those and keeps the others' newest numbers.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = results["date"]
     json_path = out_dir / f"{stem}.json"
@@ -279,7 +488,7 @@ def write(results: dict[str, Any], out_dir: Path,
     png = chart(results, out_dir / f"{stem}.png")
     if docs is None:
         return {"json": json_path, "markdown": md_path, "png": png, "docs": None}
-    block = md + (f"\n![Copy throughput](../benchmarks/results/{png.name})\n" if png else "")
+    block = summary(out_dir, docs.parent)
     text = docs.read_text() if docs.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
     if START not in text or END not in text:
         raise ValueError(f"{docs} lacks the markers {START} / {END}")

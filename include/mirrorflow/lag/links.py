@@ -1,0 +1,117 @@
+"""Link lag: how far each link's checkpoint on its current target is behind its source.
+
+Records count from where the link resumes (its checkpoint, clamped to the
+source's first offset) to the source's last stable offset (the end a
+``read_committed`` copier can reach); offsets the copier will skip (copy flags)
+count too, since they are not behind the checkpoint yet. docs/lag.md says what
+each number means and how many requests a measurement makes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+
+from confluent_kafka import TopicPartition
+
+from mirrorflow.copy.checkpoints import read_checkpoints, switched_to
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.kafka.admin import earliest_and_stable_or_errors
+from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.lag.ages import epoch_ms, fill_ages
+from mirrorflow.lag.reach import DEFAULT_TIMEOUT, Clusters
+from mirrorflow.lag.rows import WHOLE, LinkPartitionLag, join_notes
+from mirrorflow.topology import Distributor, Topology
+
+
+def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters, links: Iterable[Distributor],
+             topics: Iterable[str] | None = None, now: datetime | None = None, *,
+             timeout: float = DEFAULT_TIMEOUT) -> list[LinkPartitionLag]:
+    """Lag of each link on each selected topic-partition of its source.
+
+    ``links`` carry their *effective* target (see
+    :func:`mirrorflow.copy.links.effective_links`): the checkpoint there is the
+    authoritative position. ``topics`` (names or regexes, full match) narrows the
+    topology's topics. A link whose source or target cannot be measured gets one
+    row with ``topic == "*"`` and the reason in ``error``.
+    """
+    now_ms = epoch_ms(now)
+    reach = Clusters.of(clients, timeout)
+    links = list(links)
+    wanted = _matcher(topics)
+    reach.probe(c for link in links for c in (link.source, link.default_target))
+    rows: list[LinkPartitionLag] = []
+    measured: list[tuple[Distributor, list[TopicPartition]]] = []
+    for link in links:
+        problem = next((f"cluster {c} {reason}" for c in (link.source, link.default_target)
+                        if (reason := reach.down(c)) is not None), None)
+        if problem is not None:
+            rows.append(_link_error(link, f"not measured: {problem}"))
+            continue
+        tps = [TopicPartition(t, p) for t, n in sorted(reach.topics(link.source).items())
+               if topology.selects(t) and wanted(t) for p in range(n)]
+        measured.append((link, tps))
+
+    # one pair of list-offsets requests per source cluster, for the partitions of all its links
+    offsets: dict[str, dict[tuple[str, int], tuple[int, int] | str]] = {}
+    for source in sorted({link.source for link, _ in measured}):
+        union = {(tp.topic, tp.partition) for link, tps in measured if link.source == source for tp in tps}
+        offsets[source] = earliest_and_stable_or_errors(reach.clients[source], sorted(union), timeout)
+
+    pending: list[LinkPartitionLag] = []
+    for link, tps in measured:
+        try:
+            target = reach.clients[link.default_target]
+            checkpoints = read_checkpoints(target, link.link_id, tps, timeout) if tps else {}
+        except MirrorflowError as exc:
+            rows.append(_link_error(link, f"checkpoints not read: {exc}"))
+            continue
+        for tp in tps:
+            key = (tp.topic, tp.partition)
+            row = LinkPartitionLag(link.link_id, link.level, link.source, link.default_target, tp.topic, tp.partition,
+                                   records=None)
+            found = offsets[link.source][key]
+            if isinstance(found, str):
+                row.error = f"source offsets not read: {found}"
+                rows.append(row)
+                continue
+            low, end = found
+            checkpoint, meta = checkpoints.get(key, (None, ""))
+            new_target = switched_to(meta)
+            if new_target is not None:
+                row.note = (f"the checkpoint on {link.default_target} says the link was switched to "
+                            f"{new_target}: the effective target given is stale")
+            row.checkpoint, row.end = checkpoint, end
+            row.start = low if checkpoint is None or checkpoint < low else checkpoint
+            if checkpoint is not None and checkpoint < low:
+                lost = f"{low - checkpoint} offsets were deleted by retention before being copied"
+                row.note = join_notes(row.note, lost)
+            if row.start > end:
+                row.note = join_notes(row.note, f"checkpoint {row.start} is past the source's end {end} (truncated?)")
+            row.records = max(0, end - row.start)
+            row.seconds = 0.0 if row.records == 0 else None
+            rows.append(row)
+            if row.records:
+                pending.append(row)
+    fill_ages(reach, pending, lambda r: r.source, lambda r: r.start, now_ms, timeout)
+    return rows
+
+
+def _link_error(link: Distributor, error: str) -> LinkPartitionLag:
+    return LinkPartitionLag(link.link_id, link.level, link.source, link.default_target, WHOLE, None, records=None,
+                            error=error)
+
+
+def _matcher(patterns: Iterable[str] | None) -> Callable[[str], bool]:
+    """Names or regexes, full match; ``None`` matches everything."""
+    if patterns is None:
+        return lambda _name: True
+    items = list(patterns)
+    compiled = []
+    for p in items:
+        try:
+            compiled.append(re.compile(p))
+        except re.error as exc:
+            raise MirrorflowError(f"topic pattern {p!r} is not a valid regex: {exc}") from None
+    return lambda name: name in items or any(c.fullmatch(name) for c in compiled)

@@ -1,0 +1,96 @@
+"""Which clusters one measurement can reach, and their topics: each cluster is asked once.
+
+The metadata request that lists a cluster's topics doubles as its reachability
+probe. A cluster that does not answer is remembered with the reason, so nothing
+else in the same measurement waits on it again, and its links and groups get a
+row that says why they were not measured.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from mirrorflow.kafka.config import ClusterClient
+
+# one logger for the whole package: its lines keep the name they had before lag became a package
+log = logging.getLogger("mirrorflow.lag")
+
+DEFAULT_TIMEOUT = 10.0
+
+
+class Clusters:
+    """Client settings plus what one measurement learned about each cluster: its topics, or why it is down.
+
+    Each cluster is asked for its metadata once (in parallel, bounded by
+    ``timeout``); a cluster that does not answer is remembered as unreachable
+    so that nothing else waits on it again during the measurement.
+    """
+
+    def __init__(self, clients: Mapping[str, ClusterClient], unavailable: Mapping[str, str] | None = None,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.clients = dict(clients)
+        self.timeout = timeout
+        self._down: dict[str, str] = dict(unavailable or {})
+        self._topics: dict[str, dict[str, int]] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, clients: Mapping[str, ClusterClient] | Clusters, timeout: float = DEFAULT_TIMEOUT) -> Clusters:
+        return clients if isinstance(clients, Clusters) else cls(clients, timeout=timeout)
+
+    def probe(self, names: Iterable[str]) -> None:
+        """Fetch the metadata of every named cluster at once, so unreachable ones cost one timeout in total."""
+        todo = sorted({n for n in names if n not in self._down and n not in self._topics})
+        if len(todo) > 1:
+            with ThreadPoolExecutor(max_workers=min(8, len(todo)), thread_name_prefix="mirrorflow-lag-probe") as pool:
+                list(pool.map(self.down, todo))
+        else:
+            for name in todo:
+                self.down(name)
+
+    def down(self, name: str) -> str | None:
+        """Why ``name`` cannot be measured (``"is unreachable at ..."``), or ``None`` when it answered.
+
+        Unlike :func:`mirrorflow.kafka.admin.list_topics`, a topic whose metadata
+        carries an error is left out with a warning rather than failing the cluster.
+        """
+        if name in self._down:
+            return self._down[name]
+        if name in self._topics:
+            return None
+        client = self.clients.get(name)
+        if client is None:
+            return self._mark(name, "has no client settings")
+        admin_client = AdminClient(client.admin())
+        try:
+            metadata = admin_client.list_topics(timeout=self.timeout)
+        except KafkaException as exc:
+            err = exc.args[0]
+            return self._mark(name, f"is unreachable at {client.bootstrap}: {err.name()}: {err.str()}")
+        topics = {t: len(m.partitions) for t, m in metadata.topics.items() if m.error is None}
+        for t, m in metadata.topics.items():
+            if m.error is not None:
+                log.warning("cluster %s: topic %s left out of the lag measurement: %s", name, t, m.error)
+        with self._lock:
+            self._topics[name] = topics
+        return None
+
+    def _mark(self, name: str, reason: str) -> str:
+        log.warning("cluster %s: %s", name, reason)
+        with self._lock:
+            self._down[name] = reason
+        return reason
+
+    def topics(self, name: str) -> dict[str, int]:
+        """Topic -> partition count of a cluster that answered (call :meth:`down` first)."""
+        return self._topics[name]
+
+    @property
+    def unreachable(self) -> dict[str, str]:
+        return dict(sorted(self._down.items()))

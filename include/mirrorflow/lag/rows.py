@@ -1,0 +1,93 @@
+"""What one measurement reports: a row per link- or group-partition, and a violation per row over its bound.
+
+Rows are plain dataclasses because the snapshot stores them as they are
+(``dataclasses.asdict``): their fields are the snapshot's JSON format
+(docs/lag.md, "Snapshot format").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: ``topic`` of a row that stands for a whole link, group or cluster (an error, or a group without offsets).
+WHOLE = "*"
+
+
+@dataclass
+class LinkPartitionLag:
+    """Lag of one link on one source topic-partition (or, with ``topic == "*"``, why the link was not measured)."""
+
+    link_id: str
+    level: int
+    source: str
+    target: str
+    topic: str
+    partition: int | None
+    #: Offsets not yet copied; ``None`` when not measured (see ``error``).
+    records: int | None
+    #: Age of the oldest message not yet copied; ``None`` when unknown (see ``note``).
+    seconds: float | None = None
+    #: The link's committed position on its current target (``None``: nothing copied yet).
+    checkpoint: int | None = None
+    #: Where the next copy starts: the checkpoint, or the source's first offset if that is later.
+    start: int | None = None
+    #: The source's last stable offset when measured.
+    end: int | None = None
+    #: CreateTime (ms) of the oldest message not yet copied.
+    oldest_timestamp: int | None = None
+    note: str | None = None
+    error: str | None = None
+
+    @property
+    def where(self) -> str:
+        place = f"link {self.link_id} ({self.source} -> {self.target})"
+        return place if self.topic == WHOLE else f"{place} {self.topic}[{self.partition}]"
+
+
+@dataclass
+class GroupPartitionLag:
+    """Lag of one consumer group on one topic-partition of one cluster.
+
+    With ``topic == "*"`` the row stands for the whole group (it has no committed
+    offset on the measured topics) or, with ``group == "*"``, for the whole
+    cluster (its groups could not be measured: see ``error``).
+    """
+
+    cluster: str
+    group: str
+    topic: str
+    partition: int | None
+    records: int | None
+    seconds: float | None = None
+    committed: int | None = None
+    end: int | None = None
+    oldest_timestamp: int | None = None
+    #: The group's state (``stable``, ``empty``, ...) and member count, when known.
+    state: str | None = None
+    members: int | None = None
+    note: str | None = None
+    error: str | None = None
+
+    @property
+    def where(self) -> str:
+        if self.group == WHOLE:
+            return f"cluster {self.cluster}"
+        place = f"group {self.group} on {self.cluster}"
+        return place if self.topic == WHOLE else f"{place} {self.topic}[{self.partition}]"
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One row over its bound (or not measurable while a bound applies), in words."""
+
+    kind: str  # "link" or "group"
+    where: str
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def join_notes(a: str | None, b: str) -> str:
+    """``b`` appended to a row's note ``a`` (a row may collect several remarks in one measurement)."""
+    return b if not a else f"{a}; {b}"

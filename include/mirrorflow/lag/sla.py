@@ -1,0 +1,61 @@
+"""The SLA verdict: which rows are over the bounds of the topology's ``lag`` settings, in words.
+
+A bound that cannot be shown to hold is not held: a row that was not measured
+violates any bound that applies to it, and pending records of unknown age
+violate a bound in seconds. Bounds themselves are parsed and combined in
+:mod:`mirrorflow.topology.lag`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from mirrorflow.lag.rows import WHOLE, GroupPartitionLag, LinkPartitionLag, Violation
+from mirrorflow.topology.lag import Bound, LagConfig
+
+
+def link_violations(rows: Iterable[LinkPartitionLag], bound_of: Callable[[str], Bound | None]) -> list[Violation]:
+    """Link rows over their bound; a row not measured violates any bound that applies to its link."""
+    out = []
+    for row in rows:
+        bound = bound_of(row.link_id)
+        if bound is not None:
+            out += _over(row, "link", bound)
+    return out
+
+
+def group_violations(rows: Iterable[GroupPartitionLag], bound_of: Callable[[str], Bound | None],
+                     any_bound: bool) -> list[Violation]:
+    """Group rows over their bound. A cluster whose groups were not measured violates when ``any_bound``."""
+    out = []
+    for row in rows:
+        if row.group == WHOLE:
+            if any_bound and row.error:
+                out.append(Violation("group", row.where, f"{row.where}: {row.error}"))
+            continue
+        bound = bound_of(row.group)
+        if bound is not None and (row.topic != WHOLE or row.error):
+            out += _over(row, "group", bound)
+    return out
+
+
+def _over(row: LinkPartitionLag | GroupPartitionLag, kind: str, bound: Bound) -> list[Violation]:
+    if bound.records is None and bound.seconds is None:
+        return []
+    if row.error:
+        return [Violation(kind, row.where, f"{row.where}: {row.error}")]
+    if row.records is None:
+        return []
+    phrases = bound.exceeded(row.records, row.seconds or 0.0)
+    if bound.seconds is not None and row.seconds is None:
+        # records are pending but their age could not be read: the bound cannot be shown to hold
+        phrases.append(f"age unknown ({row.note or 'not read'}) with a bound of {bound.seconds}s")
+    return [Violation(kind, row.where, f"{row.where}: {'; '.join(phrases)}")] if phrases else []
+
+
+def evaluate(config: LagConfig, links: Iterable[LinkPartitionLag], groups: Iterable[GroupPartitionLag]
+             ) -> list[Violation]:
+    """Every violation of the topology's ``lag`` settings (``sla``, ``links.<id>``, ``groups`` rules)."""
+    out = link_violations(links, config.link_bound)
+    out += group_violations(groups, config.group_bound, any_bound=bool(config.groups))
+    return out

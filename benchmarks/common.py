@@ -20,7 +20,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from mirrorflow.local.kafka import KafkaDistribution, LocalKafka
+from mirrorflow_dev.kafka import KafkaDistribution, LocalKafka
 
 REPO = Path(__file__).resolve().parents[1]
 _pause = threading.Event()  # never set: .wait(t) is a polling interval with a deadline around it

@@ -18,6 +18,7 @@ import json
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -26,11 +27,12 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from benchmarks.common import Case, _pause, create_topic, prefill
+from benchmarks.common import Case, create_topic, prefill
 from benchmarks.mirrorflow_copy import mirrorflow_copy
 from mirrorflow.copy.job import JobSpec, LinkJob, plan
 
 TOPIC_PARTITIONS = 100
+_pause = threading.Event()  # never set: .wait(t) is a polling interval with a deadline around it
 
 
 def _airflow_runs(src: str, dst: str, topic: str, runs: int, connect_url: str | None) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from benchmarks.mirrorflow_copy import mirrorflow_copy
 from benchmarks.mm2 import recreate_topic
 from benchmarks.raw_loop import raw_copy
 from benchmarks.run import start_connect_server
-from mirrorflow.local.kafka import KafkaDistribution, LocalKafka
+from mirrorflow_dev.kafka import KafkaDistribution, LocalKafka
 
 
 def main(argv: list[str] | None = None) -> int:

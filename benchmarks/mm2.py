@@ -21,17 +21,17 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from mirrorflow.local.kafka import (
-    _LOG4J2_XML,
+from mirrorflow.cache_root import default_cache_root
+from mirrorflow_dev.kafka import (
     KAFKA_VERSION,
+    LOG4J2_XML,
     LOG4J_VERSION,
     SLF4J_VERSION,
     KafkaDistribution,
-    _diagnosis,
-    default_cache_root,
-    free_port,
+    log_diagnosis,
 )
-from mirrorflow.local.maven import Artifact, fetch_jars
+from mirrorflow_dev.maven import Artifact, fetch_jars
+from mirrorflow_dev.process import free_port
 
 Progress = Callable[[str], None]
 
@@ -304,7 +304,7 @@ def run_mm2(
     )
     config = write_properties(workdir / "mm2.properties", props)
     log4j = workdir / "log4j2.xml"
-    log4j.write_text(_LOG4J2_XML.format(log_name="mm2.log", root_level="INFO"))
+    log4j.write_text(LOG4J2_XML.format(log_name="mm2.log", root_level="INFO"))
     log_path = workdir / "mm2.log"
     dist = KafkaDistribution(version=MM2_VERSION, home=libs.parent, tools_version=MM2_VERSION)
     cmd = dist.java_command(
@@ -336,10 +336,10 @@ def run_mm2(
             now = time.monotonic()
             if proc.poll() is not None:
                 raise RuntimeError(f"MirrorMaker exited with {proc.returncode} after {now - started:.1f}s, having "
-                                   f"copied {watch.copied} of {source_ends}.\n{_diagnosis(log_path)}")
+                                   f"copied {watch.copied} of {source_ends}.\n{log_diagnosis(log_path)}")
             if now >= deadline:
                 raise TimeoutError(f"MirrorMaker copied {watch.copied} of {source_ends} in {timeout:.0f}s."
-                                   f"\n{_diagnosis(log_path)}")
+                                   f"\n{log_diagnosis(log_path)}")
     finally:
         returncode = stop_process(proc)
         watch.close()

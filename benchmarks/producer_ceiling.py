@@ -2,7 +2,7 @@
 
 Usage from Python::
 
-    from mirrorflow.local.kafka import KafkaDistribution
+    from mirrorflow_dev.kafka import KafkaDistribution
     dist = KafkaDistribution.fetch()
     producer_ceiling("127.0.0.1:9092", "bench-1k", 200_000, 1024, classpath=dist.classpath)
 """
@@ -18,8 +18,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from mirrorflow.local.kafka import _JVM_OPTIONS
-from mirrorflow.local.maven import find_java
+from mirrorflow_dev.kafka import JVM_OPTIONS
+from mirrorflow_dev.maven import find_java
 
 PERF_MAIN = "org.apache.kafka.tools.ProducerPerformance"
 
@@ -71,7 +71,7 @@ def producer_ceiling(
     """
     props = {"bootstrap.servers": bootstrap, "acks": "all", **(producer_props or {})}
     cmd = [
-        find_java(), f"-Xmx{heap_max}", "-Xms256m", *_JVM_OPTIONS, "-cp", classpath, PERF_MAIN,
+        find_java(), f"-Xmx{heap_max}", "-Xms256m", *JVM_OPTIONS, "-cp", classpath, PERF_MAIN,
         "--topic", topic,
         "--num-records", str(records),
         "--record-size", str(record_size),
@@ -90,7 +90,7 @@ def producer_ceiling(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mirrorflow.local.kafka import KafkaDistribution
+    from mirrorflow_dev.kafka import KafkaDistribution
 
     parser = argparse.ArgumentParser(prog="python benchmarks/producer_ceiling.py", description=__doc__.splitlines()[0])
     parser.add_argument("bootstrap")

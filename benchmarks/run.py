@@ -25,8 +25,8 @@ from typing import Any
 
 from benchmarks import fixed_cost, latency, report, spark_start, throughput
 from benchmarks.common import Case, warm_up
-from mirrorflow.local.kafka import KafkaDistribution, LocalKafka
-from mirrorflow.local.spark import LocalConnectServer
+from mirrorflow_dev.kafka import KafkaDistribution, LocalKafka
+from mirrorflow_dev.spark import LocalConnectServer
 
 SECTIONS = ("spark_start", "threads", "throughput", "volume", "empty_batch", "planning", "latency")
 #: What --carry may take from an earlier record: everything but the throughput tables.

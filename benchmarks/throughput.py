@@ -25,7 +25,7 @@ from benchmarks.mm2 import fetch as fetch_mm2
 from benchmarks.mm2 import recreate_topic, run_mm2
 from benchmarks.producer_ceiling import producer_ceiling
 from benchmarks.raw_loop import raw_copy
-from mirrorflow.local.kafka import KafkaDistribution
+from mirrorflow_dev.kafka import KafkaDistribution
 
 CONTENDERS = ("raw loop", "mirrorflow EOS", "mirrorflow at-least-once", "mirrorflow EOS (Connect)",
               "mirrorflow at-least-once (Connect)", "MM2 EOS", "MM2 at-least-once")

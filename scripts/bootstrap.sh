@@ -50,6 +50,7 @@ fi
 # --- virtualenv ------------------------------------------------------------
 stamp_src=$(cat requirements.txt requirements-dev.txt constraints.txt pyproject.toml | sha256sum | cut -c1-16)
 stamp=.venv/.mirrorflow-stamp
+venv_rebuilt=""
 if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_src" ]; then
   say "Python environment .venv is up to date"
 else
@@ -64,19 +65,23 @@ else
   .venv/bin/python -m pip install --quiet --no-deps -e .
   .venv/bin/python -c 'import airflow, pyspark, confluent_kafka, mirrorflow; print("   airflow", airflow.__version__, "| pyspark", pyspark.__version__, "| confluent-kafka", confluent_kafka.version())'
   echo "$stamp_src" > "$stamp"
+  venv_rebuilt=1
 fi
 
 # --- Apache Kafka ----------------------------------------------------------
-.venv/bin/python -m mirrorflow.local.kafka fetch
+# The fetches below are the development package's (mirrorflow_dev/, run from the repo root).
+.venv/bin/python -m mirrorflow_dev.kafka fetch
 
 # --- Spark driver's class archive ---------------------------------------------
-# Every local micro-batch's driver JVM starts about 2 s sooner with it (first time: about 30 s).
-.venv/bin/python -m mirrorflow.local.spark prepare
+# Every local micro-batch's driver JVM starts sooner with it (include/mirrorflow/spark_driver.py says why; first time: about 30 s).
+# A rebuilt venv reinstalled pyspark's jars (new file times), which the JVM checks against the
+# archive: an archive of the old jars would be ignored silently, so build it again then.
+.venv/bin/python -m mirrorflow_dev.spark prepare ${venv_rebuilt:+--force}
 
 # --- Schema registry (tests of mirror_schemas' REST path) ------------------
 # Apicurio Registry, built from Maven Central into .cache/schema-registry (first time: a few minutes).
-.venv/bin/python -m mirrorflow.local.registry fetch
+.venv/bin/python -m mirrorflow_dev.registry fetch
 
 # --- S3-compatible server (tests of the S3 archive) ------------------------
 # S3Proxy's jars from Maven Central into .cache/s3proxy (first time: about a minute).
-.venv/bin/python -m mirrorflow.local.s3 fetch
+.venv/bin/python -m mirrorflow_dev.s3 fetch

@@ -73,11 +73,15 @@ MAX_ROUNDS = 6
 RUN_TIMEOUT = 900.0
 _pause = threading.Event()  # never set: .wait(t) is a back-off between retries, not synchronisation
 
-sys.path.insert(0, str(REPO / "include"))
+# The core (include/) and the development package (mirrorflow_dev/, at the repository root).
+for _path in (REPO / "include", REPO):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 from mirrorflow.archive.location import ArchiveLocation  # noqa: E402
-from mirrorflow.local.maven import FetchError  # noqa: E402
-from mirrorflow.local.s3 import DEFAULT_REGION, MAIN_CLASS as S3_MAIN_CLASS, LocalS3, S3ServerError  # noqa: E402
 from mirrorflow.topology import Topology, load_topology  # noqa: E402
+from mirrorflow_dev.maven import FetchError  # noqa: E402
+from mirrorflow_dev.process import WaitTimeout, group_alive, pid_alive, stop_group, wait_until  # noqa: E402
+from mirrorflow_dev.s3 import DEFAULT_REGION, MAIN_CLASS as S3_MAIN_CLASS, LocalS3, S3ServerError  # noqa: E402
 
 
 def say(msg: str) -> None:
@@ -85,16 +89,11 @@ def say(msg: str) -> None:
 
 
 def wait_for(what: str, check, timeout: float, interval: float = 1.0, on_timeout=None):
-    """Poll ``check`` until it returns a truthy value or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            extra = on_timeout() if on_timeout else ""
-            raise SystemExit(f"mirrorflow demo: timed out after {timeout:.0f}s waiting for {what}\n{extra}")
-        time.sleep(interval)  # polling interval between condition checks, not synchronisation
+    """Poll ``check`` until it returns a truthy value; past the deadline the demo exits naming ``what``."""
+    try:
+        return wait_until(what, check, timeout, interval, detail=on_timeout or str)
+    except WaitTimeout as exc:
+        raise SystemExit(f"mirrorflow demo: {exc}") from None
 
 
 def airflow_env() -> dict[str, str]:
@@ -173,18 +172,6 @@ def demo_s3() -> LocalS3:
                    die_with_parent=False, start_new_session=True)
 
 
-def _pid_alive(pid: int) -> bool:
-    """True if ``pid`` exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def s3_pid() -> int | None:
     """The pid of the demo's S3 server if it runs: the pid file, checked against the process's command line.
 
@@ -196,7 +183,7 @@ def s3_pid() -> int | None:
     except (OSError, ValueError):
         return None
     ours = S3_MAIN_CLASS.encode() in cmdline and str(S3_RUN / "s3proxy.properties").encode() in cmdline
-    return pid if ours and _pid_alive(pid) else None
+    return pid if ours and pid_alive(pid) else None
 
 
 def start_s3() -> None:
@@ -241,17 +228,8 @@ def stop_s3() -> bool:
     pid = s3_pid()
     if pid is not None:
         say(f"Stopping the S3 server (pid {pid})")
-        for sig, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 5)):
-            try:
-                os.killpg(pid, sig)
-            except ProcessLookupError:
-                break
-            deadline = time.monotonic() + grace
-            while _pid_alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.2)  # polling for the exit, not synchronising on time
-            if not _pid_alive(pid):
-                break
-        if _pid_alive(pid):
+        stop_group(pid, ((signal.SIGTERM, 20), (signal.SIGKILL, 5)), alive=lambda: pid_alive(pid), interval=0.2)
+        if pid_alive(pid):
             say(f"The S3 server (pid {pid}) did not stop")
             return False
     (S3_RUN / "s3proxy.pid").unlink(missing_ok=True)
@@ -262,7 +240,7 @@ def stop_s3() -> bool:
 
 
 def kafka_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mirrorflow.local.kafka", *args], cwd=REPO, text=True)
+    return subprocess.run([sys.executable, "-m", "mirrorflow_dev.kafka", *args], cwd=REPO, text=True)
 
 
 def start_kafka() -> None:
@@ -365,7 +343,7 @@ def start_airflow() -> str:
     password = demo_password()
     pid_file = AIRFLOW_HOME / "standalone.pid"
     log_file = AIRFLOW_HOME / "standalone.log"
-    if pid_file.exists() and _group_alive(int(pid_file.read_text())):
+    if pid_file.exists() and group_alive(int(pid_file.read_text())):
         say(f"Airflow standalone already running (pid {pid_file.read_text().strip()})")
     else:
         if ui_healthy():
@@ -721,36 +699,14 @@ def run_demo(password: str) -> None:
 # --------------------------------------------------------------------------- stop
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether any process of the group remains (standalone's components included)."""
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except OSError:
-        return False
-
-
-def _stop_group(pgid: int) -> None:
-    """Ctrl-C first (standalone stops its components on it), then TERM, then KILL the rest."""
-    for sig, grace in ((signal.SIGINT, 30), (signal.SIGTERM, 15), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + grace
-        while _group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.5)  # polling for the exit, not synchronising on time
-        if not _group_alive(pgid):
-            return
-
-
 def stop() -> None:
     pid_file = AIRFLOW_HOME / "standalone.pid"
     if pid_file.exists():
         pgid = int(pid_file.read_text())
-        if _group_alive(pgid):
+        if group_alive(pgid):
             say(f"Stopping Airflow standalone (process group {pgid})")
-            _stop_group(pgid)
+            # Ctrl-C first (standalone stops its components on it), then TERM, then KILL the rest.
+            stop_group(pgid, ((signal.SIGINT, 30), (signal.SIGTERM, 15), (signal.SIGKILL, 5)))
         pid_file.unlink()
     s3_stopped = stop_s3()
     if KAFKA_RUN.exists():

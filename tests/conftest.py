@@ -45,6 +45,11 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 for path in (REPO / "plugins", REPO / "include"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
+# The development package (mirrorflow_dev/ at the repository root: local Kafka, S3, Spark) for the
+# tests and for the commands they start (`python -m mirrorflow_dev.kafka`), from whatever directory.
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
 
 pytest_plugins = [
     "tests.fixtures.kafka",

@@ -53,7 +53,7 @@ def parallelism(spark: Any) -> int:
 
     A SparkContext knows (``defaultParallelism``). A Connect client does not see the
     cluster, so it asks the server's settings: ``spark.default.parallelism`` when set
-    (``mirrorflow.local.spark connect-server`` sets it), else the core count of a
+    (``python -m mirrorflow_dev.spark connect-server`` sets it), else the core count of a
     ``local[N]`` master; otherwise 2, said in the log (set the job's ``slots``).
     """
     if spark is None:

@@ -16,11 +16,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirrorflow.copy.links import effective_links
-from mirrorflow.kafka.admin import RETRIABLE_COORDINATOR
+from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.lag import WHOLE, group_lag, link_lag, link_table, measure
-from mirrorflow.local.kafka import free_port
 from mirrorflow.topology import parse_topology
+from mirrorflow_dev.process import free_port
 from tests.integration.kafka_io import produce
 from tests.integration.mirroring import FOUR, clients, converge, run_level, topic_everywhere, topology
 

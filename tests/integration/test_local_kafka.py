@@ -31,7 +31,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from mirrorflow.local.kafka import (
+from mirrorflow_dev.kafka import (
     LOG4J_VERSION,
     SCALA_BINARY,
     SERVER_MAIN,
@@ -43,8 +43,8 @@ from mirrorflow.local.kafka import (
     LocalKafka,
     PortInUseError,
     ToolMissingError,
-    free_port,
 )
+from mirrorflow_dev.process import free_port
 
 _pause = threading.Event()  # never set; .wait(t) paces probe loops
 
@@ -244,7 +244,7 @@ def test_sigkill_and_restart_keeps_acknowledged_data(kafka_clusters: LocalKafka,
 @pytest.mark.kafka
 def test_cli_starts_detached_brokers_and_stops_them(tmp_path: Path, kafka_distribution: KafkaDistribution) -> None:
     run_dir = tmp_path / "run"
-    cli = [sys.executable, "-m", "mirrorflow.local.kafka"]
+    cli = [sys.executable, "-m", "mirrorflow_dev.kafka"]
     start = subprocess.run([*cli, "start", "--run-dir", str(run_dir), "--cluster", "solo"], capture_output=True, text=True, timeout=180)
     try:
         assert start.returncode == 0, start.stderr

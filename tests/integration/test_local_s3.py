@@ -9,7 +9,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from mirrorflow.local.s3 import LocalS3, S3ServerError
+from mirrorflow_dev.s3 import LocalS3, S3ServerError
 
 
 def _client(server: LocalS3, secret: str | None = None):

@@ -87,7 +87,7 @@ def test_a_connect_session_leaves_the_process_free_to_start_a_classic_spark(spar
 
 def test_an_unreachable_server_is_named_at_once():
     from mirrorflow.errors import MirrorflowError
-    from mirrorflow.local.kafka import free_port
+    from mirrorflow_dev.process import free_port
 
     port = free_port()  # nothing listens there
     started = time.monotonic()

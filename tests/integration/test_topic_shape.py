@@ -31,8 +31,8 @@ from mirrorflow.kafka.topics import (
     sync_topic_shapes,
 )
 from mirrorflow.audit import AUDIT_LOGGER
-from mirrorflow.local.kafka import LocalCluster
 from mirrorflow.topology import Topology
+from mirrorflow_dev.kafka import LocalCluster
 from tests.fixtures.kafka import wait_for_topic
 
 _pause = threading.Event()  # never set; .wait(t) paces probe loops

@@ -5,7 +5,7 @@ parts over fakes: an in-process mock of S3 would agree with whatever boto3
 sends, so it could not catch a wrong signature, a path-style mistake or a
 checksum header a server refuses. S3Proxy (``org.gaul:s3proxy``) is a real
 S3 API server in Java, published to Maven Central with its dependencies, so
-it is fetched exactly like Apache Kafka (:mod:`mirrorflow.local.maven`) and
+it is fetched exactly like Apache Kafka (:mod:`mirrorflow_dev.maven`) and
 run as one JVM process with the jclouds ``filesystem-nio2`` backend: every
 top-level directory of ``data_dir`` is a bucket, every file an object.
 
@@ -36,19 +36,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from mirrorflow.local.kafka import default_cache_root, free_port
-from mirrorflow.local.process import LocalServerProcess, die_with_parent
-from mirrorflow.local.maven import Artifact, FetchError, cached_jars, fetch_jars, find_java
+from mirrorflow.cache_root import default_cache_root
+from mirrorflow_dev.maven import Artifact, FetchError, cached_jars, fetch_jars, find_java
+from mirrorflow_dev.process import HOST, LocalServerProcess, die_with_parent, free_port, port_free
 
 Progress = Callable[[str], None]
 
@@ -56,12 +55,11 @@ S3PROXY_VERSION = "4.1.0"
 #: What jackson-databind 3.2 (used by S3Proxy 4.1.0) needs; see the module docstring.
 JACKSON_ANNOTATIONS_VERSION = "2.22"
 MAIN_CLASS = "org.gaul.s3proxy.Main"
-HOST = "127.0.0.1"
 DEFAULT_REGION = "us-east-1"
 _pause = threading.Event()  # never set: .wait(t) paces the readiness probe
 
 _LOGBACK = """<configuration>
-  <!-- written by mirrorflow.local.s3: S3Proxy logs every Jetty event at DEBUG without one -->
+  <!-- written by mirrorflow_dev.s3: S3Proxy logs every Jetty event at DEBUG without one -->
   <appender name="OUT" class="ch.qos.logback.core.ConsoleAppender">
     <encoder><pattern>%d{HH:mm:ss.SSS} %-5level %logger{36} - %msg%n</pattern></encoder>
   </appender>
@@ -76,7 +74,7 @@ class S3ServerError(RuntimeError):
 
 
 def _stderr(message: str) -> None:
-    print(f"[mirrorflow.local.s3] {message}", file=sys.stderr, flush=True)
+    print(f"[mirrorflow_dev.s3] {message}", file=sys.stderr, flush=True)
 
 
 def artifacts(version: str = S3PROXY_VERSION) -> list[Artifact]:
@@ -95,16 +93,6 @@ def fetch(version: str = S3PROXY_VERSION, *, cache_root: Path | None = None, mvn
     """Resolve S3Proxy's jars into ``<cache>/s3proxy/<version>/libs`` once; the folder's path."""
     return fetch_jars(f"S3Proxy {version}", home(version, cache_root), artifacts(version),
                       [f"s3proxy-{version}.jar"], mvn=mvn, progress=progress)
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # Jetty binds with it too
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return False
-    return True
 
 
 class LocalS3(LocalServerProcess):
@@ -173,7 +161,7 @@ class LocalS3(LocalServerProcess):
         os.chmod(props, 0o600)  # an older file keeps its mode on O_TRUNC
         return props
 
-    def start(self, timeout: float = 60.0) -> "LocalS3":
+    def start(self, timeout: float = 60.0) -> LocalS3:
         """Start the server and return once it answers HTTP on its port.
 
         Raises :class:`S3ServerError` with the tail of the server's log if it exits
@@ -184,8 +172,8 @@ class LocalS3(LocalServerProcess):
         libs = cached_jars(home(self.version, self.cache_root), artifacts(self.version))
         if libs is None:
             raise FetchError(f"S3Proxy {self.version} is not fetched (no complete {home(self.version, self.cache_root)}"
-                             "): run `python -m mirrorflow.local.s3 fetch` (scripts/bootstrap.sh does)")
-        if not _port_free(self.port):
+                             "): run `python -m mirrorflow_dev.s3 fetch` (scripts/bootstrap.sh does)")
+        if not port_free(self.port):
             # checked first: otherwise the readiness probe would be answered by whoever holds the port
             raise S3ServerError(f"cannot start S3Proxy on {HOST}:{self.port}: the port is already in use")
         props = self._write_config()
@@ -225,7 +213,7 @@ class LocalS3(LocalServerProcess):
             return False
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mirrorflow.local.s3", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m mirrorflow_dev.s3", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_fetch = sub.add_parser("fetch", help="resolve S3Proxy's jars into the cache (no-op when cached)")
     p_fetch.add_argument("--cache-dir", type=Path, default=None, help="default: <repo>/.cache")
@@ -244,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"S3 on {server.endpoint_url} (path-style, region {server.region}, access key {server.access_key}); "
           f"data in {server.data_dir}; Ctrl-C stops it")
     try:
-        server._proc.wait()  # type: ignore[union-attr]
+        server.wait()
     except KeyboardInterrupt:
         server.stop()
     return 0

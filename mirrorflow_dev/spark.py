@@ -1,40 +1,23 @@
-"""The local Spark driver's JVM start, made shorter: a class-data-sharing archive and the C1 compiler.
+"""Local Spark for development: the driver's class-data-sharing archive built, and a Spark Connect server.
 
-Why: on ``local[*]`` every scheduled micro-batch is a fresh ``spark-submit``, and
-its driver JVM spends about two seconds loading and verifying the same few
-thousand Spark classes from jars each time (``benchmarks/spark_start.py``).
-Java's application class-data sharing (AppCDS) maps them from an archive
-instead. The archive is made once per machine, by running a trivial job with
-``-XX:ArchiveClassesAtExit`` (``make setup`` does it), and its name carries what
-it depends on (the pyspark version and the java binary), so an upgrade of
-either only means the next setup builds a new one. A JVM given an archive that
-does not match its class path ignores it and starts the slow way; nothing
-depends on it for correctness.
-
-``-XX:TieredStopAtLevel=1`` (the quick C1 compiler only): in these jobs the
-driver JVM schedules tasks and passes a few bytes of results; the copying runs
-in Python workers and librdkafka, so the optimising compiler's warm-up is cost
-without return.
-
-Only for local masters (``spark_conf`` in the Airflow plugin decides): on a
-cluster the driver runs elsewhere and the archive's path means nothing there.
+``prepare`` builds the archive that :mod:`mirrorflow.spark_driver` hands a local
+driver JVM (that module says why and where it lives): it runs a trivial job
+whose JVM dumps its classes at exit, then proves the archive maps.
+``make setup`` runs it once per machine.
 
 :class:`LocalConnectServer` is the other way to a short micro-batch: a Spark
 Connect server on loopback, started once, that every job of a ``spark_connect``
 Airflow connection runs on (:mod:`mirrorflow.spark_run` says why). The tests,
 the benchmarks and ``connect-server`` below start one.
 
-    python -m mirrorflow.local.spark prepare                   # build the archive if missing
-    python -m mirrorflow.local.spark connect-server --port 15002   # a Connect server in the foreground
+    python -m mirrorflow_dev.spark prepare                        # build the archive if missing
+    python -m mirrorflow_dev.spark connect-server --port 15002    # a Connect server in the foreground
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import importlib.metadata
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,9 +25,8 @@ import threading
 import time
 from pathlib import Path
 
-from mirrorflow.local.kafka import default_cache_root, free_port
-from mirrorflow.local.maven import find_java
-from mirrorflow.local.process import LocalServerProcess, die_with_parent
+from mirrorflow.spark_driver import C1_ONLY, archive_path
+from mirrorflow_dev.process import LocalServerProcess, die_with_parent, free_port, port_accepts
 
 _WARM_UP = """
 from pyspark import SparkConf, SparkContext
@@ -54,39 +36,15 @@ sc.parallelize(range(8), 2).mapPartitions(lambda rows: [sum(rows)]).collect()
 sc.stop()
 """
 
-C1_ONLY = "-XX:TieredStopAtLevel=1"
-
-
-def archive_path(cache_root: Path | None = None) -> Path | None:
-    """Where this machine's archive belongs (it may not exist yet); ``None`` without pyspark or java."""
-    try:
-        # The distribution's metadata, not ``import pyspark``: this runs in every Airflow task
-        # that submits a job, and importing pyspark there would cost more than it tells.
-        version = importlib.metadata.version("pyspark")
-        java = Path(os.path.realpath(find_java()))
-    except Exception:  # noqa: BLE001 - no archive is a slower start, never an error
-        return None
-    stat = java.stat()
-    key = hashlib.sha256(f"{java}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    return (cache_root or default_cache_root()) / "spark" / f"driver-{version}-{key}.jsa"
-
-
-def driver_java_options(cache_root: Path | None = None) -> str:
-    """``spark.driver.extraJavaOptions`` for a local master: C1 only, and the archive when it exists."""
-    path = archive_path(cache_root)
-    if path is not None and path.is_file():
-        return f"-XX:SharedArchiveFile={path} {C1_ONLY}"
-    return C1_ONLY
-
 
 def prepare(cache_root: Path | None = None, *, force: bool = False) -> Path | None:
     """Build the archive by running a trivial local job whose JVM dumps its classes at exit."""
     path = archive_path(cache_root)
     if path is None:
-        print("[mirrorflow.local.spark] no pyspark or java here: no class archive", flush=True)
+        print("[mirrorflow_dev.spark] no pyspark or java here: no class archive", flush=True)
         return None
     if path.is_file() and not force:
-        print(f"[mirrorflow.local.spark] class archive is up to date: {path}", flush=True)
+        print(f"[mirrorflow_dev.spark] class archive is up to date: {path}", flush=True)
         return path
     import pyspark
 
@@ -115,14 +73,14 @@ def prepare(cache_root: Path | None = None, *, force: bool = False) -> Path | No
         if proc.returncode != 0 or not partial.is_file():
             partial.unlink(missing_ok=True)
             # Not fatal: every job still runs, only its start is slower.
-            print(f"[mirrorflow.local.spark] could not build the class archive (exit {proc.returncode}); "
+            print(f"[mirrorflow_dev.spark] could not build the class archive (exit {proc.returncode}); "
                   f"Spark jobs start without it:\n{proc.stderr[-2000:]}", file=sys.stderr, flush=True)
             return None
         os.replace(partial, path)
     for stale in path.parent.glob("driver-*.jsa"):
         if stale != path:
             stale.unlink(missing_ok=True)
-    print(f"[mirrorflow.local.spark] class archive built in {time.monotonic() - started:.1f}s "
+    print(f"[mirrorflow_dev.spark] class archive built in {time.monotonic() - started:.1f}s "
           f"({path.stat().st_size / 2**20:.0f} MiB): {path}", flush=True)
     return path
 
@@ -183,12 +141,13 @@ class LocalConnectServer(LocalServerProcess):
                 "--name", "mirrorflow-connect", *[a for k, v in conf.items() for a in ("--conf", f"{k}={v}")],
                 "spark-internal"]
 
-    def start(self, timeout: float = 120.0) -> "LocalConnectServer":
+    def start(self, timeout: float = 120.0) -> LocalConnectServer:
         """Start the server; return once it accepts connections on its port."""
         if self.is_running():
             return self
-        if _accepts(self.port):
-            raise ConnectServerError(f"cannot start a Spark Connect server on 127.0.0.1:{self.port}: the port is in use")
+        if port_accepts(self.port):
+            raise ConnectServerError(f"cannot start a Spark Connect server on 127.0.0.1:{self.port}: "
+                                     "the port is in use")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYSPARK_PYTHON": self.python, "SPARK_LOCAL_IP": "127.0.0.1"}
         log = self.log_path.open("w")
@@ -207,23 +166,16 @@ class LocalConnectServer(LocalServerProcess):
                 self._proc = None
                 raise ConnectServerError(f"the Spark Connect server exited with {code} during start-up; "
                                          f"last lines of {self.log_path}:\n{self.log_tail()}")
-            if _accepts(self.port):
+            if port_accepts(self.port):
                 return self
             _pause.wait(0.2)
         self.stop()
         raise ConnectServerError(f"the Spark Connect server did not listen on 127.0.0.1:{self.port} within "
                                  f"{timeout:.0f}s; last lines of {self.log_path}:\n{self.log_tail()}")
 
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mirrorflow.local.spark", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m mirrorflow_dev.spark", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_prepare = sub.add_parser("prepare", help="build the driver's class archive if it is missing")
     p_prepare.add_argument("--force", action="store_true", help="build it again even if it exists")
@@ -241,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Spark Connect server on {server.url} (local[{server.cores}], Python workers: {server.python}); "
           f"log in {server.log_path}; Ctrl-C stops it", flush=True)
     try:
-        server._proc.wait()  # type: ignore[union-attr]
+        server.wait()
     except KeyboardInterrupt:
         server.stop()
     return 0

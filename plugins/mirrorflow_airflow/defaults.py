@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 OWNER = "mirrorflow"
 TAG = "mirrorflow"
@@ -15,7 +15,7 @@ DEFAULT_ARGS = {
 }
 
 # A fixed start in the past; with catchup off only the latest interval runs.
-START_DATE = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def tags(*extra: str) -> list[str]:

@@ -20,8 +20,3 @@ def current_topology(changes: list[dict] | None = None) -> Topology:
 
         changes = cluster_changes()
     return apply_changes(load_topology_from_env(), changes)
-
-
-def file_topology() -> Topology:
-    """The topology file alone, without the operators' cluster changes."""
-    return load_topology_from_env()

@@ -18,13 +18,27 @@ def test_level_dags_exist_for_every_level_of_the_topology(dagbag):
     assert {"mirror_level_1", "mirror_level_3"} <= set(dagbag.dag_ids)
 
 
-def test_the_contract_dag_ids_of_offsets_failover_lag_and_schemas_exist(dagbag):
-    """DAG ids are a contract (docs/architecture.md, Contracts): users and acceptance checks trigger them by name."""
-    assert {"mirror_offsets", "mirror_failover_consumer_group", "mirror_lag_monitor", "mirror_switch_target",
-            "mirror_schemas"} <= set(
-        dagbag.dag_ids)
-    failover = dagbag.get_dag("mirror_failover_consumer_group")
-    assert {"groups", "from_cluster", "to_cluster", "mode", "precision", "dry_run", "force"} <= set(failover.params)
+#: The contract of docs/architecture.md ("Contracts"): DAG ids, and the form params of the manual DAGs.
+CONTRACT_PARAMS = {
+    "mirror_offsets": set(),
+    "mirror_schemas": set(),
+    "mirror_lag_monitor": set(),
+    "mirror_archive": set(),
+    "mirror_failover_consumer_group": {"groups", "from_cluster", "to_cluster", "mode", "precision", "dry_run",
+                                       "force"},
+    "mirror_onboard_cluster": {"cluster", "bootstrap", "conn_id", "sibling_of", "level", "topics", "backfill",
+                               "since", "schemas", "dry_run"},
+    "mirror_switch_target": {"source_cluster", "level", "target"},
+    "mirror_decommission_cluster": {"cluster", "force", "dry_run"},
+}
+
+
+@pytest.mark.parametrize("dag_id", sorted(CONTRACT_PARAMS))
+def test_the_contract_dag_ids_exist_with_their_form_params(dagbag, dag_id):
+    """DAG ids and form params are a contract (docs/architecture.md, Contracts): users trigger them by name."""
+    assert dag_id in dagbag.dag_ids
+    missing = CONTRACT_PARAMS[dag_id] - set(dagbag.get_dag(dag_id).params)
+    assert not missing, f"{dag_id} lacks the form params {sorted(missing)}"
 
 
 @pytest.mark.parametrize("rule", ["owner", "tags", "retries"])

@@ -8,8 +8,9 @@ import pytest
 from confluent_kafka import Consumer
 
 from mirrorflow.topology.changes import apply_changes
-from mirrorflow_airflow.factories.decommission import build_decommission_dag, run_preflight
+from mirrorflow_airflow.factories.decommission import build_decommission_dag
 from mirrorflow_airflow.state import CHANGES_VARIABLE, TARGETS_VARIABLE
+from mirrorflow_airflow.steps.decommission import run_preflight
 from tests.dags.test_level_dags import xcom
 from tests.integration.mirroring import (FOUR, Traffic, assert_exactly_once, clients, converge,
                                          topic_everywhere, topology, traffic)

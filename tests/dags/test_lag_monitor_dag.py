@@ -28,7 +28,8 @@ from confluent_kafka import TopicPartition
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.defaults import DEFAULT_ARGS, START_DATE, tags
-from mirrorflow_airflow.factories.lag_monitor import DAG_ID, SNAPSHOT_VARIABLE, build_lag_monitor_dag
+from mirrorflow_airflow.factories.lag_monitor import DAG_ID, build_lag_monitor_dag
+from mirrorflow_airflow.steps.lag_monitor import SNAPSHOT_VARIABLE
 from mirrorflow_airflow.triggers.base import PollingTrigger
 from mirrorflow_airflow.triggers.lag import ConsumerGroupLagTrigger, ReplicationLagTrigger
 from tests.dags.test_level_dags import xcom

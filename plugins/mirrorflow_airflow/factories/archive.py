@@ -17,7 +17,7 @@ from airflow.sdk import DAG
 
 from mirrorflow.topology import Topology
 from mirrorflow.topology.replication import parse_schedule
-from mirrorflow_airflow.defaults import DEFAULT_ARGS, START_DATE, tags
+from mirrorflow_airflow.dag_header import mirror_dag
 from mirrorflow_airflow.operators.archive import MirrorArchiveOperator
 
 DAG_ID = "mirror_archive"
@@ -25,15 +25,11 @@ DAG_ID = "mirror_archive"
 
 def build_archive_dag(topology: Topology) -> DAG:
     archived = topology.archive.archived(topology.leaves)
-    with DAG(
-        dag_id=DAG_ID,
+    with mirror_dag(
+        DAG_ID,
         description=f"Archive the mirrored topics of {', '.join(archived)} to S3 (Parquet, manifests)",
         schedule=parse_schedule(topology.archive.schedule),
-        start_date=START_DATE,
-        catchup=False,
-        max_active_runs=1,
-        default_args=DEFAULT_ARGS,
-        tags=tags("archive"),
+        tags=("archive",),
         doc_md=__doc__,
     ) as dag:
         MirrorArchiveOperator(task_id="archive", topology=topology)

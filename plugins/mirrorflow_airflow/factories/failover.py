@@ -23,190 +23,26 @@ the clusters swapped. A dry run computes the same table and changes nothing.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
-
 from airflow.sdk import DAG, Param, task
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from mirrorflow.audit import audit
-from mirrorflow.copy.links import effective_links
-from mirrorflow.errors import ClusterUnreachable
-from mirrorflow.kafka.admin import probe
-from mirrorflow.offsets.distribute import distribute
-from mirrorflow.offsets.failover import (
-    MODES,
-    FailoverPlan,
-    FailoverRefused,
-    distributed_positions,
-    match_groups,
-    plan_failover,
-    refuse_active,
-    table,
-    verify,
-)
-from mirrorflow.offsets.groups import describe_groups
-from mirrorflow.offsets.sync import apply_commits, current_positions, publish_owned
-from mirrorflow.offsets.topic import ensure_topic, read_positions
+from mirrorflow.offsets.failover import MODES
 from mirrorflow.topology import Topology
 from mirrorflow.topology.offsets import PRECISIONS
-from mirrorflow_airflow.clusters import reachable_clients
-from mirrorflow_airflow.defaults import DEFAULT_ARGS, START_DATE, tags
-from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
+from mirrorflow_airflow.dag_header import mirror_dag
 from mirrorflow_airflow.sensors.failover import GroupReplicatedSensor
-from mirrorflow_airflow.state import group_owners, link_targets, set_group_owners
-
-log = logging.getLogger(__name__)
+from mirrorflow_airflow.steps.failover import preflight, publish_final, refusal_is_final, switch, verify_switch
 
 DAG_ID = "mirror_failover_consumer_group"
 
 
-def preflight(topology: Topology, params: dict[str, Any]) -> dict[str, Any]:
-    """The checked request; raises :class:`FailoverRefused` (nothing changed) when it is unsafe or unclear."""
-    source, target = params["from_cluster"], params["to_cluster"]
-    mode, precision = params["mode"], params["precision"]
-    topology.cluster(source)
-    topology.cluster(target)
-    if source == target:
-        raise FailoverRefused(f"from_cluster and to_cluster are both {source}")
-    if mode not in MODES:
-        raise FailoverRefused(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if precision not in PRECISIONS:
-        raise FailoverRefused(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    patterns = [params["groups"]] if isinstance(params["groups"], str) else list(params["groups"] or [])
-    target_client = MirrorClusterHook(topology, target).client()
-    source_client = MirrorClusterHook(topology, source).client()
-    try:
-        probe(target_client)
-    except ClusterUnreachable as exc:
-        raise FailoverRefused(f"the target {target} is unreachable: {exc.detail}") from exc
-    try:
-        probe(source_client)
-        source_up = True
-    except ClusterUnreachable as exc:
-        source_up = False
-        if mode == "planned":
-            raise FailoverRefused(f"the source {source} is unreachable ({exc.detail}); a planned failover needs it. "
-                                  f"Use mode emergency to fail over from the positions already distributed") from exc
-    if mode == "planned":
-        known = describe_groups(source_client, topology.offsets.selects)
-        groups = match_groups(patterns, known)
-        where = f"on {source}"
-    else:
-        known = {p.group for p in read_positions(target_client).values() if p.owner == source}
-        groups = match_groups(patterns, known)
-        where = f"in the positions from {source} that reached {target}"
-        if source_up:
-            log.warning("emergency mode but %s answers: a planned failover would use its latest commits", source)
-    if not groups:
-        raise FailoverRefused(f"no consumer group {where} matches {', '.join(map(repr, patterns))} "
-                              f"(known: {', '.join(sorted(known)) or 'none'})")
-    refuse_active(target_client, groups, "target")
-    if mode == "planned":
-        try:
-            refuse_active(source_client, groups, "source")
-        except FailoverRefused:
-            if not params["force"]:
-                raise
-            log.warning("force: failing over groups that still have members on %s; what they consume from now on "
-                        "is not covered and will be read again on %s", source, target)
-    log.info("failover %s -> %s, mode %s, precision %s%s: groups %s", source, target, mode, precision,
-             " [dry run]" if params["dry_run"] else "", ", ".join(groups))
-    return {"groups": groups, "source": source, "target": target, "mode": mode, "precision": precision,
-            "dry_run": bool(params["dry_run"]), "force": bool(params["force"])}
-
-
-def publish_final(topology: Topology, plan: dict[str, Any]) -> dict[str, Any]:
-    if plan["mode"] != "planned" or plan["dry_run"]:
-        log.info("%s%s: positions are not republished", plan["mode"], " dry run" if plan["dry_run"] else "")
-        return {"published": 0}
-    clients, down = reachable_clients(topology)
-    for client in clients.values():
-        ensure_topic(client)
-    positions = publish_owned(clients[plan["source"]], plan["groups"], topology.selects)
-    targets = link_targets()
-    report = distribute({lvl: effective_links(topology, lvl, targets) for lvl in topology.levels}, clients,
-                        skip=down)
-    log.info("published %d final positions on %s and distributed %d records", len(positions), plan["source"],
-             report.copied)
-    for link_id, error in sorted(report.errors.items()):
-        log.warning("%s: %s (the wait below tells whether %s got what it needs)", link_id, error, plan["target"])
-    return {"published": len(positions), "distributed": report.copied}
-
-
-def switch(topology: Topology, plan: dict[str, Any]) -> dict[str, Any]:
-    source, target, groups = plan["source"], plan["target"], plan["groups"]
-    target_client = MirrorClusterHook(topology, target).client()
-    if plan["mode"] == "planned" and plan["dry_run"]:
-        source_client = MirrorClusterHook(topology, source).client()
-        positions = current_positions(source_client, groups, topology.selects, read_positions(source_client))
-    else:
-        positions = distributed_positions(target_client, source, groups)
-    if not positions:
-        raise FailoverRefused(f"no positions of {', '.join(groups)} from {source} are available on {target}")
-    margin = max(topology.offsets.precision_for(g)[1] for g in groups)
-    result: FailoverPlan = plan_failover(target_client, positions, source=source, mode=plan["mode"],
-                                         precision=plan["precision"], margin_s=margin, groups=groups)
-    log.info("per-partition positions%s:\n%s", " [dry run: nothing changed]" if plan["dry_run"] else "",
-             table(result))
-    oldest = max((r.position_age_s for r in result.rows), default=0.0)
-    if plan["mode"] == "emergency":
-        log.warning("emergency: the positions used are up to %.0fs old; what the groups consumed on %s in the last "
-                    "%.0fs before it failed is read again on %s", oldest, source, oldest, target)
-    for name, origins in sorted(result.missing.items()):
-        log.warning("%s: %s lacks the last consumed message of %s; those messages are read on %s when they arrive",
-                    name, target, ", ".join(origins), target)
-    summary = {"plan": result.to_dict(), "oldest_position_s": oldest, "dry_run": plan["dry_run"]}
-    if plan["dry_run"]:
-        return summary
-    refuse_active(target_client, groups, "target")  # again, right before the commit
-    apply_commits(target_client, result.commit_rows())
-    owners = group_owners()
-    owners.update({g: target for g in groups})
-    set_group_owners(owners)
-    audit("failover", groups=groups, source=source, target=target, mode=plan["mode"], precision=plan["precision"],
-          force=plan["force"], oldest_position_s=oldest,
-          partitions=[{"group": r.group, "topic": r.topic, "partition": r.partition, "source": r.source_offset,
-                       "target": r.target_offset, "replay": r.expected_replay} for r in result.rows])
-    return summary
-
-
-def verify_switch(topology: Topology, summary: dict[str, Any]) -> dict[str, Any]:
-    if summary["dry_run"]:
-        log.info("dry run: nothing to verify")
-        return {"verified": False}
-    plan = summary["plan"]
-    result = FailoverPlan.from_dict(plan)
-    problems = verify(MirrorClusterHook(topology, plan["target"]).client(), result)
-    if problems:
-        raise AirflowException("the target's committed offsets differ from the plan:\n  " + "\n  ".join(problems))
-    log.info("verified: %d partitions of %s committed on %s as planned; %s now runs there for mirror_offsets",
-             len(result.rows), ", ".join(plan["groups"]), plan["target"], ", ".join(plan["groups"]))
-    return {"verified": True, "partitions": len(result.rows)}
-
-
-@contextmanager
-def refusal_is_final() -> Iterator[None]:
-    """A refusal changed nothing and would refuse again: fail the task without using its retries."""
-    try:
-        yield
-    except FailoverRefused as exc:
-        raise AirflowFailException(f"failover refused, nothing changed: {exc}") from exc
-
-
 def build_failover_dag(topology: Topology) -> DAG:
     clusters = sorted(topology.clusters)
-    with DAG(
-        dag_id=DAG_ID,
+    with mirror_dag(
+        DAG_ID,
         description="Move consumer groups to another cluster without skipping a message",
         schedule=None,
-        start_date=START_DATE,
-        catchup=False,
-        max_active_runs=1,
-        default_args={**DEFAULT_ARGS, "retries": 1},
-        tags=tags("operations", "offsets"),
+        retries=1,
+        tags=("operations", "offsets"),
         doc_md=__doc__,
         params={
             "groups": Param([], type="array", items={"type": "string"}, title="Consumer groups",
@@ -230,7 +66,7 @@ def build_failover_dag(topology: Topology) -> DAG:
         def preflight_(params: dict | None = None) -> dict:
             """The request checked: groups resolved, refusals with the reason (a refusal is not retried)."""
             with refusal_is_final():
-                return preflight(topology, params)
+                return preflight(topology, dict(params or {}))
 
         @task
         def publish_final_(plan: dict) -> dict:

@@ -10,7 +10,7 @@ Credentials therefore live in Airflow's connection store or in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from airflow.sdk import BaseHook
 
@@ -35,7 +35,7 @@ class SchemaRegistryHook(BaseHook):
             return None
         if self.registry.url:
             return {"url": self.registry.url}
-        conn = self.get_connection(self.registry.conn_id)
+        conn = self.get_connection(cast(str, self.registry.conn_id))  # the topology gives rest a url or a conn_id
         conf: dict[str, Any] = dict(conn.extra_dejson)
         host = conn.host or ""
         if host and "://" not in host:

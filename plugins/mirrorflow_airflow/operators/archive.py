@@ -31,7 +31,7 @@ class MirrorArchiveOperator(MirrorSparkJobOperator):
                          spec_env=ARCHIVE_ENV, run=run_archive, **kwargs)
         self.topology = topology
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the result is the XCom
         archived = self.topology.archive.archived(self.topology.leaves)
         location = archive_location(self.topology)
         spec = ArchiveSpec(

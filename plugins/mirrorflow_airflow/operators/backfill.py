@@ -16,6 +16,7 @@ from mirrorflow.onboard.plan import OnboardPlan
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator
 from mirrorflow_airflow.spark import SPARK_JOBS
+from mirrorflow_airflow.steps.onboard import plan_clients
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +32,7 @@ class MirrorBackfillOperator(MirrorSparkJobOperator):
         self.topology = topology
         self.plan_task_id = plan_task_id
 
-    def execute(self, context: Any) -> dict[str, Any]:
-        from mirrorflow_airflow.factories.onboard import plan_clients
-
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the result is the XCom
         plan = OnboardPlan.from_dict(context["ti"].xcom_pull(task_ids=self.plan_task_id))
         if plan.dry_run:
             log.info("dry run: would backfill %d topics from %s to %s (%s), link %s", len(plan.topics),

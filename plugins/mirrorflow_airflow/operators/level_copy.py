@@ -48,7 +48,7 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator):
         self.level = level
         self.plan_task_id = plan_task_id
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the result is the XCom
         plan = context["ti"].xcom_pull(task_ids=self.plan_task_id) or {}
         links = [l for l in effective_links(self.topology, self.level, plan.get("targets"))
                  if l.link_id in set(plan.get("links", []))]

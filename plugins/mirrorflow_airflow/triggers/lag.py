@@ -60,11 +60,11 @@ def replication_lag_check(ctx: CheckContext, *, links: list[str] | None = None, 
     bound = _bound(max_records, max_seconds)
     violations = link_violations(rows, lambda _link: bound)
     measured = [r for r in rows if r.records is not None]
-    detail = {
+    detail: dict[str, Any] = {
         "links": sorted({r.link_id for r in rows}),
         "targets": {l.link_id: l.default_target for l in chosen},
         "partitions": len(measured),
-        "records": sum(r.records for r in measured),
+        "records": sum(r.records or 0 for r in measured),  # measured: records is not None
         "max_seconds": max((r.seconds or 0.0 for r in measured), default=0.0),
         "bound": {"records": max_records, "seconds": max_seconds},
         "lagging": [str(v) for v in violations[:TABLE_ROWS]],
@@ -97,11 +97,11 @@ def consumer_group_lag_check(ctx: CheckContext, *, cluster: str, groups: list[st
         if not any(group_matches([pattern], g) for g in with_offsets):
             problems.append(f"no group matching {pattern!r} has committed offsets on {cluster}")
     measured = [r for r in rows if r.records is not None]
-    detail = {
+    detail: dict[str, Any] = {
         "cluster": cluster,
         "groups": sorted({r.group for r in rows if r.group != WHOLE}),
         "partitions": len(measured),
-        "records": sum(r.records for r in measured),
+        "records": sum(r.records or 0 for r in measured),  # measured: records is not None
         "max_seconds": max((r.seconds or 0.0 for r in measured), default=0.0),
         "bound": {"records": max_records, "seconds": max_seconds},
         "lagging": problems[:TABLE_ROWS],

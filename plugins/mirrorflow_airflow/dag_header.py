@@ -1,0 +1,36 @@
+"""The header every mirrorflow DAG shares, written once: ``with mirror_dag(...) as dag:``.
+
+Every mirrorflow DAG starts at the same fixed date, never catches up, runs one
+at a time and takes the house defaults (owner, retries, the ``mirrorflow``
+tag); the DagBag test holds each DAG to them. A factory then only says what
+is its own: the id, one line of description, the schedule, its extra tags, its
+form, and its module docstring as the DAG's documentation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from airflow.sdk import DAG
+
+from mirrorflow_airflow.defaults import DEFAULT_ARGS, START_DATE
+from mirrorflow_airflow.defaults import tags as house_tags
+
+
+def mirror_dag(dag_id: str, *, description: str, schedule: Any, doc_md: str | None, tags: tuple[str, ...] = (),
+               params: Mapping[str, Any] | None = None, retries: int | None = None) -> DAG:
+    """A DAG with the house header; ``tags`` come after ``mirrorflow``, ``retries`` overrides the default one."""
+    default_args = DEFAULT_ARGS if retries is None else {**DEFAULT_ARGS, "retries": retries}
+    return DAG(
+        dag_id=dag_id,
+        description=description,
+        schedule=schedule,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        default_args=default_args,
+        tags=house_tags(*tags),
+        doc_md=doc_md,
+        params=dict(params) if params is not None else None,
+    )

@@ -1,0 +1,150 @@
+"""The steps of ``mirror_decommission_cluster``: preflight, switch, drain, leave, summary.
+
+Each step takes the plan the preflight returned (XCom, a plain dict) so a
+re-run of any one of them works from what was decided, not from a fresh look
+at a tree that may already have changed. A dry run stops after the plan.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from mirrorflow.audit import audit
+from mirrorflow.copy.job import run_job
+from mirrorflow.copy.links import build_spec, effective_links
+from mirrorflow.copy.switch import SwitchError, switch_target
+from mirrorflow.decommission import DecommissionPlan, DecommissionRefused, plan_decommission
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.offsets.groups import describe_groups
+from mirrorflow.topology import Topology
+from mirrorflow.topology.changes import remove_event
+from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
+from mirrorflow_airflow.state import link_targets, record_change, set_link_targets
+
+log = logging.getLogger(__name__)
+
+#: The task ids whose results the summary checks, in order.
+STEPS = ("preflight", "switch", "drain", "leave")
+#: Drain passes per level before the cluster counts as still receiving.
+DRAIN_PASSES = 5
+
+
+def run_preflight(topology: Topology, cluster: str, force: bool, dry_run: bool) -> dict[str, Any]:
+    """The plan, or a final refusal: a cluster that cannot leave, or still serves groups, changes nothing."""
+    try:
+        plan = plan_decommission(topology, cluster, link_targets())
+        client = MirrorClusterHook(topology, cluster).client()
+        active = {g: i.members for g, i in describe_groups(
+            client, lambda g: not g.startswith(INTERNAL_TOPIC_PREFIX)).items() if i.active}
+    except (DecommissionRefused, MirrorflowError) as exc:
+        raise AirflowFailException(f"preflight: {exc}") from None
+    if active:
+        listed = ", ".join(f"{g} ({n} members)" for g, n in sorted(active.items()))
+        if not force:
+            raise AirflowFailException(f"{cluster} still serves consumer groups: {listed}; fail them over "
+                                       "(mirror_failover_consumer_group) or stop them, or set force")
+        log.warning("force: %s leaves while groups are active on it: %s", cluster, listed)
+    for move in plan.moves:
+        log.info("link %s (%s, level %d) moves from %s to %s", move.link_id, move.source, move.level,
+                 move.old_target, move.new_target)
+    for level, links in sorted(plan.drain.items()):
+        log.info("level %d: %s drains through %s", level, cluster, ", ".join(links))
+    audit("decommission_preflight", cluster=cluster, moves=[m.__dict__ for m in plan.moves],
+          drain=plan.drain, active_groups=active, force=force, dry_run=dry_run)
+    return {**plan.to_dict(), "dry_run": dry_run, "force": force}
+
+
+def switch_links(topology: Topology, raw: dict[str, Any]) -> dict[str, Any]:
+    """Each link into the cluster cut over exactly, its new target recorded at once so level runs follow it."""
+    plan = DecommissionPlan.from_dict(raw)
+    targets = link_targets()
+    links = {l.link_id: l for level in topology.levels for l in effective_links(topology, level, targets)}
+    out: dict[str, Any] = {}
+    for move in plan.moves:
+        link = links[move.link_id]
+        if link.default_target == move.new_target:
+            out[move.link_id] = "already moved"
+            continue
+        clients = {c: MirrorClusterHook(topology, c).client() for c in {link.source, link.default_target,
+                                                                        move.new_target}}
+        try:
+            report = switch_target(link, move.new_target, clients, list(topology.topics), dry_run=raw["dry_run"],
+                                   force=raw["force"])
+        except SwitchError as exc:
+            raise AirflowFailException(f"switching {move.link_id}: {exc}") from None
+        for warning in report.warnings:
+            log.warning("%s", warning)
+        if not raw["dry_run"]:
+            targets[move.link_id] = move.new_target
+            set_link_targets(targets)
+        out[move.link_id] = {"mode": report.mode, "cuts": report.cuts}
+        log.info("link %s now copies to %s", move.link_id, move.new_target)
+    return out
+
+
+def drain(topology: Topology, raw: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """The cluster's own links copy what it still holds, in passes, until a pass finds nothing new.
+
+    A cluster that keeps receiving after :data:`DRAIN_PASSES` passes still has
+    producers: leaving then would lose their messages, so it fails unless forced.
+    """
+    plan = DecommissionPlan.from_dict(raw)
+    if raw["dry_run"]:
+        return {"dry_run": True}
+    targets = link_targets()
+    copied, remaining = {}, {}
+    for level, ids in sorted(plan.drain.items()):
+        links = [l for l in effective_links(topology, level, targets) if l.link_id in ids]
+        clusters = {c: dict(MirrorClusterHook(topology, c).client().settings)
+                    for c in {x for l in links for x in (l.source, l.default_target)}}
+        copied[level] = 0
+        for attempt in range(DRAIN_PASSES):
+            result = run_job(build_spec(topology, level, f"{run_id}-drain-{level}-{attempt}", links, clusters))
+            # a scheduled level run copying the same link at the same time fences this one (or the other
+            # way round): both are exactly once; the next pass picks up where the winner stopped
+            raced = [e for e in result.errors if "fenced" in e.error.lower()]
+            others = [e for e in result.errors if e not in raced]
+            if others:
+                raise AirflowFailException(f"draining level {level}: " + "; ".join(str(e) for e in others))
+            copied[level] += result.copied
+            remaining[level] = result.copied + len(raced)
+            if not remaining[level]:
+                break
+        log.info("level %d: %d messages left %s through %s", level, copied[level], plan.cluster, ", ".join(ids))
+    late = {level: n for level, n in remaining.items() if n}
+    if late and not raw["force"]:
+        raise AirflowFailException(f"{plan.cluster} kept receiving messages while draining (still copying after "
+                                   f"{DRAIN_PASSES} passes: {late} per level): stop its producers, then re-run "
+                                   "(or set force)")
+    return {"copied": copied}
+
+
+def leave(topology: Topology, raw: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """The cluster leaves the tree durably; stored targets that name it, a gone link or a default are dropped."""
+    plan = DecommissionPlan.from_dict(raw)
+    if raw["dry_run"]:
+        return {"dry_run": True}
+    after = topology.without_cluster(plan.cluster)
+    current = link_targets()
+    kept = {k: v for k, v in {**current, **plan.targets}.items()
+            if v != plan.cluster and k in {l.link_id for l in after.all_links()} and v != after.link(k).default_target}
+    set_link_targets(kept)
+    record_change({**remove_event(plan.cluster), "at": datetime.now(UTC).isoformat(), "run_id": run_id})
+    log.info("%s left the tree; links now: %s", plan.cluster, ", ".join(str(l) for l in after.all_links()))
+    return {"left": True, "targets": kept}
+
+
+def summary(results: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """One audit line for the whole decommission; fails when a step did, so the run shows as failed."""
+    missing = [s for s in STEPS if results.get(s) is None]
+    cluster = (results.get("preflight") or {}).get("cluster")
+    audit("decommission", run_id=run_id, cluster=cluster, steps=results, failed_steps=missing)
+    if missing:
+        raise AirflowFailException(f"decommissioning did not complete: step(s) {', '.join(missing)} failed or "
+                                   "did not run; re-run the DAG to continue")
+    return {"cluster": cluster, "ok": True}

@@ -1,0 +1,90 @@
+"""The steps of ``mirror_lag_monitor``: measure and store one snapshot, then hold it to the SLA.
+
+The snapshot is kept in an Airflow Variable as well as returned, so any task
+(and an operator, under Admin -> Variables) can read the latest one without
+measuring again. The check is a step of its own: the snapshot is stored and
+logged even when it exceeds the SLA, and the failure names every violation.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from typing import Any
+
+from airflow.sdk import Variable
+from airflow.sdk.exceptions import AirflowFailException
+
+from mirrorflow import lag
+from mirrorflow.audit import audit
+from mirrorflow.copy.links import effective_links
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.topology import Topology
+from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
+from mirrorflow_airflow.state import link_targets
+
+log = logging.getLogger(__name__)
+
+#: Airflow Variable holding the latest snapshot (JSON).
+SNAPSHOT_VARIABLE = "mirrorflow_lag_snapshot"
+#: Rows per table in the task log (the snapshot itself has every row).
+LOG_ROWS = 200
+
+
+class LagSlaExceeded(AirflowFailException, MirrorflowError):
+    """The lag SLA of the topology is exceeded. Not retried: a retry would read the same snapshot."""
+
+
+def take_snapshot(topology: Topology, now: datetime | None = None) -> lag.LagSnapshot:
+    """One measurement of every link (effective targets) and every selected group on every cluster."""
+    targets = link_targets()
+    links = [l for level in topology.levels for l in effective_links(topology, level, targets)]
+    clients, unavailable = {}, {}
+    for name in sorted(topology.clusters):
+        try:
+            clients[name] = MirrorClusterHook(topology, name).client()
+        except Exception as exc:  # a missing connection must not hide the other clusters
+            unavailable[name] = f"has no client settings ({type(exc).__name__}: {exc})"
+    return lag.measure(topology, clients, links, unavailable=unavailable, now=now)
+
+
+def measure_lag(topology: Topology, now: datetime | None = None) -> dict[str, Any]:
+    """What the ``measure`` task does: snapshot, log, store, audit; returns the snapshot as a dict."""
+    snap = take_snapshot(topology, now)
+    data = snap.to_dict()
+    totals = data["totals"]
+    for link_id, s in data["per_link"].items():
+        log.info("link %-16s %s -> %s: %d records pending over %d partitions, oldest %.0fs%s", link_id, s["source"],
+                 s["target"], s["records"], s["partitions"], s["max_seconds"],
+                 f"; ERROR {'; '.join(s['errors'])}" if s["errors"] else "")
+    log.info("link lag per partition (lagging or failing only):\n%s",
+             lag.link_table(snap.links, only_lagging=True, limit=LOG_ROWS))
+    log.info("consumer group lag:\n%s", lag.group_table(snap.groups, limit=LOG_ROWS))
+    for cluster, reason in data["unreachable"].items():
+        log.error("cluster %s: %s", cluster, reason)
+    Variable.set(SNAPSHOT_VARIABLE, json.dumps(data, sort_keys=True),
+                 description="mirrorflow: latest lag snapshot per link-partition and consumer group "
+                             "(written by mirror_lag_monitor; format in docs/lag.md)")
+    audit("lag_snapshot", topology=data["topology"], taken_at=data["taken_at"], ok=data["ok"], totals=totals,
+          violations=data["violations"][:20])
+    return data
+
+
+def check_sla(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """Raise :class:`LagSlaExceeded` listing every violation of the snapshot; otherwise return its totals."""
+    violations = snapshot.get("violations") or []
+    if violations:
+        lines = "\n  - ".join(violations)
+        raise LagSlaExceeded(f"lag SLA exceeded: {len(violations)} violation(s) in the snapshot taken at "
+                             f"{snapshot.get('taken_at')} (SLA {json.dumps(snapshot.get('sla', {}))}):\n  - {lines}")
+    log.info("lag within the SLA %s", json.dumps(snapshot.get("sla", {})) if snapshot.get("sla") else "(none set)")
+    return snapshot.get("totals", {})
+
+
+def read_lag_snapshot() -> dict[str, Any] | None:
+    """The latest snapshot stored by ``mirror_lag_monitor`` (``None`` before its first run)."""
+    raw = Variable.get(SNAPSHOT_VARIABLE, default=None)
+    if not raw:
+        return None
+    return json.loads(raw) if isinstance(raw, str) else dict(raw)

@@ -1,0 +1,53 @@
+"""The step of ``mirror_switch_target``: move one link to another leaf of its sibling subtree.
+
+The form offers every cluster and level; which choices the tree allows is
+decided here, at run time, and a refusal names the allowed targets.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from mirrorflow.audit import audit
+from mirrorflow.copy.links import effective_links
+from mirrorflow.copy.switch import SwitchError, switch_target
+from mirrorflow.topology import Topology
+from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
+from mirrorflow_airflow.state import link_targets, set_link_target
+
+log = logging.getLogger(__name__)
+
+
+def run_switch(topology: Topology, source_cluster: str, level: int, target: str, *, dry_run: bool = False,
+               force: bool = False) -> dict:
+    """The choice checked against the tree, the link cut over exactly, the new target recorded.
+
+    The target is recorded only after the cut, and not in a dry run or when
+    nothing moved, so the level DAGs never copy to a target the cut did not reach.
+    """
+    topology.cluster(source_cluster)
+    topology.cluster(target)
+    candidates = [l for l in effective_links(topology, int(level), link_targets()) if l.source == source_cluster]
+    if not candidates:
+        raise SwitchError(f"{source_cluster} runs no level-{level} distributor (its levels: "
+                          f"{', '.join(str(d.level) for d in topology.distributors(source_cluster))})")
+    link = next((l for l in candidates if l.accepts(target)), None)
+    if link is None:
+        allowed = sorted({t for l in candidates for t in l.sibling_leaves})
+        raise SwitchError(f"{target} is not in a level-{level} sibling subtree of {source_cluster}; allowed "
+                          f"targets: {', '.join(allowed)}")
+    log.info("link %s: current target %s, requested %s (allowed: %s)%s", link.link_id, link.default_target, target,
+             ", ".join(link.sibling_leaves), " [dry run]" if dry_run else "")
+    clients = {c: MirrorClusterHook(topology, c).client() for c in {link.source, link.default_target, target}}
+    report = switch_target(link, target, clients, list(topology.topics), dry_run=dry_run, force=force)
+    for topic, cuts in report.cuts.items():
+        for partition, cut in cuts.items():
+            log.info("%-40s %5d  %s starts at source offset %s", topic, partition, target,
+                     "the beginning" if cut is None else cut)
+    for warning in report.warnings:
+        log.warning("%s", warning)
+    if not dry_run and report.mode != "noop":
+        targets = set_link_target(link.link_id, target, topology.link(link.link_id).default_target)
+        audit("link_target", link=link.link_id, target=target, targets=targets)
+        log.info("link %s now copies to %s from the next mirror_level_%d run", link.link_id, target, link.level)
+    return report.to_dict()

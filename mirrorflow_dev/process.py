@@ -236,6 +236,13 @@ class LocalServerProcess:
         """Block until the server exits (a CLI running it in the foreground); its exit code, None if not started."""
         return self._proc.wait() if self._proc is not None else None
 
+    def serve(self) -> None:
+        """Run in the foreground for a CLI: wait until the server exits; Ctrl-C stops it."""
+        try:
+            self.wait()
+        except KeyboardInterrupt:
+            self.stop()
+
     def stop(self, timeout: float = 20.0) -> None:
         """Stop the server (SIGTERM, then SIGKILL after ``timeout``); a no-op if it is not running."""
         proc, self._proc = self._proc, None

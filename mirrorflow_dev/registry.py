@@ -207,10 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     registry = LocalRegistry(args.port).start()
     print(f"schema registry on {registry.url} (Ctrl-C stops it)")
-    try:
-        registry.wait()
-    except KeyboardInterrupt:
-        registry.stop()
+    registry.serve()
     return 0
 
 

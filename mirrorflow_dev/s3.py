@@ -231,10 +231,7 @@ def main(argv: list[str] | None = None) -> int:
                      os.environ.get("MIRRORFLOW_S3_SECRET_KEY", "mirrorflow-secret")).start()
     print(f"S3 on {server.endpoint_url} (path-style, region {server.region}, access key {server.access_key}); "
           f"data in {server.data_dir}; Ctrl-C stops it")
-    try:
-        server.wait()
-    except KeyboardInterrupt:
-        server.stop()
+    server.serve()
     return 0
 
 

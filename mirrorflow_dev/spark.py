@@ -192,10 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     server = LocalConnectServer(args.port, cores=args.cores, run_dir=args.run_dir).start()
     print(f"Spark Connect server on {server.url} (local[{server.cores}], Python workers: {server.python}); "
           f"log in {server.log_path}; Ctrl-C stops it", flush=True)
-    try:
-        server.wait()
-    except KeyboardInterrupt:
-        server.stop()
+    server.serve()
     return 0
 
 

@@ -12,6 +12,7 @@ executors.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable
 from typing import Any
 
@@ -187,7 +188,8 @@ class _ErrorFacts:
     def retriable(self) -> bool:
         return self._facts[3]
 
-    def __str__(self) -> str:
+    # ``str`` above is the KafkaError accessor name and shadows the builtin inside this class body
+    def __str__(self) -> builtins.str:
         return self._facts[0]
 
 

@@ -93,7 +93,7 @@ def lost(location: ArchiveLocation, cluster: str, topic: str, partition: int, *,
     """``(from, to)`` ranges the source deleted before the archive read them, as the manifests recorded."""
     ranges = [tuple(e["lost"]) for _, e in _entries(read_manifests(location, cluster, s3=s3), topic, partition)
               if e.get("lost")]
-    return _merge(ranges)  # type: ignore[arg-type]
+    return _merge(ranges)
 
 
 @dataclass(frozen=True, order=True)

@@ -13,7 +13,8 @@ tells the whole protocol. This module is its one home:
 - reading checkpoints: inside a copy, after fencing and with coordinator retries
   (:func:`read_positions`), and from the driver or a monitor (:func:`read_checkpoints`);
 - where a copy starts (:func:`copy_start`): pure, for every path (level runs,
-  transaction groups, backfills, restores) and the planner.
+  transaction groups, backfills, restores) and the planner; :func:`record_start`
+  writes that decision into a copy's result the same way on every path.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from mirrorflow.copy.task import PartitionResult
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.admin import committed_offsets
 from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
@@ -166,3 +168,24 @@ def copy_start(committed: int | None, earliest: int, *, start_offset: int | None
         error = f"{start.why}; nothing copied past them (the archive must reach offset {earliest})"
         start = Start(position, earliest, initialised, lost=start.lost, error=error, source=source)
     return start
+
+
+def record_start(result: PartitionResult, begin: Start) -> bool:
+    """Note where a copy starts in its result: the hand-over, a loss (logged), or a refusal.
+
+    Returns whether the copy may go on; when not, the result holds the error at the
+    link's position. Every copy path records its start here, so a loss reads the same
+    in every audit line.
+    """
+    if begin.initialised:  # onboarding: the new link's first position
+        result.initialised = True
+    if not begin.lost:
+        return True
+    result.lost_to_retention = begin.lost
+    if begin.error is not None:
+        assert begin.position is not None  # a loss is counted from the link's position (copy_start)
+        result.start_offset = result.next_offset = result.error_offset = begin.position
+        result.error = begin.error
+        return False
+    log.warning("%s %s[%d]: %s", result.link_id, result.topic, result.partition, begin.why)
+    return True

@@ -94,7 +94,12 @@ def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[Partit
         source, target = clients[group[0].source], clients[group[0].target]
         if len(group) > 1 and all(map(groupable, group)):
             if unreached(group[0]) is not None:  # one source, one target: all of the group or none
-                return [unreached(t).to_dict() for t in group]
+                not_attempted = []
+                for t in group:
+                    skipped = unreached(t)
+                    assert skipped is not None  # the clusters of group[0], and ``down`` only grows
+                    not_attempted.append(skipped.to_dict())
+                return not_attempted
             return [r.to_dict() for r in guarded(group, lambda: copy_group(group, source, target,
                                                                            clients=thread_clients()))]
         out = []

@@ -42,7 +42,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from mirrorflow.copy.checkpoints import LinkSwitchedAway, copy_start, read_positions
+from mirrorflow.copy.checkpoints import LinkSwitchedAway, copy_start, read_positions, record_start
 from mirrorflow.copy.clients import CopyClients
 from mirrorflow.copy.headers import CopyHeaders
 from mirrorflow.copy.partition import copy_partition
@@ -102,15 +102,8 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
             result = results[task.partition]
             begin = copy_start(committed[task.partition], earliest[task.partition], start_offset=task.start_offset,
                                require_contiguous=task.require_contiguous, source=task.source)
-            if begin.initialised:  # onboarding: the new link's first position
-                result.initialised = True
-            if begin.lost:
-                result.lost_to_retention = begin.lost
-                if begin.error is not None:
-                    result.start_offset = result.next_offset = result.error_offset = begin.position
-                    result.error = begin.error
-                    continue
-                log.warning("%s %s[%d]: %s", task.link_id, task.topic, task.partition, begin.why)
+            if not record_start(result, begin):
+                continue
             start = begin.offset
             end = task.end_offset if task.max_records is None else min(task.end_offset, start + task.max_records)
             result.start_offset = result.next_offset = start
@@ -220,6 +213,10 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
     def done(p: int) -> None:
         copying.discard(p)
         reader.pause([TopicPartition(topic, p)])  # stop fetching what lies past this run's end
+
+    # bound below, after the reader is assigned; declared here so the checker sees them before commit's nonlocal
+    in_txn: int
+    txn_started: float
 
     def commit() -> None:
         nonlocal in_txn, txn_started

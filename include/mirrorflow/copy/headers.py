@@ -2,8 +2,8 @@
 
 Every copied message needs the copy-flags decision (:mod:`mirrorflow.copyflags`)
 and the provenance stamp (:mod:`mirrorflow.provenance`). Done in full, that is
-about 4 µs per message, a quarter of the copier's per-message cost at 100 B.
-Nearly every message has one of two header shapes, though:
+a large share of the copier's per-message cost for small messages
+(docs/benchmarks.md). Nearly every message has one of two header shapes, though:
 
 * neither header: a message produced on this cluster;
 * the application's headers followed by ``(copy flags, v), (origin, o)``: a
@@ -62,7 +62,8 @@ class CopyHeaders:
         self._origin = lambda offset: provenance.Origin(source, topic, partition, offset)
         fresh = self._decide(None)
         # What a message without headers is copied with (a fresh message is copied at every level and by backfills).
-        self._fresh_flags = copyflags.encode(fresh.flags_out) if fresh.copy else None
+        # flags_out is set exactly when the decision is to copy (copyflags.Decision)
+        self._fresh_flags = copyflags.encode(fresh.flags_out) if fresh.flags_out is not None else None
         self._known: dict[bytes, bytes | None] = {}  # flags header value -> flags value of the copy, None = skip
 
     def for_copy(self, headers: Headers | None, offset: int) -> tuple[Headers | None, str | None]:
@@ -101,7 +102,7 @@ class CopyHeaders:
         decision = self._decide([(copyflags.HEADER, flags)])
         if decision.malformed:
             return b""
-        out = copyflags.encode(decision.flags_out) if decision.copy else None
+        out = copyflags.encode(decision.flags_out) if decision.flags_out is not None else None  # set iff copied
         if len(self._known) < _KNOWN_LIMIT:
             self._known[flags] = out
         return out

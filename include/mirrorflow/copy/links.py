@@ -58,6 +58,7 @@ def split_by_window(topology: Topology, links: list[Distributor], now: datetime
         if window_open(windows, now):
             open_.append(link)
         else:
+            assert windows is not None  # no windows means always open (window_open)
             closed.append(ClosedLink(link.link_id, next_opening(windows, now), tuple(w.text for w in windows)))
     return open_, closed
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from mirrorflow.copy.checkpoints import LinkSwitchedAway, copy_start, read_positions
+from mirrorflow.copy.checkpoints import LinkSwitchedAway, copy_start, read_positions, record_start
 from mirrorflow.copy.clients import CopyClients
 from mirrorflow.copy.headers import CopyHeaders
 from mirrorflow.copy.spans import note_target_offsets, target_end
@@ -121,13 +121,8 @@ class _PartitionCopy:
                 return
             begin = copy_start(result.next_offset, low, require_contiguous=task.require_contiguous,
                                source=task.source)
-        if begin.lost:
-            result.lost_to_retention = begin.lost
-            if begin.error is not None:
-                result.start_offset = result.next_offset = result.error_offset = begin.position
-                result.error = begin.error
-                return
-            log.warning("%s %s[%d]: %s", task.link_id, task.topic, task.partition, begin.why)
+        if not record_start(result, begin):
+            return
         start = begin.offset
         if result.start_offset < 0:
             result.start_offset = start

@@ -113,9 +113,9 @@ def switch_target(link: Distributor, new_target: str, clients: dict[str, Cluster
     tps = [TopicPartition(t, p) for t, n in sorted(partitions.items()) for p in range(n)]
     if dry_run:
         if old_up:
-            cuts = read_checkpoints(old, link.link_id, tps, timeout) if tps else {}
+            checkpoints = read_checkpoints(old, link.link_id, tps, timeout) if tps else {}
             report.mode = "checkpoint"
-            report.cuts = _by_topic({k: v[0] for k, v in cuts.items()})
+            report.cuts = _by_topic({k: v[0] for k, v in checkpoints.items()})
         else:
             report.mode = "provenance"
             report.cuts = _by_topic(_provenance_cuts(new, link.source, tps, timeout))
@@ -254,8 +254,10 @@ def _provenance_cuts(new: ClusterClient, source: str, tps: list[TopicPartition],
                         origin = provenance.find(msg.headers())
                         if origin and origin.cluster == source and origin.topic == topic:
                             key = (topic, origin.partition)
-                            if key in cuts and (cuts[key] is None or origin.offset + 1 > cuts[key]):
-                                cuts[key] = origin.offset + 1
+                            if key in cuts:
+                                cut = cuts[key]
+                                if cut is None or origin.offset + 1 > cut:
+                                    cuts[key] = origin.offset + 1
                         if msg.offset() + 1 >= high:
                             done = True
     finally:

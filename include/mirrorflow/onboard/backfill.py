@@ -146,7 +146,10 @@ def plan_tasks(spec: BackfillSpec, timeout: float = 30.0) -> list[PartitionTask]
         return []
     checkpoints = read_checkpoints(target, spec.link_id, tps, timeout)
     lows, ends = earliest_and_stable(source, tps, timeout)
-    since = _since_offsets(source, tps, spec.since_ms, timeout) if spec.mode == "since" else {}
+    since: dict[tuple[str, int], int] = {}
+    if spec.mode == "since":
+        assert spec.since_ms is not None  # the onboarding form requires a timestamp for backfill 'since'
+        since = _since_offsets(source, tps, spec.since_ms, timeout)
     tasks = []
     for tp in tps:
         key = (tp.topic, tp.partition)

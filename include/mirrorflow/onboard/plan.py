@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from confluent_kafka import KafkaException, Producer
 
@@ -129,8 +129,11 @@ class OnboardRequest:
             flags[key] = value
         if problems:
             raise OnboardRefused("mirror_onboard_cluster: the form is not valid:\n  " + "\n  ".join(problems))
-        return cls(cluster=cluster, sibling_of=sibling, level=level, bootstrap=bootstrap,  # type: ignore[arg-type]
-                   conn_id=conn_id, topics=tuple(topics), backfill=backfill, since=since, **flags)
+        # a missing cluster or sibling_of, a level that is not a positive integer, or a backfill outside
+        # BACKFILL_MODES added a problem above
+        assert cluster is not None and sibling is not None and isinstance(level, int)
+        return cls(cluster=cluster, sibling_of=sibling, level=level, bootstrap=bootstrap,
+                   conn_id=conn_id, topics=tuple(topics), backfill=cast(Backfill, backfill), since=since, **flags)
 
     def cluster_config(self) -> dict[str, Any]:
         """The new cluster's entry under ``clusters`` (an address, or the connection id)."""

@@ -102,7 +102,7 @@ class TargetPlan:
     subjects: int = 0
 
 
-def _translate_value(value: Value, subject: str, refs: dict[str, str]) -> Value:
+def _translate_value(value: Value, subject: str | None, refs: dict[str, str]) -> Value:
     if value is None:
         return None
     out = dict(value)
@@ -123,12 +123,12 @@ def plan_target(cluster: str, primary: RegistryState, target: RegistryState, sou
     kinds = frozenset(keytypes) if keytypes is not None else None
     plan = TargetPlan(cluster)
     names: dict[str, str] = {}
-    for subject in primary.subjects():
-        topic = source.parse(subject)
+    for name in primary.subjects():
+        topic = source.parse(name)
         if topic is None:
-            plan.unparsable.append(subject)
+            plan.unparsable.append(name)
         else:
-            names[subject] = dest.render(topic)
+            names[name] = dest.render(topic)
     ids = target.by_id()
     per_subject: dict[str | None, list[Write]] = {}
     stopped: dict[str, Conflict] = {}
@@ -147,6 +147,8 @@ def plan_target(cluster: str, primary: RegistryState, target: RegistryState, sou
             refs = {}
             for ref in (value or {}).get("references") or ():
                 if ref["subject"] not in names:
+                    # only a subject's schema carries references: the global (None) pass holds config and mode
+                    assert subject is not None and value is not None
                     stop(subject, key, value["id"],
                          f"references subject {ref['subject']!r}, which is not in the primary's subject format")
                     break
@@ -158,12 +160,14 @@ def plan_target(cluster: str, primary: RegistryState, target: RegistryState, sou
             have = target.get(new_key)
             if key.keytype == SCHEMA and want is not None:
                 if have is not None and (have["id"] != want["id"] or content(have) != content(want)):
+                    assert subject is not None  # a SCHEMA key always names its subject (Key.from_bytes, RestStore)
                     stop(subject, key, want["id"],
                          f"the target holds a different schema for this version (id {have['id']}); "
                          "not overwritten")
                     break
                 holder = ids.get(want["id"])
                 if holder is not None and content(holder) != content(want):
+                    assert subject is not None  # as above
                     stop(subject, key, want["id"],
                          f"the target holds a different schema under id {want['id']} (subject "
                          f"{holder.get('subject')!r} version {holder.get('version')}); not overwritten")
@@ -210,6 +214,7 @@ def _stop_dependents(primary: RegistryState, names: dict[str, str], stopped: dic
                 value = primary.get(key)
                 bad = next((r["subject"] for r in _refs(value) if r["subject"] in stopped), None)
                 if bad is not None:
+                    assert value is not None  # a reference was found in it
                     stopped[subject] = Conflict(cluster, names[subject], subject, key.version, value["id"],
                                                 f"references subject {names[bad]!r}, which stopped on a conflict")
                     del per_subject[subject]

@@ -120,7 +120,8 @@ class RestStore:
                 f"ids and versions (IMPORT mode); {len(registrations)} registration(s) not written. Sync this "
                 "cluster via: topic, or use a registry with IMPORT mode")
         failed: dict[str | None, Conflict] = {}
-        switched: dict[str, Any] = {}  # subject -> its subject-level mode before we set IMPORT
+        # subject -> its subject-level mode before we set IMPORT (only subjects; a global MODE write pops nothing)
+        switched: dict[str | None, Any] = {}
         global_mode = ((state.get(Key(MODE, None)) if state else None) or {}).get("mode")
         moded = {w.key.subject for w in writes if w.key.keytype == MODE}
         for w in writes:
@@ -145,9 +146,10 @@ class RestStore:
                 self._mode(subject, before)
         return list(failed.values())
 
-    def _schema(self, w: Write, switched: dict[str, Any], state: RegistryState | None,
+    def _schema(self, w: Write, switched: dict[str | None, Any], state: RegistryState | None,
                 global_mode: str | None) -> None:
         sr, subject, version = self.client, w.key.subject, w.key.version
+        assert subject is not None  # a SCHEMA key always names its subject (Key.from_bytes, plan_target)
         if w.value is not None and w.previous is None:
             if subject not in switched and global_mode != IMPORT:
                 before = state.get(Key(MODE, subject)) if state else None
@@ -176,7 +178,9 @@ class RestStore:
         if value is None:
             self.client._rest_client.delete(path)
             return
-        body = {("compatibility" if k == "compatibilityLevel" else k): v for k, v in config_view(value).items()}
+        view = config_view(value)
+        assert view is not None  # value is not None here
+        body = {("compatibility" if k == "compatibilityLevel" else k): v for k, v in view.items()}
         self.client._rest_client.put(path, body=body)
 
     def _mode(self, subject: str | None, value: Mapping[str, Any] | None) -> None:

@@ -31,9 +31,13 @@ log = logging.getLogger(__name__)
 
 
 class Store(Protocol):
-    cluster: str
-    via: str
-    keytypes: frozenset[str] | None  # the record types this store can hold (None: all)
+    # read-only members: a store may answer them with a class attribute or a property
+    @property
+    def cluster(self) -> str: ...
+    @property
+    def via(self) -> str: ...
+    @property
+    def keytypes(self) -> frozenset[str] | None: ...  # the record types this store can hold (None: all)
 
     def describe(self) -> str: ...
     def read(self) -> RegistryState: ...

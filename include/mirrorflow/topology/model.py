@@ -245,7 +245,7 @@ class Topology(_Model):
             raise TopologyError(problems_from_validation_error(exc)) from None
 
     @classmethod
-    def model_validate(cls, obj: Any, **kwargs: Any) -> Topology:  # type: ignore[override]
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Topology:
         if not isinstance(obj, (Mapping, Topology)):
             raise TopologyError(
                 "<top level>", f"expected a mapping with keys clusters, tree and topics, got {_kind(obj)}"

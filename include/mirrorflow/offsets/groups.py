@@ -2,7 +2,7 @@
 
 Committed offsets are read with a consumer's ``committed()`` (one OffsetFetch),
 not ``AdminClient.list_consumer_group_offsets``, which crashes librdkafka 2.16
-when the coordinator answers with an error (see ``copy.job.read_checkpoints``).
+when the coordinator answers with an error (see ``copy.checkpoints.read_checkpoints``).
 Offsets are committed by a consumer that never joins the group: the broker
 accepts such a commit only while the group has no members, which is exactly
 the rule (never alter an active group), enforced by Kafka itself as well as

@@ -45,3 +45,10 @@ def audit(event: str, **fields: Any) -> dict[str, Any]:
     line = audit_line(event, **fields)
     _log.info(line)
     return json.loads(line)
+
+
+def audit_warning(event: str, **fields: Any) -> dict[str, Any]:
+    """Log one audit line at WARNING: something was lost or refused, and a person should look."""
+    line = audit_line(event, **fields)
+    _log.warning(line)
+    return json.loads(line)

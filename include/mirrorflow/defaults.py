@@ -5,6 +5,8 @@ pydantic) and the copy engine on Spark executors (which must not import pydantic
 for a few numbers). The measurements behind each value are in docs/benchmarks.md.
 """
 
+from typing import Final
+
 #: Source offsets per transaction, at most. A copy also commits once a transaction has been open
 #: ``TXN_SECONDS``, which is what usually ends one: each commit costs the copy a pause (the producer
 #: drains, then the commit's round trips), so small fixed-count transactions cost copies much speed.
@@ -19,3 +21,5 @@ DEFAULT_COPY_THREADS = 4
 #: contend (for the GIL, and librdkafka's threads for the same core). Smaller groups spend most of
 #: their time waiting on the brokers and overlap on the other threads.
 LARGE_GROUP_RECORDS = 50_000
+#: What a copy does when the source lost offsets the link has not copied (``replication`` key ``on_gap``).
+DEFAULT_ON_GAP: Final = "fail"

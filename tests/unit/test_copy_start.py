@@ -24,14 +24,21 @@ def test_without_a_checkpoint_a_link_starts_at_the_source_earliest_offset():
     assert (start.position, start.offset, start.initialised) == (None, 40, False)
 
 
-def test_retention_past_the_checkpoint_is_a_named_loss():
+def test_a_retention_gap_stops_the_copy_by_default_naming_the_range_and_its_count():
     start = copy_start(100, 150, source="c1")
+    assert (start.position, start.lost) == (100, 50)
+    assert start.error == ("retention gap: offsets 100..149 (50) are no longer on c1 and were never copied; the "
+                           "partition stops at 100 (on_gap: fail; on_gap: skip steps over them with a recorded loss)")
+
+
+def test_with_on_gap_skip_a_retention_gap_is_stepped_over_as_a_named_loss():
+    start = copy_start(100, 150, on_gap="skip", source="c1")
     assert (start.position, start.offset, start.lost, start.error) == (100, 150, 50, None)
     assert start.why == "offsets 100..149 are no longer on c1 (retention) and were not copied"
 
 
-def test_a_contiguous_copy_refuses_to_step_over_the_loss():
-    start = copy_start(100, 150, require_contiguous=True, source="c1")
+def test_a_contiguous_copy_refuses_to_step_over_the_loss_whatever_on_gap_says():
+    start = copy_start(100, 150, require_contiguous=True, on_gap="skip", source="c1")
     assert start.lost == 50
     assert start.error == ("offsets 100..149 are no longer on c1 (retention) and were not copied; nothing copied "
                            "past them (the archive must reach offset 150)")

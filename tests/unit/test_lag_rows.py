@@ -17,7 +17,7 @@ from mirrorflow.lag.ages import epoch_ms
 from mirrorflow.lag.rows import join_notes
 
 LINK_KEYS = ["link_id", "level", "source", "target", "topic", "partition", "records", "seconds", "checkpoint", "start",
-             "end", "oldest_timestamp", "note", "error"]
+             "end", "oldest_timestamp", "gap", "truncated", "note", "error"]
 GROUP_KEYS = ["cluster", "group", "topic", "partition", "records", "seconds", "committed", "end", "oldest_timestamp",
               "state", "members", "note", "error"]
 
@@ -118,3 +118,19 @@ def test_the_package_imports_neither_spark_nor_the_copy_driver():
             "'pyspark', 'airflow', 'mirrorflow.copy.job', 'mirrorflow.copy.partition'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_retention_gap_and_a_truncation_violate_whatever_the_bounds():
+    from mirrorflow.lag import LinkPartitionLag, link_violations
+
+    gap = LinkPartitionLag("c1.L1", 1, "c1", "c2", "orders", 0, records=10, seconds=1.0, checkpoint=100, start=150,
+                           end=160, gap=50)
+    cut = LinkPartitionLag("c1.L1", 1, "c1", "c2", "orders", 1, records=0, seconds=0.0, checkpoint=90, start=90,
+                           end=40, truncated=True)
+    fine = LinkPartitionLag("c1.L1", 1, "c1", "c2", "orders", 2, records=0, seconds=0.0, checkpoint=5, start=5, end=5)
+    assert [str(v) for v in link_violations([gap, cut, fine], lambda _link: None)] == [
+        "link c1.L1 (c1 -> c2) orders[0]: retention gap: offsets 100..149 (50) were deleted on c1 before the link "
+        "copied them",
+        "link c1.L1 (c1 -> c2) orders[1]: the checkpoint 90 is past the source's end 40: the source partition was "
+        "truncated or recreated",
+    ]

@@ -501,3 +501,20 @@ def test_with_cluster_keeps_replication():
     grown = topo.with_cluster("c5", {"bootstrap": "h:1"}, sibling_of="c4", level=1)
     assert grown.replication == topo.replication
     assert grown.link_settings("c4.L3").txn_records == 9
+
+
+def test_on_gap_defaults_to_fail_and_a_link_may_choose_skip():
+    topo = Topology.parse(four({"links": {"c3.L1": {"on_gap": "skip"}}}))
+    from mirrorflow.copy.links import link_job
+
+    assert link_job(topo, topo.link("c1.L1")).on_gap == "fail"
+    assert link_job(topo, topo.link("c3.L1")).on_gap == "skip"
+
+
+@pytest.mark.parametrize("where", ["defaults", "links"])
+def test_an_unknown_on_gap_policy_is_refused_naming_the_key_and_the_choices(where):
+    replication = {"defaults": {"on_gap": "ignore"}} if where == "defaults" else {
+        "links": {"c3.L1": {"on_gap": "ignore"}}}
+    path = "replication.defaults.on_gap" if where == "defaults" else "replication.links.c3.L1.on_gap"
+    problem = problem_at(refuse(replication), path)
+    assert "fail" in problem and "skip" in problem, problem

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from mirrorflow.copy.task import PartitionResult
+from mirrorflow.copy.task import OnGap, PartitionResult
+from mirrorflow.defaults import DEFAULT_ON_GAP
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.admin import committed_offsets
 from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
@@ -145,15 +146,17 @@ class Start:
 
 
 def copy_start(committed: int | None, earliest: int, *, start_offset: int | None = None,
-               require_contiguous: bool = False, source: str = "the source") -> Start:
+               require_contiguous: bool = False, on_gap: OnGap = DEFAULT_ON_GAP,
+               source: str = "the source") -> Start:
     """Where a copy of one partition starts, from the link's checkpoint and the source's earliest offset.
 
     ``start_offset`` (onboarding) is where a link without a checkpoint begins
     (:data:`EARLIEST`: the source's first offset). A position below the source's
-    earliest offset means retention took what the link had not copied yet: the
-    copy starts at the earliest offset and reports the loss, or, with
-    ``require_contiguous``, refuses to copy past the hole. ``source`` names the
-    cluster in that refusal.
+    earliest offset is a retention gap: the source deleted what the link had not
+    copied yet. With ``on_gap="skip"`` the copy starts at the earliest offset and
+    reports the loss; with ``"fail"`` (or ``require_contiguous``, an onboarding
+    from the archive) it refuses to copy past the hole, so nothing is lost in
+    silence. ``source`` names the cluster in the sentences.
     """
     position, initialised = committed, False
     if position is None and start_offset is not None:
@@ -166,8 +169,13 @@ def copy_start(committed: int | None, earliest: int, *, start_offset: int | None
     start = Start(position, earliest, initialised, lost=earliest - position, source=source)
     if require_contiguous:
         error = f"{start.why}; nothing copied past them (the archive must reach offset {earliest})"
-        start = Start(position, earliest, initialised, lost=start.lost, error=error, source=source)
-    return start
+    elif on_gap == "fail":
+        error = (f"retention gap: offsets {position}..{earliest - 1} ({start.lost}) are no longer on {source} "
+                 f"and were never copied; the partition stops at {position} (on_gap: fail; on_gap: skip steps "
+                 f"over them with a recorded loss)")
+    else:
+        return start
+    return Start(position, earliest, initialised, lost=start.lost, error=error, source=source)
 
 
 def record_start(result: PartitionResult, begin: Start) -> bool:
@@ -182,6 +190,7 @@ def record_start(result: PartitionResult, begin: Start) -> bool:
     if not begin.lost:
         return True
     result.lost_to_retention = begin.lost
+    result.lost_offsets = [begin.position, begin.offset - 1] if begin.position is not None else None
     if begin.error is not None:
         assert begin.position is not None  # a loss is counted from the link's position (copy_start)
         result.start_offset = result.next_offset = result.error_offset = begin.position

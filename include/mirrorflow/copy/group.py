@@ -101,14 +101,15 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
         for task in tasks:
             result = results[task.partition]
             begin = copy_start(committed[task.partition], earliest[task.partition], start_offset=task.start_offset,
-                               require_contiguous=task.require_contiguous, source=task.source)
+                               require_contiguous=task.require_contiguous, on_gap=task.on_gap, source=task.source)
             if not record_start(result, begin):
                 continue
             start = begin.offset
             end = task.end_offset if task.max_records is None else min(task.end_offset, start + task.max_records)
             result.start_offset = result.next_offset = start
             result.end_offset = end
-            if start < end or (result.initialised and committed[task.partition] is None):
+            # Also with nothing to copy, a position to commit: an onboarding hand-over, or past a skipped gap.
+            if start < end or (result.initialised and committed[task.partition] is None) or begin.lost:
                 ranges[task.partition] = [start, end]
         if ranges:
             _copy_ranges(tasks, results, producer, checkpoint, reader, ranges, idle_timeout, op_timeout)
@@ -195,7 +196,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
     position = {p: r[0] for p, r in ranges.items()}
     end = {p: r[1] for p, r in ranges.items()}
     copying = {p for p, (start, stop) in ranges.items() if start < stop}  # partitions not yet at their end
-    unmarked = {p for p in ranges if p not in copying}  # onboarding starts to commit though nothing is copied
+    unmarked = {p for p in ranges if p not in copying}  # to commit, nothing to copy: hand-over, gap
     limiter = RateLimiter(first.max_bytes_per_second) if first.max_bytes_per_second else None
     max_bytes = first.max_bytes
     # since the last commit, per partition: copied, skipped, malformed, bytes; the checksums run on

@@ -37,12 +37,12 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
-from mirrorflow.audit import audit
+from mirrorflow.audit import audit, audit_warning
 from mirrorflow.copy.checkpoints import copy_start, read_checkpoints, switched_to
 from mirrorflow.copy.executor import copy_bins, copy_tasks
-from mirrorflow.copy.task import PartitionTask
+from mirrorflow.copy.task import OnGap, PartitionTask
 from mirrorflow.copy.txn_group import txn_unit
-from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
+from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP, DEFAULT_TXN_RECORDS
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics
 from mirrorflow.kafka.config import ClusterClient
@@ -75,6 +75,8 @@ class LinkJob:
     txn_records: int | None = None
     #: ``False``: at-least-once copies (``replication`` key ``exactly_once: false``).
     exactly_once: bool = True
+    #: What a copy does when the source lost offsets the link has not copied (``replication`` key ``on_gap``).
+    on_gap: OnGap = DEFAULT_ON_GAP
 
 
 @dataclass(frozen=True)
@@ -291,7 +293,10 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
         key = (tp.topic, tp.partition)
         committed, _ = checkpoints.get(key, (None, ""))
         low, end = lows[key], ends[key]
-        start = copy_start(committed, low).offset
+        begin = copy_start(committed, low, on_gap=link.on_gap, source=link.source)
+        # A gap is planned from the link's position, so that its copy runs even when the source holds
+        # nothing past the gap: it fails the partition by name (``fail``) or records the loss (``skip``).
+        start = begin.position if begin.lost and begin.position is not None else begin.offset
         work = cap(PartitionWork(link.link_id, tp.topic, tp.partition, start, end),
                    max_records=link.max_records_per_run)
         if work.records > 0:
@@ -311,6 +316,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             max_bytes=link.max_bytes_per_run,
             max_bytes_per_second=rate_share,
             exactly_once=link.exactly_once,
+            on_gap=link.on_gap,
         ))
     return plan
 
@@ -416,3 +422,17 @@ def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None
         lost_to_retention=r["lost_to_retention"],
         error=r["error"],
     )
+    if r.get("lost_offsets"):
+        first, last = r["lost_offsets"]
+        audit_warning(
+            "gap",
+            run_id=spec.run_id,
+            link={"id": link.link_id, "source": link.source, "level": link.level, "target": link.target},
+            topic=r["topic"],
+            partition=r["partition"],
+            lost_offsets=[first, last],
+            lost=r["lost_to_retention"],
+            on_gap=link.on_gap,
+            action=("stopped: nothing copied past the gap" if r["error"]
+                    else "skipped: copied on from the source's first offset"),
+        )

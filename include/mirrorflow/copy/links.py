@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from mirrorflow.copy.job import JobSpec, LinkJob
+from mirrorflow.defaults import DEFAULT_ON_GAP
 from mirrorflow.topology import Distributor, Topology
 from mirrorflow.topology.replication import next_opening, window_open
 
@@ -72,6 +73,7 @@ def link_job(topology: Topology, link: Distributor) -> LinkJob:
         max_bytes_per_run=settings.max_bytes_per_run,
         txn_records=settings.txn_records,
         exactly_once=settings.exactly_once is not False,
+        on_gap=settings.on_gap or DEFAULT_ON_GAP,
     )
 
 

@@ -111,8 +111,8 @@ class _PartitionCopy:
                                    self.op_timeout)[task.partition]
         low, _ = self.reader.get_watermark_offsets(TopicPartition(task.topic, task.partition),
                                                    timeout=self.op_timeout)
-        begin = copy_start(committed, low, start_offset=task.start_offset,
-                           require_contiguous=task.require_contiguous, source=task.source)
+        begin = copy_start(committed, low, start_offset=task.start_offset, require_contiguous=task.require_contiguous,
+                           on_gap=task.on_gap, source=task.source)
         if begin.initialised:
             result.initialised = True
         if task.restore is not None and begin.position is not None and begin.position < int(task.restore["end"]):
@@ -120,7 +120,7 @@ class _PartitionCopy:
             if result.error is not None:
                 return
             begin = copy_start(result.next_offset, low, require_contiguous=task.require_contiguous,
-                               source=task.source)
+                               on_gap=task.on_gap, source=task.source)
         if not record_start(result, begin):
             return
         start = begin.offset
@@ -133,8 +133,9 @@ class _PartitionCopy:
             span_end = self.copy_range(start, end)
             if span_end is not None:
                 self.find_refused(span_end, end)
-        elif committed is None and result.initialised and result.transactions == 0:
-            commit_position(task, self.producer, self.checkpoint, start, self.op_timeout)  # hand-over, nothing to copy
+        elif result.transactions == 0 and ((committed is None and result.initialised) or begin.lost):
+            # Nothing to copy, but a position to keep: an onboarding hand-over, or past a skipped gap.
+            commit_position(task, self.producer, self.checkpoint, start, self.op_timeout)
             result.transactions += 1
         if result.error_offset is not None and result.error_offset > result.next_offset:
             self.copy_up_to_refusal()

@@ -8,10 +8,13 @@ pickled to an executor, a :class:`PartitionResult` comes back as a dict
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from mirrorflow import copyflags
-from mirrorflow.defaults import DEFAULT_TXN_RECORDS, TXN_SECONDS
+from mirrorflow.defaults import DEFAULT_ON_GAP, DEFAULT_TXN_RECORDS, TXN_SECONDS
+
+#: The ``on_gap`` policies.
+OnGap = Literal["fail", "skip"]
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,11 @@ class PartitionTask:
     #: Onboarding only. Restore ``[start, end)`` from the S3 archive of the source cluster
     #: before reading Kafka: ``{"location": ArchiveLocation dict, "end": next archived offset}``.
     restore: dict[str, Any] | None = None
-    #: Fail (instead of warn) when the source no longer holds offsets this copy needs.
+    #: Onboarding from the archive: the copy must reach the source's first offset without a hole.
     require_contiguous: bool = False
+    #: When the source no longer holds offsets the link has not copied: ``fail`` stops the partition
+    #: naming the lost range; ``skip`` steps over them with a recorded loss (``replication`` key ``on_gap``).
+    on_gap: OnGap = DEFAULT_ON_GAP
     #: The planner's estimate of the records this range holds (0: not estimated). The executor
     #: copies large ranges one at a time per Spark task (mirrorflow.copy.executor).
     planned_records: int = 0
@@ -85,8 +91,10 @@ class PartitionResult:
     #: transaction markers may share the span). ``None``: nothing copied, or the target did not say.
     target_first_offset: int | None = None
     target_last_offset: int | None = None
-    #: Offsets the source deleted (retention) before this link copied them.
+    #: Offsets the source deleted (retention) before this link copied them, and their range
+    #: ``[first, last]`` (``None``: no loss).
     lost_to_retention: int = 0
+    lost_offsets: list[int] | None = None
     #: Records restored from the S3 archive (onboarding with ``backfill: archive``).
     restored: int = 0
     #: The checkpoint this copy started without one and committed (onboarding hand-over).

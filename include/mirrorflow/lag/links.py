@@ -85,9 +85,11 @@ def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters
             row.checkpoint, row.end = checkpoint, end
             row.start = low if checkpoint is None or checkpoint < low else checkpoint
             if checkpoint is not None and checkpoint < low:
-                lost = f"{low - checkpoint} offsets were deleted by retention before being copied"
+                row.gap = low - checkpoint
+                lost = f"{row.gap} offsets were deleted by retention before being copied"
                 row.note = join_notes(row.note, lost)
             if row.start > end:
+                row.truncated = True
                 row.note = join_notes(row.note, f"checkpoint {row.start} is past the source's end {end} (truncated?)")
             row.records = max(0, end - row.start)
             row.seconds = 0.0 if row.records == 0 else None

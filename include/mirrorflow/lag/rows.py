@@ -35,6 +35,11 @@ class LinkPartitionLag:
     end: int | None = None
     #: CreateTime (ms) of the oldest message not yet copied.
     oldest_timestamp: int | None = None
+    #: Offsets the source deleted before the link copied them (checkpoint below the source's first
+    #: offset): a violation whatever the bounds, since nothing can copy them any more.
+    gap: int = 0
+    #: The checkpoint is past the source's end: the source partition was truncated (or recreated).
+    truncated: bool = False
     note: str | None = None
     error: str | None = None
 

@@ -15,9 +15,21 @@ from mirrorflow.topology.lag import Bound, LagConfig
 
 
 def link_violations(rows: Iterable[LinkPartitionLag], bound_of: Callable[[str], Bound | None]) -> list[Violation]:
-    """Link rows over their bound; a row not measured violates any bound that applies to its link."""
+    """Link rows over their bound; a row not measured violates any bound that applies to its link.
+
+    A retention gap or a truncated source violates whatever the bounds: no later
+    copy can repair either, so a person must decide.
+    """
     out = []
     for row in rows:
+        if row.gap:
+            assert row.checkpoint is not None  # a gap is counted from the checkpoint
+            out.append(Violation("link", row.where, f"{row.where}: retention gap: offsets {row.checkpoint}.."
+                                 f"{row.checkpoint + row.gap - 1} ({row.gap}) were deleted on {row.source} "
+                                 f"before the link copied them"))
+        if row.truncated:
+            out.append(Violation("link", row.where, f"{row.where}: the checkpoint {row.checkpoint} is past the "
+                                 f"source's end {row.end}: the source partition was truncated or recreated"))
         bound = bound_of(row.link_id)
         if bound is not None:
             out += _over(row, "link", bound)

@@ -498,6 +498,8 @@ def _problem_text(err: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
         return f"expected a mapping, got {_kind(value)}"
     if kind in ("greater_than", "greater_than_equal"):
         return f"must be a positive integer, got {_kind(value)}"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')}, got {_kind(value)}"
     if kind == "too_short":
         return f"needs at least {ctx.get('min_length')} item(s), got {ctx.get('actual_length', 0)}"
     msg = str(err["msg"])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator
 from pydantic_core import PydanticCustomError
@@ -171,6 +171,10 @@ class LinkSettings(Model):
     #: ``false``: at-least-once copies without transactions (a killed or failed copy duplicates
     #: up to one commit interval, ``txn_records`` or about a second of copying, on the target).
     exactly_once: StrictBool | None = None
+    #: What a copy does when the source no longer holds offsets the link has not copied yet
+    #: (retention, or records deleted): ``fail`` (the default) stops that partition naming the
+    #: lost range; ``skip`` steps over it, records the loss and writes a ``gap`` audit line.
+    on_gap: Literal["fail", "skip"] | None = None
 
     @field_validator("windows")
     @classmethod

@@ -1,0 +1,156 @@
+"""Retention gaps on real brokers: the source deleted offsets a link had not copied yet (c1 -> c2).
+
+The source's log start is moved past the link's checkpoint with ``delete_records``,
+as retention does. The default policy (``on_gap: fail``) stops that partition, names
+the lost range and keeps the checkpoint; ``skip`` steps over it, records the loss and
+writes a ``gap`` audit line. Other partitions go on either way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirrorflow.audit import AUDIT_LOGGER
+from mirrorflow.copy.checkpoints import checkpoint_group
+from mirrorflow.copy.clients import CopyClients
+from mirrorflow.copy.group import copy_group
+from mirrorflow.copy.job import JobSpec, LinkJob, run_job
+from mirrorflow.copy.partition import copy_partition
+from mirrorflow.copy.task import PartitionTask
+from mirrorflow.copy.txn_group import TXN_GROUPS
+from mirrorflow.kafka.config import ClusterClient
+from tests.integration.kafka_io import produce, read_all
+
+pytestmark = pytest.mark.kafka
+
+LINK = "c1.L1"
+
+
+def _clients(kafka_clusters):
+    return (ClusterClient("c1", {"bootstrap.servers": kafka_clusters["c1"].bootstrap}),
+            ClusterClient("c2", {"bootstrap.servers": kafka_clusters["c2"].bootstrap}))
+
+
+def _task(topic, partition, end, **kw):
+    return PartitionTask(link_id=LINK, level=1, source="c1", target="c2", topic=topic, partition=partition,
+                         end_offset=end, **kw)
+
+
+def _records(n, tag="m"):
+    base = int(time.time() * 1000) - 60_000  # recent: the brokers' time-based retention leaves them alone
+    return [(f"k{i}".encode(), f"{tag}{i}".encode(), None, base + i) for i in range(n)]
+
+
+def _delete_before(bootstrap, topic, partition, offset):
+    """Move the partition's log start to ``offset``, as retention would."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, partition, offset)], request_timeout=30).values():
+        assert future.result(timeout=30).low_watermark == offset
+
+
+def _checkpoint(bootstrap, topic, partition):
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": checkpoint_group(LINK)})
+    try:
+        tp = consumer.committed([TopicPartition(topic, partition)], timeout=30)[0]
+        return tp.offset if tp.offset >= 0 else None
+    finally:
+        consumer.close()
+
+
+def test_a_retention_gap_fails_the_partition_by_name_and_skip_steps_over_it(kafka_clusters, make_topic):
+    topic = make_topic("c1")
+    make_topic("c2", name=topic)
+    c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
+    produce(c1, topic, _records(200), partition=0)
+    src, dst = _clients(kafka_clusters)
+    assert copy_partition(_task(topic, 0, 100), src, dst).next_offset == 100
+    _delete_before(c1, topic, 0, 150)
+
+    failed = copy_partition(_task(topic, 0, 200), src, dst)
+    assert failed.error == ("retention gap: offsets 100..149 (50) are no longer on c1 and were never copied; the "
+                            "partition stops at 100 (on_gap: fail; on_gap: skip steps over them with a recorded loss)")
+    assert (failed.error_offset, failed.lost_to_retention, failed.lost_offsets, failed.copied) == (100, 50,
+                                                                                                    [100, 149], 0)
+    assert _checkpoint(c2, topic, 0) == 100  # left as it was: the gap stays visible until an operator decides
+    assert len(read_all(c2, topic, 1)) == 100
+
+    skipped = copy_partition(_task(topic, 0, 200, on_gap="skip"), src, dst)
+    assert skipped.ok, skipped.error
+    assert (skipped.start_offset, skipped.copied, skipped.lost_to_retention, skipped.lost_offsets) == (
+        150, 50, 50, [100, 149])
+    assert _checkpoint(c2, topic, 0) == 200
+    assert [r.value for r in read_all(c2, topic, 1)][100:] == [f"m{i}".encode() for i in range(150, 200)]
+
+
+def test_in_a_transaction_group_only_the_partition_with_the_gap_stops(kafka_clusters, make_topic):
+    partitions = TXN_GROUPS + 1  # partitions 0 and TXN_GROUPS share transaction group 0
+    topic = make_topic("c1", partitions=partitions)
+    make_topic("c2", partitions=partitions, name=topic)
+    c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
+    group = [0, TXN_GROUPS]
+    for p in group:
+        produce(c1, topic, _records(60, tag=f"p{p}-"), partition=p)
+    src, dst = _clients(kafka_clusters)
+    with_clients = CopyClients()
+    try:
+        first = copy_group([_task(topic, p, 30) for p in group], src, dst, clients=with_clients)
+        assert [r.next_offset for r in first] == [30, 30]
+        _delete_before(c1, topic, 0, 45)
+
+        second = copy_group([_task(topic, p, 60) for p in group], src, dst, clients=with_clients)
+    finally:
+        with_clients.close()
+    gap, fine = second
+    assert gap.error is not None and gap.error.startswith("retention gap: offsets 30..44 (15) are no longer on c1")
+    assert (gap.copied, gap.lost_offsets) == (0, [30, 44])
+    assert fine.ok and (fine.copied, fine.next_offset) == (30, 60)
+    assert _checkpoint(c2, topic, 0) == 30 and _checkpoint(c2, topic, TXN_GROUPS) == 60
+
+
+def _gap_lines(caplog):
+    out = []
+    for record in caplog.records:
+        if record.name == AUDIT_LOGGER and '"event":"gap"' in record.getMessage():
+            out.append((record.levelno, json.loads(record.getMessage())))
+    return out
+
+
+@pytest.mark.parametrize("on_gap", ["fail", "skip"])
+def test_a_level_run_names_the_gap_in_a_loud_audit_line_even_when_nothing_is_left_past_it(
+        kafka_clusters, make_topic, caplog, on_gap):
+    topic = make_topic("c1")
+    make_topic("c2", name=topic)
+    c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
+    produce(c1, topic, _records(40), partition=0)
+    clusters = {"c1": {"bootstrap.servers": c1}, "c2": {"bootstrap.servers": c2}}
+
+    def run(run_id):
+        spec = JobSpec(level=1, run_id=run_id, topics=(topic,), clusters=clusters, slots=1,
+                       links=(LinkJob(LINK, 1, "c1", "c2", max_records_per_run=25, on_gap=on_gap),))
+        return run_job(spec)
+
+    assert run("first").copied == 25
+    _delete_before(c1, topic, 0, 40)  # everything: the source holds nothing past the gap
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+        result = run("second")
+    [(level, line)] = _gap_lines(caplog)
+    assert level == logging.WARNING
+    assert (line["topic"], line["partition"], line["lost_offsets"], line["lost"], line["on_gap"]) == (
+        topic, 0, [25, 39], 15, on_gap)
+    if on_gap == "fail":
+        [error] = result.errors
+        assert (error.link, error.topic, error.partition, error.offset) == (LINK, topic, 0, 25)
+        assert "retention gap: offsets 25..39 (15)" in error.error
+        assert line["action"].startswith("stopped")
+        assert _checkpoint(c2, topic, 0) == 25
+    else:
+        assert result.errors == []
+        assert line["action"].startswith("skipped")
+        assert _checkpoint(c2, topic, 0) == 40

@@ -27,6 +27,8 @@ class PartitionWork:
     end: int
     #: Average bytes per record on the source (estimate from recent data); 0 if unknown.
     avg_record_bytes: float = 0.0
+    #: Run even with nothing to copy: the copy has a position to commit (a new topic incarnation).
+    must_run: bool = False
 
     @property
     def records(self) -> int:
@@ -61,7 +63,7 @@ def pack(works: list[PartitionWork], slots: int,
         raise ValueError(f"slots must be at least 1, got {slots}")
     units: dict[Hashable, list[PartitionWork]] = {}
     for i, work in enumerate(works):
-        if work.records > 0:
+        if work.records > 0 or work.must_run:
             units.setdefault(unit(work) if unit is not None else i, []).append(work)
     if not units:
         return []

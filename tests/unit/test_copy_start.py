@@ -66,3 +66,24 @@ def test_the_switch_mark_round_trips_and_plain_metadata_is_no_switch():
     assert switched_to("") is None
     assert switched_to(None) is None
     assert switched_to("something else") is None
+
+
+def test_checkpoint_metadata_round_trips_and_foreign_metadata_is_none():
+    from mirrorflow.copy.checkpoints import CheckpointMeta
+
+    meta = CheckpointMeta("AAAA", "BBBB")
+    assert CheckpointMeta.decode(meta.encode()) == meta
+    assert CheckpointMeta.decode(CheckpointMeta("AAAA").encode()) == CheckpointMeta("AAAA", None)
+    assert CheckpointMeta.decode("") is None
+    assert CheckpointMeta.decode(switch_mark("c3")) is None
+
+
+def test_a_checkpoint_of_another_topic_incarnation_is_set_aside_and_unknown_ids_are_trusted():
+    from mirrorflow.copy.checkpoints import CheckpointMeta, set_aside
+
+    written = CheckpointMeta("src-1", "tgt-1").encode()
+    assert set_aside(written, "src-1", "tgt-1") is None
+    assert set_aside(written, "src-2", "tgt-1").startswith("the source topic was recreated (topic id src-1 -> src-2)")
+    assert set_aside(written, "src-1", "tgt-2").startswith("the target topic was recreated (topic id tgt-1 -> tgt-2)")
+    assert set_aside(written, None, None) is None  # a copy that does not know the ids
+    assert set_aside("", "src-2", "tgt-2") is None  # a checkpoint written before ids were recorded

@@ -10,6 +10,9 @@ tells the whole protocol. This module is its one home:
 - the group's name (:func:`checkpoint_group`);
 - the switch mark, metadata a link switch leaves on the *old* target so that a
   stale copier stops (:data:`SWITCHED_MARK`, :func:`switched_to`);
+- what a checkpoint says besides its offset: the ids of the source and target
+  topics it was written for (:class:`CheckpointMeta`), so that a checkpoint of a
+  deleted and recreated topic is set aside instead of trusted (:func:`set_aside`);
 - reading checkpoints: inside a copy, after fencing and with coordinator retries
   (:func:`read_positions`), and from the driver or a monitor (:func:`read_checkpoints`);
 - where a copy starts (:func:`copy_start`): pure, for every path (level runs,
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from mirrorflow.copy.task import OnGap, PartitionResult
+from mirrorflow.copy.task import OnGap, PartitionResult, PartitionTask
 from mirrorflow.defaults import DEFAULT_ON_GAP
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.admin import committed_offsets
@@ -59,6 +62,51 @@ def switched_to(metadata: str | None) -> str | None:
     return None
 
 
+#: Prefix of the metadata every copy commits with its checkpoint (version 1).
+META_PREFIX = "mirrorflow:v1;"
+
+
+@dataclass(frozen=True)
+class CheckpointMeta:
+    """The incarnations a checkpoint belongs to: Kafka's topic ids of the source and target topic.
+
+    A topic that is deleted and created again gets a new id, and its offsets start
+    over; a checkpoint of the old incarnation says nothing about the new one.
+    """
+
+    source_topic_id: str | None = None
+    target_topic_id: str | None = None
+
+    def encode(self) -> str:
+        return f"{META_PREFIX}source={self.source_topic_id or ''};target={self.target_topic_id or ''}"
+
+    @classmethod
+    def decode(cls, metadata: str | None) -> CheckpointMeta | None:
+        """The metadata a copy committed; ``None`` for anything else (older checkpoints, a switch's own)."""
+        if not metadata or not metadata.startswith(META_PREFIX):
+            return None
+        fields = dict(part.partition("=")[::2] for part in metadata[len(META_PREFIX):].split(";") if part)
+        return cls(fields.get("source") or None, fields.get("target") or None)
+
+
+def set_aside(metadata: str | None, source_topic_id: str | None, target_topic_id: str | None) -> str | None:
+    """Why a checkpoint belongs to another incarnation of its source or target topic; ``None`` if it does not.
+
+    Only ids known on both sides are compared: a checkpoint written before ids were
+    recorded, or a copy that does not know them, keeps its checkpoint.
+    """
+    meta = CheckpointMeta.decode(metadata)
+    if meta is None:
+        return None
+    if source_topic_id and meta.source_topic_id and meta.source_topic_id != source_topic_id:
+        return (f"the source topic was recreated (topic id {meta.source_topic_id} -> {source_topic_id}): the new "
+                f"topic is copied from its first offset")
+    if target_topic_id and meta.target_topic_id and meta.target_topic_id != target_topic_id:
+        return (f"the target topic was recreated (topic id {meta.target_topic_id} -> {target_topic_id}): the "
+                f"source is copied again from its first offset into the new topic")
+    return None
+
+
 class LinkSwitchedAway(Exception):
     """The link's checkpoint on this target says the link now copies to another target."""
 
@@ -69,8 +117,10 @@ class LinkSwitchedAway(Exception):
 
 
 def read_positions(consumer: Consumer, link_id: str, target: str, topic: str, partitions: list[int],
-                   timeout: float) -> dict[int, int | None]:
-    """The link's committed positions of ``topic``'s ``partitions`` (one request); ``None`` where there is none.
+                   timeout: float) -> dict[int, tuple[int | None, str]]:
+    """The link's committed positions of ``topic``'s ``partitions`` (one request) and their metadata.
+
+    The position is ``None`` where there is none.
 
     Read with the copy's own consumer of the link's group, after the copy's producer
     fenced every older one, so nobody else moves them now. Retried while the group
@@ -80,14 +130,14 @@ def read_positions(consumer: Consumer, link_id: str, target: str, topic: str, pa
     while True:
         try:
             answer = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=timeout)
-            out: dict[int, int | None] = {}
+            out: dict[int, tuple[int | None, str]] = {}
             for tp in answer:
                 if tp.error is not None:
                     raise KafkaException(tp.error)
                 new_target = switched_to(tp.metadata)
                 if new_target is not None:
                     raise LinkSwitchedAway(link_id, target, new_target)
-                out[tp.partition] = None if tp.offset < 0 else tp.offset
+                out[tp.partition] = (None if tp.offset < 0 else tp.offset, tp.metadata or "")
             return out
         except KafkaException as exc:
             err = exc.args[0]
@@ -178,14 +228,32 @@ def copy_start(committed: int | None, earliest: int, *, start_offset: int | None
     return Start(position, earliest, initialised, lost=start.lost, error=error, source=source)
 
 
-def record_start(result: PartitionResult, begin: Start) -> bool:
-    """Note where a copy starts in its result: the hand-over, a loss (logged), or a refusal.
+def task_start(task: PartitionTask, committed: int | None, metadata: str, earliest: int) -> tuple[Start, str | None]:
+    """Where ``task``'s copy starts (:func:`copy_start`), after setting aside a checkpoint of another incarnation.
+
+    A checkpoint written for an earlier incarnation of the source or target topic
+    (:func:`set_aside`) is not a position in this one: the copy starts at the
+    source's first offset and commits it even when there is nothing to copy, like
+    a new link. Returns the start and, when a checkpoint was set aside, why.
+    """
+    reason = set_aside(metadata, task.source_topic_id, task.target_topic_id)
+    begin = copy_start(None if reason else committed, earliest, start_offset=EARLIEST if reason else task.start_offset,
+                       require_contiguous=task.require_contiguous, on_gap=task.on_gap, source=task.source)
+    return begin, reason
+
+
+def record_start(result: PartitionResult, begin: Start, set_aside_because: str | None = None) -> bool:
+    """Note where a copy starts in its result: the hand-over, a checkpoint set aside, a loss (logged), or a refusal.
 
     Returns whether the copy may go on; when not, the result holds the error at the
     link's position. Every copy path records its start here, so a loss reads the same
     in every audit line.
     """
-    if begin.initialised:  # onboarding: the new link's first position
+    if set_aside_because is not None:
+        result.set_aside = set_aside_because
+        log.warning("%s %s[%d]: the checkpoint is set aside: %s", result.link_id, result.topic, result.partition,
+                    set_aside_because)
+    if begin.initialised:  # onboarding, or a new incarnation of a topic: the link's first position
         result.initialised = True
     if not begin.lost:
         return True

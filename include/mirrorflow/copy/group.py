@@ -42,7 +42,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from mirrorflow.copy.checkpoints import LinkSwitchedAway, copy_start, read_positions, record_start
+from mirrorflow.copy.checkpoints import LinkSwitchedAway, read_positions, record_start, task_start
 from mirrorflow.copy.clients import CopyClients
 from mirrorflow.copy.headers import CopyHeaders
 from mirrorflow.copy.partition import copy_partition
@@ -100,16 +100,16 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
         ranges: dict[int, list[int]] = {}
         for task in tasks:
             result = results[task.partition]
-            begin = copy_start(committed[task.partition], earliest[task.partition], start_offset=task.start_offset,
-                               require_contiguous=task.require_contiguous, on_gap=task.on_gap, source=task.source)
-            if not record_start(result, begin):
+            position, metadata = committed[task.partition]
+            begin, set_aside_because = task_start(task, position, metadata, earliest[task.partition])
+            if not record_start(result, begin, set_aside_because):
                 continue
             start = begin.offset
             end = task.end_offset if task.max_records is None else min(task.end_offset, start + task.max_records)
             result.start_offset = result.next_offset = start
             result.end_offset = end
             # Also with nothing to copy, a position to commit: an onboarding hand-over, or past a skipped gap.
-            if start < end or (result.initialised and committed[task.partition] is None) or begin.lost:
+            if start < end or begin.initialised or begin.lost:
                 ranges[task.partition] = [start, end]
         if ranges:
             _copy_ranges(tasks, results, producer, checkpoint, reader, ranges, idle_timeout, op_timeout)

@@ -38,13 +38,13 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit, audit_warning
-from mirrorflow.copy.checkpoints import copy_start, read_checkpoints, switched_to
+from mirrorflow.copy.checkpoints import EARLIEST, copy_start, read_checkpoints, set_aside, switched_to
 from mirrorflow.copy.executor import copy_bins, copy_tasks
 from mirrorflow.copy.task import OnGap, PartitionTask
 from mirrorflow.copy.txn_group import txn_unit
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP, DEFAULT_TXN_RECORDS
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.admin import earliest_and_stable, list_topics
+from mirrorflow.kafka.admin import earliest_and_stable, list_topics, topic_ids
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
 from mirrorflow.spark_run import parallelism, run_bins
@@ -181,7 +181,7 @@ class LinkReport:
     partitions_added: dict[str, int] = field(default_factory=dict)
     deleted_on_source: list[str] = field(default_factory=list)
     error: str | None = None
-    #: Seconds of each planning step (target shapes, source topics, checkpoints, offsets): a slow
+    #: Seconds of each planning step (target shapes, source topics, checkpoints, offsets, topic ids): a slow
     #: plan says where it waited (rare slow plans were seen in benchmarks; docs/benchmarks.md).
     plan_steps: dict[str, float] = field(default_factory=dict)
 
@@ -288,18 +288,26 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
                               f"this run still aims at {link.target} (stale effective target): nothing copied")
     lows, ends = earliest_and_stable(source, tps, timeout)
     step("source_offsets")
+    ids = {"source": topic_ids(source, list(topics), timeout), "target": topic_ids(target, list(topics), timeout)}
+    step("topic_ids")
 
     for tp in tps:
         key = (tp.topic, tp.partition)
-        committed, _ = checkpoints.get(key, (None, ""))
+        committed, metadata = checkpoints.get(key, (None, ""))
         low, end = lows[key], ends[key]
-        begin = copy_start(committed, low, on_gap=link.on_gap, source=link.source)
+        reason = set_aside(metadata, ids["source"].get(tp.topic), ids["target"].get(tp.topic))
+        if reason is not None:
+            audit_warning("checkpoint_set_aside", run_id=spec.run_id, link=_link_fields(link), topic=tp.topic,
+                          partition=tp.partition, checkpoint=committed, metadata=metadata, reason=reason)
+            committed = None
+        begin = copy_start(committed, low, start_offset=EARLIEST if reason else None, on_gap=link.on_gap,
+                           source=link.source)
         # A gap is planned from the link's position, so that its copy runs even when the source holds
         # nothing past the gap: it fails the partition by name (``fail``) or records the loss (``skip``).
         start = begin.position if begin.lost and begin.position is not None else begin.offset
-        work = cap(PartitionWork(link.link_id, tp.topic, tp.partition, start, end),
+        work = cap(PartitionWork(link.link_id, tp.topic, tp.partition, start, end, must_run=reason is not None),
                    max_records=link.max_records_per_run)
-        if work.records > 0:
+        if work.records > 0 or work.must_run:
             plan.works.append(work)
     report.planned_records = sum(w.records for w in plan.works)
 
@@ -317,6 +325,8 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             max_bytes_per_second=rate_share,
             exactly_once=link.exactly_once,
             on_gap=link.on_gap,
+            source_topic_id=ids["source"].get(work.topic),
+            target_topic_id=ids["target"].get(work.topic),
         ))
     return plan
 
@@ -405,7 +415,7 @@ def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None
     audit(
         "copy",
         run_id=spec.run_id,
-        link={"id": link.link_id, "source": link.source, "level": link.level, "target": link.target},
+        link=_link_fields(link),
         topic=r["topic"],
         partition=r["partition"],
         source_offsets=[r["start_offset"], r["next_offset"]],
@@ -420,6 +430,7 @@ def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None
         duration_s=r["duration_s"],
         throttled_s=r.get("throttled_s", 0.0),
         lost_to_retention=r["lost_to_retention"],
+        set_aside=r.get("set_aside"),
         error=r["error"],
     )
     if r.get("lost_offsets"):
@@ -427,7 +438,7 @@ def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None
         audit_warning(
             "gap",
             run_id=spec.run_id,
-            link={"id": link.link_id, "source": link.source, "level": link.level, "target": link.target},
+            link=_link_fields(link),
             topic=r["topic"],
             partition=r["partition"],
             lost_offsets=[first, last],
@@ -436,3 +447,8 @@ def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None
             action=("stopped: nothing copied past the gap" if r["error"]
                     else "skipped: copied on from the source's first offset"),
         )
+
+
+def _link_fields(link: LinkJob) -> dict[str, Any]:
+    """How audit lines name a link."""
+    return {"id": link.link_id, "source": link.source, "level": link.level, "target": link.target}

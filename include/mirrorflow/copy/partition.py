@@ -30,7 +30,7 @@ from typing import Any
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from mirrorflow.copy.checkpoints import LinkSwitchedAway, copy_start, read_positions, record_start
+from mirrorflow.copy.checkpoints import LinkSwitchedAway, copy_start, read_positions, record_start, task_start
 from mirrorflow.copy.clients import CopyClients
 from mirrorflow.copy.headers import CopyHeaders
 from mirrorflow.copy.spans import note_target_offsets, target_end
@@ -107,12 +107,12 @@ class _PartitionCopy:
         task, result = self.task, self.result
         if task.exactly_once:
             self.producer.init_transactions(self.op_timeout)
-        committed = read_positions(self.checkpoint, task.link_id, task.target, task.topic, [task.partition],
-                                   self.op_timeout)[task.partition]
+        committed, metadata = read_positions(self.checkpoint, task.link_id, task.target, task.topic, [task.partition],
+                                             self.op_timeout)[task.partition]
         low, _ = self.reader.get_watermark_offsets(TopicPartition(task.topic, task.partition),
                                                    timeout=self.op_timeout)
-        begin = copy_start(committed, low, start_offset=task.start_offset, require_contiguous=task.require_contiguous,
-                           on_gap=task.on_gap, source=task.source)
+        begin, set_aside_because = task_start(task, committed, metadata, low)
+        first_position = begin.initialised  # the link has no checkpoint (here) yet: commit where it starts
         if begin.initialised:
             result.initialised = True
         if task.restore is not None and begin.position is not None and begin.position < int(task.restore["end"]):
@@ -121,7 +121,7 @@ class _PartitionCopy:
                 return
             begin = copy_start(result.next_offset, low, require_contiguous=task.require_contiguous,
                                on_gap=task.on_gap, source=task.source)
-        if not record_start(result, begin):
+        if not record_start(result, begin, set_aside_because):
             return
         start = begin.offset
         if result.start_offset < 0:
@@ -133,7 +133,7 @@ class _PartitionCopy:
             span_end = self.copy_range(start, end)
             if span_end is not None:
                 self.find_refused(span_end, end)
-        elif result.transactions == 0 and ((committed is None and result.initialised) or begin.lost):
+        elif result.transactions == 0 and (first_position or begin.lost):
             # Nothing to copy, but a position to keep: an onboarding hand-over, or past a skipped gap.
             commit_position(task, self.producer, self.checkpoint, start, self.op_timeout)
             result.transactions += 1

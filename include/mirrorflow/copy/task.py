@@ -63,6 +63,10 @@ class PartitionTask:
     #: The planner's estimate of the records this range holds (0: not estimated). The executor
     #: copies large ranges one at a time per Spark task (mirrorflow.copy.executor).
     planned_records: int = 0
+    #: Kafka's ids of the source and target topic when planned (``None``: not known). A checkpoint
+    #: committed for other ids belongs to an earlier incarnation of a topic and is set aside.
+    source_topic_id: str | None = None
+    target_topic_id: str | None = None
     #: ``False`` (``replication`` key ``exactly_once: false``): at-least-once copies. No
     #: transactions: an idempotent producer, and the checkpoint committed once every copy
     #: before it is acknowledged. A killed or failed copy repeats up to one commit interval
@@ -99,6 +103,8 @@ class PartitionResult:
     restored: int = 0
     #: The checkpoint this copy started without one and committed (onboarding hand-over).
     initialised: bool = False
+    #: Why the link's checkpoint was set aside (a recreated source or target topic), if it was.
+    set_aside: str | None = None
     transactions: int = 0
     duration_s: float = 0.0
     #: Seconds spent waiting for the byte-rate cap.

@@ -15,6 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from mirrorflow.copy.checkpoints import CheckpointMeta
 from mirrorflow.copy.clients import new_producer
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
@@ -52,6 +53,9 @@ class Commits:
     def __init__(self, task: PartitionTask, producer: Producer, checkpoint: Consumer, timeout: float) -> None:
         self.task, self.producer, self.checkpoint, self.timeout = task, producer, checkpoint, timeout
         self.group_meta = checkpoint.consumer_group_metadata() if task.exactly_once else None
+        # Every checkpoint says which incarnations of the topics it belongs to (when the planner knew them).
+        known = task.source_topic_id or task.target_topic_id
+        self.metadata = CheckpointMeta(task.source_topic_id, task.target_topic_id).encode() if known else None
 
     def begin(self) -> None:
         if self.task.exactly_once:
@@ -86,6 +90,8 @@ class Commits:
 
     def _commit_positions(self, position: list[TopicPartition]) -> None:
         task, timeout = self.task, self.timeout
+        if self.metadata is not None:
+            position = [TopicPartition(tp.topic, tp.partition, tp.offset, self.metadata) for tp in position]
         if not task.exactly_once:
             bounded(lambda: self.checkpoint.commit(offsets=position, asynchronous=False), timeout,
                     "commit (checkpoint)", task.target)

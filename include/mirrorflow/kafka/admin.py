@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError
@@ -59,6 +59,26 @@ def list_topics(client: ClusterClient, timeout: float = 10.0) -> dict[str, int]:
             raise KafkaOperationError(client.name, f"describe topic {name}", topic.error)
         topics[name] = len(topic.partitions)
     return topics
+
+
+def topic_ids(client: ClusterClient, names: list[str], timeout: float = 10.0) -> dict[str, str]:
+    """Kafka's id of each named topic that exists (one request): a recreated topic gets a new one."""
+    if not names:
+        return {}
+    admin_client = _admin(client)  # referenced until its futures are done
+    try:
+        futures = admin_client.describe_topics(TopicCollection(sorted(set(names))), request_timeout=timeout)
+    except KafkaException as exc:
+        raise KafkaOperationError(client.name, "describe topics", exc.args[0]) from exc
+    out: dict[str, str] = {}
+    for name, future in futures.items():
+        try:
+            out[name] = str(future.result(timeout=timeout + 5).topic_id)
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue
+            raise KafkaOperationError(client.name, f"describe topic {name}", exc.args[0]) from exc
+    return out
 
 
 def watermarks(client: ClusterClient, topic: str, partitions: int, timeout: float = 10.0) -> list[tuple[int, int]]:

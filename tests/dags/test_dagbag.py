@@ -30,6 +30,7 @@ CONTRACT_PARAMS = {
                                "since", "schemas", "dry_run"},
     "mirror_switch_target": {"source_cluster", "level", "target"},
     "mirror_decommission_cluster": {"cluster", "force", "dry_run"},
+    "mirror_resolve_gap": {"link", "topic", "partition", "action", "offset", "dry_run"},
 }
 
 

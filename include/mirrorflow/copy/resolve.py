@@ -1,0 +1,183 @@
+"""An operator's decision for a partition a copy stopped on: ``mirror_resolve_gap``.
+
+A copy stops instead of guessing when the source lost offsets the link had not
+copied (``on_gap: fail``, docs/exactly-once.md). Resolving moves the link's
+checkpoint, fenced like a copy, and only in ways that neither drop what the
+source still holds nor copy again what the target already holds:
+
+- ``skip``: past a retention gap, to the source's first offset; the lost range
+  is recorded in an audit line;
+- ``resume_from``: to a given offset. Forward only over offsets the source no
+  longer holds; backward only over offsets of which the target holds no copy
+  (read from the provenance stamped on the target's copies).
+
+:func:`decide` is the rule (pure); :func:`resolve` reads the positions, applies it
+and writes the audit line.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from confluent_kafka import Consumer, TopicPartition
+
+from mirrorflow import provenance
+from mirrorflow.audit import audit_warning
+from mirrorflow.copy.checkpoints import checkpoint_group, read_checkpoints
+from mirrorflow.copy.clients import new_producer
+from mirrorflow.copy.task import PartitionTask
+from mirrorflow.copy.transactions import commit_position
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.kafka.admin import earliest_and_stable, topic_ids
+from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
+
+log = logging.getLogger(__name__)
+
+Action = Literal["skip", "resume_from"]
+ACTIONS: tuple[Action, ...] = ("skip", "resume_from")
+
+
+class ResolveRefused(MirrorflowError):
+    """The action would drop or duplicate messages, or there is nothing to resolve; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where the checkpoint moves, and what that gives up (``lost``: ``[first, last]`` the source no longer holds)."""
+
+    position: int
+    lost: tuple[int, int] | None = None
+
+
+def decide(action: str, checkpoint: int | None, earliest: int, end: int, *, requested: int | None = None,
+           copies_on_target: int = 0) -> Decision:
+    """The new checkpoint for ``action``, or :class:`ResolveRefused` saying why not.
+
+    ``checkpoint`` is the link's committed position (``None``: none), ``earliest``
+    and ``end`` the source partition's first and last stable offsets, ``requested``
+    the offset of ``resume_from``, ``copies_on_target`` how many copies of
+    ``[requested, checkpoint)`` the target holds.
+    """
+    if action == "skip":
+        if checkpoint is None:
+            raise ResolveRefused("the link has no checkpoint here: there is no gap to skip (its first copy starts at "
+                                 "the source's first offset by itself)")
+        if checkpoint >= earliest:
+            raise ResolveRefused(f"there is no gap: the checkpoint {checkpoint} is inside the source's log "
+                                 f"({earliest}..{end}); skipping would drop messages the source still holds")
+        return Decision(earliest, (checkpoint, earliest - 1))
+    if action != "resume_from":
+        raise ResolveRefused(f"unknown action {action!r}: one of {', '.join(ACTIONS)}")
+    if requested is None or requested < 0:
+        raise ResolveRefused(f"resume_from needs an offset (0 or more), got {requested!r}")
+    if requested > end:
+        raise ResolveRefused(f"offset {requested} is past the source's end {end}")
+    current = earliest if checkpoint is None else checkpoint
+    if requested == current:
+        raise ResolveRefused(f"the link already resumes at {requested}: nothing to change")
+    if requested > current:
+        if requested > earliest:
+            raise ResolveRefused(f"resuming at {requested} would drop offsets {max(current, earliest)}.."
+                                 f"{requested - 1}, which the source still holds")
+        return Decision(requested, (current, requested - 1))
+    if copies_on_target:
+        raise ResolveRefused(f"resuming at {requested} would copy again {copies_on_target} message(s) of offsets "
+                             f"{requested}..{current - 1} that the target already holds")
+    if requested < earliest:
+        raise ResolveRefused(f"offset {requested} is below the source's first offset {earliest}: resume at "
+                             f"{earliest} or later")
+    return Decision(requested)
+
+
+@dataclass
+class Resolution:
+    link_id: str
+    source: str
+    target: str
+    topic: str
+    partition: int
+    action: str
+    checkpoint: int | None
+    earliest: int
+    end: int
+    position: int
+    lost: list[int] | None
+    dry_run: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def resolve(link_id: str, level: int, source: ClusterClient, target: ClusterClient, topic: str, partition: int,
+            action: str, *, requested: int | None = None, dry_run: bool = False,
+            timeout: float = 30.0) -> Resolution:
+    """Apply ``action`` to the link's checkpoint of ``topic[partition]`` on ``target`` (not in a dry run)."""
+    tp = TopicPartition(topic, partition)
+    checkpoint, _ = read_checkpoints(target, link_id, [tp], timeout).get((topic, partition), (None, ""))
+    lows, ends = earliest_and_stable(source, [tp], timeout)
+    earliest, end = lows[(topic, partition)], ends[(topic, partition)]
+    copies = 0
+    if action == "resume_from" and requested is not None and checkpoint is not None and requested < checkpoint:
+        copies = count_copies(target, source.name, topic, partition, requested, checkpoint, timeout)
+    decision = decide(action, checkpoint, earliest, end, requested=requested, copies_on_target=copies)
+    out = Resolution(link_id, source.name, target.name, topic, partition, action, checkpoint, earliest, end,
+                     decision.position, list(decision.lost) if decision.lost else None, dry_run)
+    if not dry_run:
+        _commit(link_id, level, source, target, topic, partition, decision.position, timeout)
+    audit_warning("gap_resolved", **out.to_dict())
+    return out
+
+
+def count_copies(target: ClusterClient, source: str, topic: str, partition: int, first: int, end: int,
+                 timeout: float) -> int:
+    """Copies on ``target`` (same topic and partition) whose origin is ``source`` offsets ``[first, end)``."""
+    tp = TopicPartition(topic, partition)
+    consumer = Consumer(target.consumer(f"{INTERNAL_TOPIC_PREFIX}.resolve-reader", **{"enable.partition.eof": True}))
+    try:
+        low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
+        if low >= high:
+            return 0
+        consumer.assign([TopicPartition(topic, partition, low)])
+        found, position = 0, low
+        while position < high:
+            msgs = consumer.consume(500, timeout=max(CONSUME_WAIT_S, 1.0))
+            if not msgs:
+                raise MirrorflowError(f"reading {topic}[{partition}] on {target.name} to look for copies made no "
+                                      f"progress at offset {position}")
+            for msg in msgs:
+                if msg.error() is not None:
+                    position = high if msg.offset() >= high else position
+                    continue
+                position = msg.offset() + 1
+                origin = provenance.find(msg.headers())
+                if origin is not None and (origin.cluster, origin.topic, origin.partition) == (source, topic,
+                                                                                               partition):
+                    found += first <= origin.offset < end
+        return found
+    finally:
+        consumer.close()
+
+
+def _commit(link_id: str, level: int, source: ClusterClient, target: ClusterClient, topic: str, partition: int,
+            position: int, timeout: float) -> None:
+    """Commit ``position`` as the link's checkpoint through the link's own ``transactional.id``.
+
+    ``init_transactions`` fences any copy of the partition still running, so the
+    checkpoint cannot be overwritten by a copy that started before the decision.
+    """
+    ids_source, ids_target = topic_ids(source, [topic], timeout), topic_ids(target, [topic], timeout)
+    task = PartitionTask(link_id=link_id, level=level, source=source.name, target=target.name, topic=topic,
+                         partition=partition, end_offset=position, source_topic_id=ids_source.get(topic),
+                         target_topic_id=ids_target.get(topic))
+    producer = new_producer(task, target)
+    checkpoint = Consumer(target.consumer(checkpoint_group(link_id)))
+    try:
+        producer.init_transactions(timeout)
+        commit_position(task, producer, checkpoint, position, timeout)
+    finally:
+        checkpoint.close()
+        producer.flush(timeout)
+    log.info("%s %s[%d]: checkpoint on %s is now %d", link_id, topic, partition, target.name, position)

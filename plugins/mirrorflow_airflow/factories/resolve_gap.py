@@ -1,0 +1,54 @@
+"""``mirror_resolve_gap``: decide for a partition a level run stopped on (manual, with a form).
+
+A level run stops a partition instead of guessing when its source lost offsets the
+link had not copied (``on_gap: fail``): the run fails naming link, topic,
+partition and the lost range. This DAG is the operator's answer. ``skip`` moves
+the link past the gap to the source's first offset and records the loss;
+``resume_from`` moves it to a given offset, refused if that would drop what the
+source still holds or copy again what the target already holds. The checkpoint
+moves fenced, like a copy; a dry run shows the decision and changes nothing.
+Every decision is an audit line (``gap_resolved``).
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import DAG, Param, task
+
+from mirrorflow.copy.resolve import ACTIONS
+from mirrorflow.topology import Topology
+from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.steps.resolve_gap import run_resolve
+
+DAG_ID = "mirror_resolve_gap"
+
+
+def build_resolve_gap_dag(topology: Topology) -> DAG:
+    links = sorted(d.link_id for d in topology.all_links())
+    with mirror_dag(
+        DAG_ID,
+        description="Resolve a partition a level run stopped on: skip a retention gap, or resume from an offset",
+        schedule=None,
+        tags=("operations",),
+        doc_md=__doc__,
+        params={
+            "link": Param(links[0], type="string", enum=links, title="Link", description="The link's id"),
+            "topic": Param("", type="string", title="Topic", description="The source topic"),
+            "partition": Param(0, type="integer", minimum=0, title="Partition"),
+            "action": Param("skip", type="string", enum=list(ACTIONS), title="Action",
+                            description="skip: past the gap to the source's first offset; "
+                                        "resume_from: to the offset below"),
+            "offset": Param(None, type=["null", "integer"], title="Offset", description="For resume_from"),
+            "dry_run": Param(False, type="boolean", title="Dry run", description="Show the decision, change nothing"),
+        },
+    ) as dag:
+
+        @task
+        def resolve(params: dict | None = None) -> dict:
+            """Move the link's checkpoint as decided, fenced, and log an audit line."""
+            p = params or {}
+            offset = p.get("offset")
+            return run_resolve(topology, p["link"], p["topic"], int(p["partition"]), p["action"],
+                               offset=None if offset is None else int(offset), dry_run=bool(p.get("dry_run")))
+
+        resolve()
+    return dag

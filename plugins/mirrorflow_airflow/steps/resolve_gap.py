@@ -1,0 +1,36 @@
+"""The step of ``mirror_resolve_gap``: an operator's decision for a partition a level run stopped on.
+
+The link is taken at its effective target (a switched link's checkpoint lives
+there); the rules of what may be done are the core's
+(:mod:`mirrorflow.copy.resolve`), which refuses anything that would drop or
+duplicate messages and names why.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from mirrorflow.copy.links import effective_links
+from mirrorflow.copy.resolve import resolve
+from mirrorflow.topology import Topology
+from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
+from mirrorflow_airflow.state import link_targets
+
+log = logging.getLogger(__name__)
+
+
+def run_resolve(topology: Topology, link_id: str, topic: str, partition: int, action: str, *,
+                offset: int | None = None, dry_run: bool = False) -> dict:
+    """Resolve ``topic[partition]`` of ``link_id`` with ``action``; returns what was (or would be) done."""
+    level = topology.link(link_id).level
+    link = next(l for l in effective_links(topology, level, link_targets()) if l.link_id == link_id)
+    source = MirrorClusterHook(topology, link.source).client()
+    target = MirrorClusterHook(topology, link.default_target).client()
+    log.info("link %s (%s -> %s) %s[%d]: %s%s%s", link_id, link.source, link.default_target, topic, partition, action,
+             "" if offset is None else f" {offset}", " [dry run]" if dry_run else "")
+    done = resolve(link_id, level, source, target, topic, int(partition), action, requested=offset, dry_run=dry_run)
+    lost = f"; offsets {done.lost[0]}..{done.lost[1]} are given up" if done.lost else ""
+    log.info("the checkpoint %s %s %s (source holds %d..%d)%s", "would move" if dry_run else "moved",
+             f"from {done.checkpoint}" if done.checkpoint is not None else "from none", f"to {done.position}",
+             done.earliest, done.end, lost)
+    return done.to_dict()

@@ -1,0 +1,45 @@
+"""mirror_resolve_gap's rule (mirrorflow.copy.resolve.decide): never drop what the source holds, never copy twice."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirrorflow.copy.resolve import Decision, ResolveRefused, decide
+
+
+def test_skip_moves_past_a_retention_gap_and_names_the_loss():
+    assert decide("skip", 100, 150, 200) == Decision(150, (100, 149))
+
+
+@pytest.mark.parametrize("checkpoint, why", [(150, "there is no gap"), (170, "there is no gap"),
+                                             (None, "no checkpoint")])
+def test_skip_is_refused_without_a_gap(checkpoint, why):
+    with pytest.raises(ResolveRefused, match=why):
+        decide("skip", checkpoint, 150, 200)
+
+
+def test_resume_forward_only_over_offsets_the_source_no_longer_holds():
+    assert decide("resume_from", 100, 150, 200, requested=150) == Decision(150, (100, 149))
+    assert decide("resume_from", 100, 150, 200, requested=120) == Decision(120, (100, 119))
+    with pytest.raises(ResolveRefused, match=r"would drop offsets 150\.\.159, which the source still holds"):
+        decide("resume_from", 100, 150, 200, requested=160)
+
+
+def test_resume_backward_only_when_the_target_holds_no_copy_of_those_offsets():
+    assert decide("resume_from", 180, 150, 200, requested=160, copies_on_target=0) == Decision(160)
+    with pytest.raises(ResolveRefused, match=r"copy again 20 message\(s\) of offsets 160\.\.179"):
+        decide("resume_from", 180, 150, 200, requested=160, copies_on_target=20)
+    with pytest.raises(ResolveRefused, match="below the source's first offset 150"):
+        decide("resume_from", 180, 150, 200, requested=140)
+
+
+@pytest.mark.parametrize("requested, why", [(None, "needs an offset"), (-1, "needs an offset"),
+                                            (201, "past the source's end 200"), (180, "nothing to change")])
+def test_resume_from_refuses_what_makes_no_sense(requested, why):
+    with pytest.raises(ResolveRefused, match=why):
+        decide("resume_from", 180, 150, 200, requested=requested)
+
+
+def test_an_unknown_action_names_the_choices():
+    with pytest.raises(ResolveRefused, match="skip, resume_from"):
+        decide("ignore", 100, 150, 200)

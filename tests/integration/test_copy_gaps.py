@@ -242,3 +242,50 @@ def test_a_recreated_target_topic_is_filled_again_from_the_source_not_resumed(ka
     assert result.errors == []
     values = [r.value for r in read_all(c2, topic, 1)]
     assert values == [f"m{i}".encode() for i in range(60)] + [f"late{i}".encode() for i in range(5)]
+
+
+def _forget_checkpoint(bootstrap):
+    """What offsets.retention.minutes does to an idle link: its committed offsets are gone."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_consumer_groups([checkpoint_group(LINK)], request_timeout=30).values():
+        future.result(timeout=30)
+
+
+def test_a_lost_checkpoint_refuses_to_copy_again_and_resume_from_continues_exactly(kafka_clusters, make_topic,
+                                                                                     caplog):
+    from mirrorflow.copy.resolve import ResolveRefused, resolve
+
+    topic = make_topic("c1")
+    make_topic("c2", name=topic)
+    c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
+    clusters = {"c1": {"bootstrap.servers": c1}, "c2": {"bootstrap.servers": c2}}
+
+    def run(run_id):
+        spec = JobSpec(level=1, run_id=run_id, topics=(topic,), clusters=clusters, slots=1,
+                       links=(LinkJob(LINK, 1, "c1", "c2"),))
+        return run_job(spec)
+
+    produce(c1, topic, _records(50), partition=0)
+    assert run("first").copied == 50
+    _forget_checkpoint(c2)
+    produce(c1, topic, _records(10, tag="late"), partition=0)
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+        refused = run("without a checkpoint")
+    [error] = refused.errors
+    assert (error.topic, error.partition, refused.copied) == (topic, 0, 0)
+    assert "the link has no checkpoint on c2, but c2 already holds 50 copies" in error.error
+    assert "resume_from, offset 50" in error.error
+    assert any('"event":"checkpoint_missing"' in r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER)
+    assert len(read_all(c2, topic, 1)) == 50  # nothing copied twice
+
+    src, dst = _clients(kafka_clusters)
+    with pytest.raises(ResolveRefused, match=r"would drop offsets 0\.\.59, which the source still holds: the target "
+                                             r"holds copies of only 50 of those 60"):
+        resolve(LINK, 1, src, dst, topic, 0, "resume_from", requested=60)
+    done = resolve(LINK, 1, src, dst, topic, 0, "resume_from", requested=50)
+    assert (done.checkpoint, done.position, done.lost) == (None, 50, None)
+    assert run("resumed").copied == 10
+    values = [r.value for r in read_all(c2, topic, 1)]
+    assert values == [f"m{i}".encode() for i in range(50)] + [f"late{i}".encode() for i in range(10)]

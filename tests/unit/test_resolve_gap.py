@@ -43,3 +43,11 @@ def test_resume_from_refuses_what_makes_no_sense(requested, why):
 def test_an_unknown_action_names_the_choices():
     with pytest.raises(ResolveRefused, match="skip, resume_from"):
         decide("ignore", 100, 150, 200)
+
+
+def test_a_lost_checkpoint_resumes_forward_only_over_offsets_the_target_holds_copies_of():
+    assert decide("resume_from", None, 0, 60, requested=50, copies_on_target=50) == Decision(50)
+    with pytest.raises(ResolveRefused, match="the target holds copies of only 49 of those 50"):
+        decide("resume_from", None, 0, 60, requested=50, copies_on_target=49)
+    # part of the way lies in a retention gap: that part is a recorded loss, the rest must be on the target
+    assert decide("resume_from", 10, 20, 60, requested=30, copies_on_target=10) == Decision(30, (10, 19))

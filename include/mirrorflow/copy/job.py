@@ -40,6 +40,7 @@ from confluent_kafka import TopicPartition
 from mirrorflow.audit import audit, audit_warning
 from mirrorflow.copy.checkpoints import EARLIEST, copy_start, read_checkpoints, set_aside, switched_to
 from mirrorflow.copy.executor import copy_bins, copy_tasks
+from mirrorflow.copy.resolve import find_copies
 from mirrorflow.copy.task import OnGap, PartitionTask
 from mirrorflow.copy.txn_group import txn_unit
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP, DEFAULT_TXN_RECORDS
@@ -300,6 +301,11 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             audit_warning("checkpoint_set_aside", run_id=spec.run_id, link=_link_fields(link), topic=tp.topic,
                           partition=tp.partition, checkpoint=committed, metadata=metadata, reason=reason)
             committed = None
+        if committed is None and reason is None and end > low:
+            lost = _lost_checkpoint(spec, link, source, target, tp, timeout)
+            if lost is not None:
+                plan.errors.append(lost)
+                continue
         begin = copy_start(committed, low, start_offset=EARLIEST if reason else None, on_gap=link.on_gap,
                            source=link.source)
         # A gap is planned from the link's position, so that its copy runs even when the source holds
@@ -329,6 +335,28 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             target_topic_id=ids["target"].get(work.topic),
         ))
     return plan
+
+
+def _lost_checkpoint(spec: JobSpec, link: LinkJob, source: ClusterClient, target: ClusterClient,
+                     tp: TopicPartition, timeout: float) -> PartitionError | None:
+    """A link without a checkpoint whose target already holds copies of its source's partition: refuse.
+
+    Kafka deletes a group's committed offsets some time after their last commit
+    (``offsets.retention.minutes``), and a link whose id changed starts without
+    one: copying from the source's first offset would copy again everything the
+    target holds. The provenance of the target's copies says whether that is so.
+    """
+    found = find_copies(target, link.source, tp.topic, tp.partition, timeout)
+    if found.highest is None:
+        return None
+    error = (f"the link has no checkpoint on {link.target}, but {link.target} already holds {found.count} copies of "
+             f"{link.source}'s messages of this partition (up to source offset {found.highest}): the checkpoint was "
+             f"lost (committed offsets expired, or the link's id changed); nothing copied, so that nothing is copied "
+             f"twice. Resume with mirror_resolve_gap (action resume_from, offset {found.highest + 1}) once the "
+             f"target is known to hold everything before it")
+    audit_warning("checkpoint_missing", run_id=spec.run_id, link=_link_fields(link), topic=tp.topic,
+                  partition=tp.partition, copies_on_target=found.count, highest_origin_offset=found.highest)
+    return PartitionError(link.link_id, link.source, link.target, tp.topic, tp.partition, None, error)
 
 
 def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:

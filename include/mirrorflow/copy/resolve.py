@@ -8,8 +8,9 @@ source still holds nor copy again what the target already holds:
 - ``skip``: past a retention gap, to the source's first offset; the lost range
   is recorded in an audit line;
 - ``resume_from``: to a given offset. Forward only over offsets the source no
-  longer holds; backward only over offsets of which the target holds no copy
-  (read from the provenance stamped on the target's copies).
+  longer holds or the target already holds copies of (a lost checkpoint);
+  backward only over offsets of which the target holds no copy (read from the
+  provenance stamped on the target's copies).
 
 :func:`decide` is the rule (pure); :func:`resolve` reads the positions, applies it
 and writes the audit line.
@@ -58,8 +59,9 @@ def decide(action: str, checkpoint: int | None, earliest: int, end: int, *, requ
 
     ``checkpoint`` is the link's committed position (``None``: none), ``earliest``
     and ``end`` the source partition's first and last stable offsets, ``requested``
-    the offset of ``resume_from``, ``copies_on_target`` how many copies of
-    ``[requested, checkpoint)`` the target holds.
+    the offset of ``resume_from``, ``copies_on_target`` how many copies of the
+    offsets between the current position and ``requested`` the target holds (the
+    ones that would be copied again, or the ones that would be stepped over).
     """
     if action == "skip":
         if checkpoint is None:
@@ -79,10 +81,13 @@ def decide(action: str, checkpoint: int | None, earliest: int, end: int, *, requ
     if requested == current:
         raise ResolveRefused(f"the link already resumes at {requested}: nothing to change")
     if requested > current:
-        if requested > earliest:
+        held = requested - max(current, earliest)  # offsets the source still holds and the move steps over
+        if held > 0 and copies_on_target < held:
             raise ResolveRefused(f"resuming at {requested} would drop offsets {max(current, earliest)}.."
-                                 f"{requested - 1}, which the source still holds")
-        return Decision(requested, (current, requested - 1))
+                                 f"{requested - 1}, which the source still holds: the target holds copies of only "
+                                 f"{copies_on_target} of those {held}")
+        lost = (current, min(requested, earliest) - 1) if current < earliest else None
+        return Decision(requested, lost)
     if copies_on_target:
         raise ResolveRefused(f"resuming at {requested} would copy again {copies_on_target} message(s) of offsets "
                              f"{requested}..{current - 1} that the target already holds")
@@ -120,8 +125,13 @@ def resolve(link_id: str, level: int, source: ClusterClient, target: ClusterClie
     lows, ends = earliest_and_stable(source, [tp], timeout)
     earliest, end = lows[(topic, partition)], ends[(topic, partition)]
     copies = 0
-    if action == "resume_from" and requested is not None and checkpoint is not None and requested < checkpoint:
-        copies = count_copies(target, source.name, topic, partition, requested, checkpoint, timeout)
+    if action == "resume_from" and requested is not None:
+        current = earliest if checkpoint is None else checkpoint
+        if requested < current:  # copies of what would be copied again
+            copies = find_copies(target, source.name, topic, partition, timeout, first=requested, end=current).count
+        elif requested > max(current, earliest):  # copies of what would be stepped over
+            copies = find_copies(target, source.name, topic, partition, timeout, first=max(current, earliest),
+                                 end=requested).count
     decision = decide(action, checkpoint, earliest, end, requested=requested, copies_on_target=copies)
     out = Resolution(link_id, source.name, target.name, topic, partition, action, checkpoint, earliest, end,
                      decision.position, list(decision.lost) if decision.lost else None, dry_run)
@@ -131,17 +141,31 @@ def resolve(link_id: str, level: int, source: ClusterClient, target: ClusterClie
     return out
 
 
-def count_copies(target: ClusterClient, source: str, topic: str, partition: int, first: int, end: int,
-                 timeout: float) -> int:
-    """Copies on ``target`` (same topic and partition) whose origin is ``source`` offsets ``[first, end)``."""
+@dataclass(frozen=True)
+class Copies:
+    """Copies on a target whose origin is one source partition: how many in the range asked for, the highest origin."""
+
+    count: int
+    highest: int | None
+
+
+def find_copies(target: ClusterClient, source: str, topic: str, partition: int, timeout: float, *,
+                first: int = 0, end: int | None = None) -> Copies:
+    """Copies on ``target`` (same topic and partition) whose origin is ``source``'s ``topic[partition]``.
+
+    ``count`` is of those with an origin offset in ``[first, end)`` (``end=None``: no bound),
+    ``highest`` the highest origin offset of all of them. The target partition is read
+    whole: a copy carries its origin in its provenance header, not in its offset.
+    """
     tp = TopicPartition(topic, partition)
-    consumer = Consumer(target.consumer(f"{INTERNAL_TOPIC_PREFIX}.resolve-reader", **{"enable.partition.eof": True}))
+    consumer = Consumer(target.consumer(f"{INTERNAL_TOPIC_PREFIX}.copy-scan", **{"enable.partition.eof": True}))
     try:
         low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
+        count, highest = 0, None
         if low >= high:
-            return 0
+            return Copies(0, None)
         consumer.assign([TopicPartition(topic, partition, low)])
-        found, position = 0, low
+        position = low
         while position < high:
             msgs = consumer.consume(500, timeout=max(CONSUME_WAIT_S, 1.0))
             if not msgs:
@@ -153,10 +177,11 @@ def count_copies(target: ClusterClient, source: str, topic: str, partition: int,
                     continue
                 position = msg.offset() + 1
                 origin = provenance.find(msg.headers())
-                if origin is not None and (origin.cluster, origin.topic, origin.partition) == (source, topic,
-                                                                                               partition):
-                    found += first <= origin.offset < end
-        return found
+                if origin is None or (origin.cluster, origin.topic, origin.partition) != (source, topic, partition):
+                    continue
+                highest = origin.offset if highest is None else max(highest, origin.offset)
+                count += first <= origin.offset and (end is None or origin.offset < end)
+        return Copies(count, highest)
     finally:
         consumer.close()
 

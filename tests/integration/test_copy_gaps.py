@@ -289,3 +289,32 @@ def test_a_lost_checkpoint_refuses_to_copy_again_and_resume_from_continues_exact
     assert run("resumed").copied == 10
     values = [r.value for r in read_all(c2, topic, 1)]
     assert values == [f"m{i}".encode() for i in range(50)] + [f"late{i}".encode() for i in range(10)]
+
+
+RENUMBERED = """
+  level: 4
+  children:
+    - {level: 2, children: [c1, c2]}
+    - {level: 2, children: [c3, c4]}
+"""
+
+
+def test_renumbered_levels_refuse_to_copy_again_naming_the_lost_checkpoint(kafka_clusters, make_topic):
+    """New link ids (c1.L1 -> c1.L2) start without checkpoints while their targets hold everything already."""
+    from tests.integration.mirroring import FOUR, assert_exactly_once, clients, converge, run_level, \
+        topic_everywhere, topology, traffic
+
+    topic = topic_everywhere(make_topic)
+    before = topology(kafka_clusters, FOUR, [topic])
+    settings = clients(kafka_clusters, before)
+    expected = [m for c in ("c1", "c2", "c3", "c4") for m in traffic(kafka_clusters, c, topic, 20)]
+    converge(before, settings)
+    held = assert_exactly_once(kafka_clusters, ["c1", "c2", "c3", "c4"], topic, expected)
+
+    after = topology(kafka_clusters, RENUMBERED, [topic])
+    for level in after.levels:
+        result = run_level(after, level, settings)
+        assert result.copied == 0, result.summary()
+        assert result.errors and all("the link has no checkpoint on" in e.error and "was lost" in e.error
+                                     for e in result.errors), result.summary()["errors"]
+    assert assert_exactly_once(kafka_clusters, ["c1", "c2", "c3", "c4"], topic, expected) == held

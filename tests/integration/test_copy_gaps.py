@@ -63,6 +63,14 @@ def _checkpoint(bootstrap, topic, partition):
         consumer.close()
 
 
+def _level_run(kafka_clusters, topic, run_id, **link_settings):
+    """One in-process level run of the link c1 -> c2 on ``topic`` (no Spark)."""
+    clusters = {n: {"bootstrap.servers": kafka_clusters[n].bootstrap} for n in ("c1", "c2")}
+    spec = JobSpec(level=1, run_id=run_id, topics=(topic,), clusters=clusters, slots=1,
+                   links=(LinkJob(LINK, 1, "c1", "c2", **link_settings),))
+    return run_job(spec)
+
+
 def test_a_retention_gap_fails_the_partition_by_name_and_skip_steps_over_it(kafka_clusters, make_topic):
     topic = make_topic("c1")
     make_topic("c2", name=topic)
@@ -128,12 +136,9 @@ def test_a_level_run_names_the_gap_in_a_loud_audit_line_even_when_nothing_is_lef
     make_topic("c2", name=topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
     produce(c1, topic, _records(40), partition=0)
-    clusters = {"c1": {"bootstrap.servers": c1}, "c2": {"bootstrap.servers": c2}}
 
     def run(run_id):
-        spec = JobSpec(level=1, run_id=run_id, topics=(topic,), clusters=clusters, slots=1,
-                       links=(LinkJob(LINK, 1, "c1", "c2", max_records_per_run=25, on_gap=on_gap),))
-        return run_job(spec)
+        return _level_run(kafka_clusters, topic, run_id, max_records_per_run=25, on_gap=on_gap)
 
     assert run("first").copied == 25
     _delete_before(c1, topic, 0, 40)  # everything: the source holds nothing past the gap
@@ -187,12 +192,9 @@ def test_a_recreated_source_topic_is_copied_from_its_first_offset_and_said_so(ka
     topic = make_topic("c1")
     make_topic("c2", name=topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
-    clusters = {"c1": {"bootstrap.servers": c1}, "c2": {"bootstrap.servers": c2}}
 
     def run(run_id):
-        spec = JobSpec(level=1, run_id=run_id, topics=(topic,), clusters=clusters, slots=1,
-                       links=(LinkJob(LINK, 1, "c1", "c2"),))
-        return run_job(spec)
+        return _level_run(kafka_clusters, topic, run_id)
 
     produce(c1, topic, _records(100, tag="old"), partition=0)
     assert run("first").copied == 100
@@ -227,12 +229,9 @@ def test_a_recreated_target_topic_is_filled_again_from_the_source_not_resumed(ka
     topic = make_topic("c1")
     make_topic("c2", name=topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
-    clusters = {"c1": {"bootstrap.servers": c1}, "c2": {"bootstrap.servers": c2}}
 
     def run(run_id):
-        spec = JobSpec(level=1, run_id=run_id, topics=(topic,), clusters=clusters, slots=1,
-                       links=(LinkJob(LINK, 1, "c1", "c2"),))
-        return run_job(spec)
+        return _level_run(kafka_clusters, topic, run_id)
 
     produce(c1, topic, _records(60), partition=0)
     assert run("first").copied == 60
@@ -258,12 +257,9 @@ def test_a_lost_checkpoint_refuses_to_copy_again_and_resume_from_continues_exact
     topic = make_topic("c1")
     make_topic("c2", name=topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
-    clusters = {"c1": {"bootstrap.servers": c1}, "c2": {"bootstrap.servers": c2}}
 
     def run(run_id):
-        spec = JobSpec(level=1, run_id=run_id, topics=(topic,), clusters=clusters, slots=1,
-                       links=(LinkJob(LINK, 1, "c1", "c2"),))
-        return run_job(spec)
+        return _level_run(kafka_clusters, topic, run_id)
 
     produce(c1, topic, _records(50), partition=0)
     assert run("first").copied == 50

@@ -42,13 +42,15 @@ def audit_line(event: str, **fields: Any) -> str:
 
 def audit(event: str, **fields: Any) -> dict[str, Any]:
     """Log one audit line and return the record (handy for task return values)."""
-    line = audit_line(event, **fields)
-    _log.info(line)
-    return json.loads(line)
+    return _emit(logging.INFO, event, fields)
 
 
 def audit_warning(event: str, **fields: Any) -> dict[str, Any]:
     """Log one audit line at WARNING: something was lost or refused, and a person should look."""
+    return _emit(logging.WARNING, event, fields)
+
+
+def _emit(level: int, event: str, fields: dict[str, Any]) -> dict[str, Any]:
     line = audit_line(event, **fields)
-    _log.warning(line)
+    _log.log(level, line)
     return json.loads(line)

@@ -39,8 +39,8 @@ from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit, audit_warning
 from mirrorflow.copy.checkpoints import EARLIEST, copy_start, read_checkpoints, set_aside, switched_to
+from mirrorflow.copy.copies import find_copies
 from mirrorflow.copy.executor import copy_bins, copy_tasks
-from mirrorflow.copy.resolve import find_copies
 from mirrorflow.copy.task import OnGap, PartitionTask
 from mirrorflow.copy.txn_group import txn_unit
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP, DEFAULT_TXN_RECORDS
@@ -462,14 +462,13 @@ def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None
         error=r["error"],
     )
     if r.get("lost_offsets"):
-        first, last = r["lost_offsets"]
         audit_warning(
             "gap",
             run_id=spec.run_id,
             link=_link_fields(link),
             topic=r["topic"],
             partition=r["partition"],
-            lost_offsets=[first, last],
+            lost_offsets=r["lost_offsets"],
             lost=r["lost_to_retention"],
             on_gap=link.on_gap,
             action=("stopped: nothing copied past the gap" if r["error"]

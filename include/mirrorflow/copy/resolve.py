@@ -24,16 +24,15 @@ from typing import Any, Literal
 
 from confluent_kafka import Consumer, TopicPartition
 
-from mirrorflow import provenance
 from mirrorflow.audit import audit_warning
 from mirrorflow.copy.checkpoints import checkpoint_group, read_checkpoints
 from mirrorflow.copy.clients import new_producer
+from mirrorflow.copy.copies import find_copies
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.transactions import commit_position
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.admin import earliest_and_stable, topic_ids
-from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
+from mirrorflow.kafka.config import ClusterClient
 
 log = logging.getLogger(__name__)
 
@@ -139,51 +138,6 @@ def resolve(link_id: str, level: int, source: ClusterClient, target: ClusterClie
         _commit(link_id, level, source, target, topic, partition, decision.position, timeout)
     audit_warning("gap_resolved", **out.to_dict())
     return out
-
-
-@dataclass(frozen=True)
-class Copies:
-    """Copies on a target whose origin is one source partition: how many in the range asked for, the highest origin."""
-
-    count: int
-    highest: int | None
-
-
-def find_copies(target: ClusterClient, source: str, topic: str, partition: int, timeout: float, *,
-                first: int = 0, end: int | None = None) -> Copies:
-    """Copies on ``target`` (same topic and partition) whose origin is ``source``'s ``topic[partition]``.
-
-    ``count`` is of those with an origin offset in ``[first, end)`` (``end=None``: no bound),
-    ``highest`` the highest origin offset of all of them. The target partition is read
-    whole: a copy carries its origin in its provenance header, not in its offset.
-    """
-    tp = TopicPartition(topic, partition)
-    consumer = Consumer(target.consumer(f"{INTERNAL_TOPIC_PREFIX}.copy-scan", **{"enable.partition.eof": True}))
-    try:
-        low, high = consumer.get_watermark_offsets(tp, timeout=timeout)
-        count, highest = 0, None
-        if low >= high:
-            return Copies(0, None)
-        consumer.assign([TopicPartition(topic, partition, low)])
-        position = low
-        while position < high:
-            msgs = consumer.consume(500, timeout=max(CONSUME_WAIT_S, 1.0))
-            if not msgs:
-                raise MirrorflowError(f"reading {topic}[{partition}] on {target.name} to look for copies made no "
-                                      f"progress at offset {position}")
-            for msg in msgs:
-                if msg.error() is not None:
-                    position = high if msg.offset() >= high else position
-                    continue
-                position = msg.offset() + 1
-                origin = provenance.find(msg.headers())
-                if origin is None or (origin.cluster, origin.topic, origin.partition) != (source, topic, partition):
-                    continue
-                highest = origin.offset if highest is None else max(highest, origin.offset)
-                count += first <= origin.offset and (end is None or origin.offset < end)
-        return Copies(count, highest)
-    finally:
-        consumer.close()
 
 
 def _commit(link_id: str, level: int, source: ClusterClient, target: ClusterClient, topic: str, partition: int,

@@ -41,9 +41,9 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow import provenance
 from mirrorflow.audit import audit
 from mirrorflow.copy.checkpoints import checkpoint_group, read_checkpoints, switch_mark
+from mirrorflow.copy.copies import CopyScanner, ScanStalled
 from mirrorflow.copy.txn_group import transactional_id
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
 from mirrorflow.kafka import admin
@@ -233,33 +233,17 @@ def _provenance_cuts(new: ClusterClient, source: str, tps: list[TopicPartition],
     """Per source partition: one past the highest origin offset from ``source`` found on ``new``."""
     cuts: dict[tuple[str, int], int | None] = {(tp.topic, tp.partition): None for tp in tps}
     existing = admin.list_topics(new, timeout)
-    consumer = Consumer(new.consumer("_mirrorflow.switch-scan", **{"enable.partition.eof": True}))
-    try:
+    with CopyScanner(new) as scanner:
         for topic in sorted({tp.topic for tp in tps if tp.topic in existing}):
-            for p, (low, high) in enumerate(admin.watermarks(new, topic, existing[topic], timeout)):
-                if high <= low:
-                    continue
-                consumer.assign([TopicPartition(topic, p, low)])
-                deadline = time.monotonic() + timeout
-                done = False
-                while not done:
-                    if time.monotonic() > deadline:
-                        raise SwitchError(f"scanning {new.name} {topic}[{p}] for provenance timed out")
-                    for msg in consumer.consume(500, timeout=1.0):
-                        if msg.error():
-                            if msg.error().code() == KafkaError._PARTITION_EOF:
-                                done = True
-                                continue
-                            raise KafkaOperationError(new.name, f"scan {topic}[{p}]", msg.error())
-                        origin = provenance.find(msg.headers())
+            for p in range(existing[topic]):
+                try:
+                    for origin in scanner.origins(topic, p, timeout):
                         if origin and origin.cluster == source and origin.topic == topic:
                             key = (topic, origin.partition)
                             if key in cuts:
                                 cut = cuts[key]
                                 if cut is None or origin.offset + 1 > cut:
                                     cuts[key] = origin.offset + 1
-                        if msg.offset() + 1 >= high:
-                            done = True
-    finally:
-        consumer.close()
+                except ScanStalled as exc:
+                    raise SwitchError(str(exc)) from None
     return cuts

@@ -1,0 +1,95 @@
+"""What a target already holds of a source, read from the provenance stamped on its copies.
+
+A copy carries its origin (cluster, topic, partition, offset) in a header, not
+in its offset, so finding the copies of a source partition means reading target
+partitions whole. Three decisions need that: where a forced target switch cuts
+(:mod:`mirrorflow.copy.switch`), whether a link without a checkpoint would copy
+again what its target holds (the planner), and what an operator's
+``resume_from`` would drop or repeat (:mod:`mirrorflow.copy.resolve`). They
+share this one reader.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import TracebackType
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from mirrorflow import provenance
+from mirrorflow.errors import KafkaOperationError, MirrorflowError
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.kafka.config import ClusterClient
+
+
+class ScanStalled(MirrorflowError):
+    """Reading a target partition made no progress within the timeout."""
+
+
+class CopyScanner:
+    """One ``read_committed`` consumer on a target, reading partitions whole for their copies' origins."""
+
+    def __init__(self, target: ClusterClient) -> None:
+        self.target = target
+        self._consumer = Consumer(target.consumer(f"{INTERNAL_TOPIC_PREFIX}.copy-scan",
+                                                  **{"enable.partition.eof": True}))
+
+    def __enter__(self) -> CopyScanner:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._consumer.close()
+
+    def origins(self, topic: str, partition: int, timeout: float) -> Iterator[provenance.Origin | None]:
+        """The origin of every record of ``topic[partition]`` on the target, first to last (``None``: none stamped).
+
+        Fails as :class:`ScanStalled` when no record arrives for ``timeout`` seconds.
+        """
+        consumer = self._consumer
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
+        if low >= high:
+            return
+        consumer.assign([TopicPartition(topic, partition, low)])
+        position, progressed = low, time.monotonic()
+        while position < high:
+            if time.monotonic() - progressed > timeout:
+                raise ScanStalled(f"scanning {self.target.name} {topic}[{partition}] for provenance timed out at "
+                                  f"offset {position}")
+            for msg in consumer.consume(500, timeout=1.0):
+                progressed = time.monotonic()
+                err = msg.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaOperationError(self.target.name, f"scan {topic}[{partition}]", err)
+                    position = high  # only markers or aborted records are left
+                    continue
+                position = msg.offset() + 1
+                yield provenance.find(msg.headers())
+
+
+@dataclass(frozen=True)
+class Copies:
+    """Copies on a target whose origin is one source partition: how many in the range asked for, the highest origin."""
+
+    count: int
+    highest: int | None
+
+
+def find_copies(target: ClusterClient, source: str, topic: str, partition: int, timeout: float, *,
+                first: int = 0, end: int | None = None) -> Copies:
+    """Copies on ``target`` (same topic and partition) whose origin is ``source``'s ``topic[partition]``.
+
+    ``count`` is of those with an origin offset in ``[first, end)`` (``end=None``: no bound),
+    ``highest`` the highest origin offset of all of them.
+    """
+    count, highest = 0, None
+    with CopyScanner(target) as scanner:
+        for origin in scanner.origins(topic, partition, timeout):
+            if origin is None or (origin.cluster, origin.topic, origin.partition) != (source, topic, partition):
+                continue
+            highest = origin.offset if highest is None else max(highest, origin.offset)
+            count += first <= origin.offset and (end is None or origin.offset < end)
+    return Copies(count, highest)

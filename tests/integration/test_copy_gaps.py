@@ -63,6 +63,13 @@ def _checkpoint(bootstrap, topic, partition):
         consumer.close()
 
 
+def _topic_pair(make_topic, partitions=1):
+    """The same new topic on c1 (the source) and c2 (the target)."""
+    topic = make_topic("c1", partitions=partitions)
+    make_topic("c2", partitions=partitions, name=topic)
+    return topic
+
+
 def _level_run(kafka_clusters, topic, run_id, **link_settings):
     """One in-process level run of the link c1 -> c2 on ``topic`` (no Spark)."""
     clusters = {n: {"bootstrap.servers": kafka_clusters[n].bootstrap} for n in ("c1", "c2")}
@@ -72,8 +79,7 @@ def _level_run(kafka_clusters, topic, run_id, **link_settings):
 
 
 def test_a_retention_gap_fails_the_partition_by_name_and_skip_steps_over_it(kafka_clusters, make_topic):
-    topic = make_topic("c1")
-    make_topic("c2", name=topic)
+    topic = _topic_pair(make_topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
     produce(c1, topic, _records(200), partition=0)
     src, dst = _clients(kafka_clusters)
@@ -98,8 +104,7 @@ def test_a_retention_gap_fails_the_partition_by_name_and_skip_steps_over_it(kafk
 
 def test_in_a_transaction_group_only_the_partition_with_the_gap_stops(kafka_clusters, make_topic):
     partitions = TXN_GROUPS + 1  # partitions 0 and TXN_GROUPS share transaction group 0
-    topic = make_topic("c1", partitions=partitions)
-    make_topic("c2", partitions=partitions, name=topic)
+    topic = _topic_pair(make_topic, partitions)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
     group = [0, TXN_GROUPS]
     for p in group:
@@ -132,8 +137,7 @@ def _gap_lines(caplog):
 @pytest.mark.parametrize("on_gap", ["fail", "skip"])
 def test_a_level_run_names_the_gap_in_a_loud_audit_line_even_when_nothing_is_left_past_it(
         kafka_clusters, make_topic, caplog, on_gap):
-    topic = make_topic("c1")
-    make_topic("c2", name=topic)
+    topic = _topic_pair(make_topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
     produce(c1, topic, _records(40), partition=0)
 
@@ -189,8 +193,7 @@ def _committed_meta(bootstrap, topic, partition):
 
 
 def test_a_recreated_source_topic_is_copied_from_its_first_offset_and_said_so(kafka_clusters, make_topic, caplog):
-    topic = make_topic("c1")
-    make_topic("c2", name=topic)
+    topic = _topic_pair(make_topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
 
     def run(run_id):
@@ -226,8 +229,7 @@ def test_a_recreated_target_topic_is_filled_again_from_the_source_not_resumed(ka
     (The topic-id check of the checkpoint would also set a surviving checkpoint aside:
     tests/unit/test_copy_start.py.)
     """
-    topic = make_topic("c1")
-    make_topic("c2", name=topic)
+    topic = _topic_pair(make_topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
 
     def run(run_id):
@@ -254,8 +256,7 @@ def test_a_lost_checkpoint_refuses_to_copy_again_and_resume_from_continues_exact
                                                                                      caplog):
     from mirrorflow.copy.resolve import ResolveRefused, resolve
 
-    topic = make_topic("c1")
-    make_topic("c2", name=topic)
+    topic = _topic_pair(make_topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
 
     def run(run_id):

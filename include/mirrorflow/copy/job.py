@@ -349,6 +349,9 @@ def _lost_checkpoint(spec: JobSpec, link: LinkJob, source: ClusterClient, target
     found = find_copies(target, link.source, tp.topic, tp.partition, timeout)
     if found.highest is None:
         return None
+    committed, _ = read_checkpoints(target, link.link_id, [tp], timeout).get((tp.topic, tp.partition), (None, ""))
+    if committed is not None:  # another attempt of the link committed meanwhile: its copy starts from there
+        return None
     error = (f"the link has no checkpoint on {link.target}, but {link.target} already holds {found.count} copies of "
              f"{link.source}'s messages of this partition (up to source offset {found.highest}): the checkpoint was "
              f"lost (committed offsets expired, or the link's id changed); nothing copied, so that nothing is copied "

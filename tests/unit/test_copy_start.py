@@ -87,3 +87,20 @@ def test_a_checkpoint_of_another_topic_incarnation_is_set_aside_and_unknown_ids_
     assert set_aside(written, "src-1", "tgt-2").startswith("the target topic was recreated (topic id tgt-1 -> tgt-2)")
     assert set_aside(written, None, None) is None  # a copy that does not know the ids
     assert set_aside("", "src-2", "tgt-2") is None  # a checkpoint written before ids were recorded
+
+
+def test_a_checkpoint_names_the_last_record_read_and_only_a_kept_checkpoint_trusts_it():
+    from mirrorflow.copy.checkpoints import CheckpointMeta, copy_start, trusted_last
+    from mirrorflow.copy.history import LastRead, fingerprint
+
+    last = LastRead(99, fingerprint(b"k", b"v"))
+    meta = CheckpointMeta("AAAA", "BBBB", last)
+    assert CheckpointMeta.decode(meta.encode()) == meta
+    assert meta.encode().endswith(f";last=99:{last.fingerprint}")
+    assert LastRead.decode("99:xyz") is None and LastRead.decode("x:12345678") is None
+    assert fingerprint(b"k", b"v") != fingerprint(b"k", b"w") and fingerprint(None, b"v") == fingerprint(b"", b"v")
+    text = meta.encode()
+    assert trusted_last(copy_start(100, 0), 100, text, None) == last
+    assert trusted_last(copy_start(100, 0), 100, text, "recreated") is None  # set aside: another incarnation
+    assert trusted_last(copy_start(100, 150, on_gap="skip"), 100, text, None) is None  # a gap stepped over
+    assert trusted_last(copy_start(100, 0), 100, CheckpointMeta("AAAA").encode(), None) is None

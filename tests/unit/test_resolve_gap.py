@@ -51,3 +51,19 @@ def test_a_lost_checkpoint_resumes_forward_only_over_offsets_the_target_holds_co
         decide("resume_from", None, 0, 60, requested=50, copies_on_target=49)
     # part of the way lies in a retention gap: that part is a recorded loss, the rest must be on the target
     assert decide("resume_from", 10, 20, 60, requested=30, copies_on_target=10) == Decision(30, (10, 19))
+
+
+def test_rewind_goes_back_exactly_to_where_the_history_differs():
+    from mirrorflow.copy.history import Difference
+
+    differs = Difference(49, 64, "the source's record at offset 49 differs")
+    assert decide("rewind", 64, 0, 80, difference=differs).position == 49
+    assert decide("rewind", 64, 0, 80, requested=49, difference=differs).position == 49
+    with pytest.raises(ResolveRefused, match="first differs at offset 49 .*offset 48 would copy again"):
+        decide("rewind", 64, 0, 80, requested=48, difference=differs)
+    with pytest.raises(ResolveRefused, match="offset 50 would skip messages the source wrote again"):
+        decide("rewind", 64, 0, 80, requested=50, difference=differs)
+    with pytest.raises(ResolveRefused, match="nothing to rewind: all the same"):
+        decide("rewind", 64, 0, 80, difference=Difference(None, 64, "all the same"))
+    with pytest.raises(ResolveRefused, match="no checkpoint"):
+        decide("rewind", None, 0, 80, difference=differs)

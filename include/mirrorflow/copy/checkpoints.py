@@ -10,9 +10,11 @@ tells the whole protocol. This module is its one home:
 - the group's name (:func:`checkpoint_group`);
 - the switch mark, metadata a link switch leaves on the *old* target so that a
   stale copier stops (:data:`SWITCHED_MARK`, :func:`switched_to`);
-- what a checkpoint says besides its offset: the ids of the source and target
-  topics it was written for (:class:`CheckpointMeta`), so that a checkpoint of a
-  deleted and recreated topic is set aside instead of trusted (:func:`set_aside`);
+- what a checkpoint says besides its offset (:class:`CheckpointMeta`): the ids of
+  the source and target topics it was written for, so that a checkpoint of a
+  deleted and recreated topic is set aside instead of trusted (:func:`set_aside`),
+  and the last record read before it, so that a truncated source is noticed
+  (:mod:`mirrorflow.copy.history`);
 - reading checkpoints: inside a copy, after fencing and with coordinator retries
   (:func:`read_positions`), and from the driver or a monitor (:func:`read_checkpoints`);
 - where a copy starts (:func:`copy_start`): pure, for every path (level runs,
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from mirrorflow.copy.history import LastRead
 from mirrorflow.copy.task import OnGap, PartitionResult, PartitionTask
 from mirrorflow.defaults import DEFAULT_ON_GAP
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
@@ -68,17 +71,25 @@ META_PREFIX = "mirrorflow:v1;"
 
 @dataclass(frozen=True)
 class CheckpointMeta:
-    """The incarnations a checkpoint belongs to: Kafka's topic ids of the source and target topic.
+    """What a checkpoint says besides its offset.
 
-    A topic that is deleted and created again gets a new id, and its offsets start
-    over; a checkpoint of the old incarnation says nothing about the new one.
+    The incarnations it belongs to: Kafka's topic ids of the source and target
+    topic (a topic that is deleted and created again gets a new id, and its
+    offsets start over; a checkpoint of the old incarnation says nothing about the
+    new one). And the last record the link read before it (:mod:`mirrorflow.copy.history`),
+    so that a source that was truncated and written again is noticed.
     """
 
     source_topic_id: str | None = None
     target_topic_id: str | None = None
+    last: LastRead | None = None
 
     def encode(self) -> str:
-        return f"{META_PREFIX}source={self.source_topic_id or ''};target={self.target_topic_id or ''}"
+        text = f"{META_PREFIX}source={self.source_topic_id or ''};target={self.target_topic_id or ''}"
+        return f"{text};last={self.last.encode()}" if self.last is not None else text
+
+    def with_last(self, last: LastRead | None) -> CheckpointMeta:
+        return CheckpointMeta(self.source_topic_id, self.target_topic_id, last)
 
     @classmethod
     def decode(cls, metadata: str | None) -> CheckpointMeta | None:
@@ -86,7 +97,7 @@ class CheckpointMeta:
         if not metadata or not metadata.startswith(META_PREFIX):
             return None
         fields = dict(part.partition("=")[::2] for part in metadata[len(META_PREFIX):].split(";") if part)
-        return cls(fields.get("source") or None, fields.get("target") or None)
+        return cls(fields.get("source") or None, fields.get("target") or None, LastRead.decode(fields.get("last")))
 
 
 def set_aside(metadata: str | None, source_topic_id: str | None, target_topic_id: str | None) -> str | None:
@@ -240,6 +251,18 @@ def task_start(task: PartitionTask, committed: int | None, metadata: str, earlie
     begin = copy_start(None if reason else committed, earliest, start_offset=EARLIEST if reason else task.start_offset,
                        require_contiguous=task.require_contiguous, on_gap=task.on_gap, source=task.source)
     return begin, reason
+
+
+def trusted_last(begin: Start, committed: int | None, metadata: str, set_aside_because: str | None) -> LastRead | None:
+    """The last record read before the checkpoint, when a copy goes on from exactly that checkpoint.
+
+    ``None`` when there is nothing to compare: no checkpoint, one set aside, a gap
+    stepped over, or a checkpoint written before records were named.
+    """
+    if set_aside_because is not None or committed is None or begin.initialised or begin.offset != committed:
+        return None
+    meta = CheckpointMeta.decode(metadata)
+    return meta.last if meta is not None else None
 
 
 def record_start(result: PartitionResult, begin: Start, set_aside_because: str | None = None) -> bool:

@@ -5,16 +5,18 @@ in its offset, so finding the copies of a source partition means reading target
 partitions whole. Three decisions need that: where a forced target switch cuts
 (:mod:`mirrorflow.copy.switch`), whether a link without a checkpoint would copy
 again what its target holds (the planner), and what an operator's
-``resume_from`` would drop or repeat (:mod:`mirrorflow.copy.resolve`). They
-share this one reader.
+``resume_from`` would drop or repeat and where a ``rewind`` after a truncated
+source resumes (:mod:`mirrorflow.copy.resolve`). They share this one reader.
 """
 
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -48,6 +50,11 @@ class CopyScanner:
 
         Fails as :class:`ScanStalled` when no record arrives for ``timeout`` seconds.
         """
+        for origin, _ in self.records(topic, partition, timeout):
+            yield origin
+
+    def records(self, topic: str, partition: int, timeout: float) -> Iterator[tuple[provenance.Origin | None, Any]]:
+        """Every record of ``topic[partition]`` on the target with its origin, first to last."""
         consumer = self._consumer
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
         if low >= high:
@@ -67,7 +74,7 @@ class CopyScanner:
                     position = high  # only markers or aborted records are left
                     continue
                 position = msg.offset() + 1
-                yield provenance.find(msg.headers())
+                yield provenance.find(msg.headers()), msg
 
 
 @dataclass(frozen=True)
@@ -93,3 +100,21 @@ def find_copies(target: ClusterClient, source: str, topic: str, partition: int, 
             highest = origin.offset if highest is None else max(highest, origin.offset)
             count += first <= origin.offset and (end is None or origin.offset < end)
     return Copies(count, highest)
+
+
+def copy_contents(target: ClusterClient, source: str, topic: str, partition: int, first: int, end: int,
+                  timeout: float) -> dict[int, int]:
+    """Origin offset -> crc32 of key and value, of the copies on ``target`` of ``source``'s ``topic[partition]``
+    with an origin offset in ``[first, end)`` (to compare them with the source's records)."""
+    out: dict[int, int] = {}
+    with CopyScanner(target) as scanner:
+        for origin, msg in scanner.records(topic, partition, timeout):
+            if (origin is not None and (origin.cluster, origin.topic, origin.partition) == (source, topic, partition)
+                    and first <= origin.offset < end):
+                out[origin.offset] = content(msg.key(), msg.value())
+    return out
+
+
+def content(key: bytes | None, value: bytes | None) -> int:
+    """What a copy keeps of its source record exactly, whatever the target's timestamp type: key and value."""
+    return zlib.crc32(value or b"", zlib.crc32(key or b""))

@@ -31,6 +31,7 @@ import logging
 import time
 import zlib
 from dataclasses import replace
+from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -42,9 +43,10 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from mirrorflow.copy.checkpoints import LinkSwitchedAway, read_positions, record_start, task_start
+from mirrorflow.copy.checkpoints import LinkSwitchedAway, read_positions, record_start, task_start, trusted_last
 from mirrorflow.copy.clients import CopyClients
 from mirrorflow.copy.headers import CopyHeaders
+from mirrorflow.copy.history import LastRead, last_read, verify
 from mirrorflow.copy.partition import copy_partition
 from mirrorflow.copy.spans import note_target_offsets, target_ends
 from mirrorflow.copy.task import PartitionResult, PartitionTask
@@ -98,10 +100,12 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
                                    op_timeout)
         earliest = _earliest(reader, first.topic, [t.partition for t in tasks], op_timeout)
         ranges: dict[int, list[int]] = {}
+        lasts: dict[int, LastRead | None] = {}
         for task in tasks:
             result = results[task.partition]
             position, metadata = committed[task.partition]
             begin, set_aside_because = task_start(task, position, metadata, earliest[task.partition])
+            lasts[task.partition] = trusted_last(begin, position, metadata, set_aside_because)
             if not record_start(result, begin, set_aside_because):
                 continue
             start = begin.offset
@@ -111,8 +115,14 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
             # Also with nothing to copy, a position to commit: an onboarding hand-over, or past a skipped gap.
             if start < end or begin.initialised or begin.lost:
                 ranges[task.partition] = [start, end]
+        check = {p: last for p, last in lasts.items()
+                 if last is not None and p in ranges and ranges[p][0] < ranges[p][1] and last.offset >= earliest[p]}
+        for p, error in verify(reader, first.link_id, first.source, first.topic, check, op_timeout).items():
+            results[p].error, results[p].error_offset = error, ranges.pop(p)[0]
+            results[p].diverged_at = check[p].offset
+            log.error("%s %s[%d]: %s", first.link_id, first.topic, p, error)
         if ranges:
-            _copy_ranges(tasks, results, producer, checkpoint, reader, ranges, idle_timeout, op_timeout)
+            _copy_ranges(tasks, results, producer, checkpoint, reader, ranges, lasts, idle_timeout, op_timeout)
         clean = all(r.error is None for r in results.values())  # a copy with an error keeps no client
     except _Refused:
         refused = True
@@ -176,9 +186,11 @@ def _earliest(reader: Consumer, topic: str, partitions: list[int], timeout: floa
 
 
 def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult], producer: Producer,
-                 checkpoint: Consumer, reader: Consumer, ranges: dict[int, list[int]], idle_timeout: float,
-                 op_timeout: float) -> None:
+                 checkpoint: Consumer, reader: Consumer, ranges: dict[int, list[int]],
+                 lasts: dict[int, LastRead | None], idle_timeout: float, op_timeout: float) -> None:
     """Copy every ``ranges[p] = [start, end)`` of the group, in transactions bounded like a partition's.
+
+    ``lasts``: the last record read before each checkpoint, updated at each commit.
 
     A range may be empty: an onboarding start with nothing to copy is still committed
     as the link's checkpoint. A byte-rate cap applies to the group as a whole (each task
@@ -202,6 +214,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
     # since the last commit, per partition: copied, skipped, malformed, bytes; the checksums run on
     counts = {p: [0, 0, 0, 0] for p in ranges}
     crc = {p: results[p].checksum for p in ranges}
+    last_msg: dict[int, Any] = {}  # the last record read per partition since the last commit
     failed = _Failure()
 
     # A Python function that calls nothing implemented in C: confluent-kafka may call it while a
@@ -226,7 +239,10 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
             raise _Refused()
         txn.require_acknowledged(unacknowledged)
         moved = [p for p in ranges if position[p] != results[p].next_offset or p in unmarked]
-        txn.commit_positions([TopicPartition(topic, p, position[p]) for p in moved])
+        for p, msg in last_msg.items():
+            lasts[p] = last_read(msg)
+        last_msg.clear()
+        txn.commit_positions([TopicPartition(topic, p, position[p]) for p in moved], lasts)
         for p in moved:
             result, (copied, skipped, malformed, size) = results[p], counts[p]
             result.copied += copied
@@ -301,6 +317,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
                 else:
                     count[1] += 1
                 position[p] = offset + 1
+                last_msg[p] = msg
                 in_txn += 1
                 if position[p] >= end[p] or (max_bytes is not None and results[p].bytes + count[3] >= max_bytes):
                     end[p] = position[p]  # at its end, or this run's byte budget for it is spent

@@ -41,6 +41,7 @@ from mirrorflow.audit import audit, audit_warning
 from mirrorflow.copy.checkpoints import EARLIEST, copy_start, read_checkpoints, set_aside, switched_to
 from mirrorflow.copy.copies import find_copies
 from mirrorflow.copy.executor import copy_bins, copy_tasks
+from mirrorflow.copy.history import shorter
 from mirrorflow.copy.task import OnGap, PartitionTask
 from mirrorflow.copy.txn_group import txn_unit
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP, DEFAULT_TXN_RECORDS
@@ -301,6 +302,9 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             audit_warning("checkpoint_set_aside", run_id=spec.run_id, link=_link_fields(link), topic=tp.topic,
                           partition=tp.partition, checkpoint=committed, metadata=metadata, reason=reason)
             committed = None
+        if committed is not None and reason is None and end < committed:
+            plan.errors.append(_truncated(spec, link, tp, committed, end))
+            continue
         if committed is None and reason is None and end > low:
             lost = _lost_checkpoint(spec, link, source, target, tp, timeout)
             if lost is not None:
@@ -335,6 +339,14 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             target_topic_id=ids["target"].get(work.topic),
         ))
     return plan
+
+
+def _truncated(spec: JobSpec, link: LinkJob, tp: TopicPartition, committed: int, end: int) -> PartitionError:
+    """A source partition that ends below the link's checkpoint: it lost offsets the link copied."""
+    audit_warning("truncated", run_id=spec.run_id, link=_link_fields(link), topic=tp.topic, partition=tp.partition,
+                  checkpoint=committed, source_end=end, diverged_at=end)
+    return PartitionError(link.link_id, link.source, link.target, tp.topic, tp.partition, committed,
+                          shorter(link.link_id, link.source, tp.topic, tp.partition, committed, end))
 
 
 def _lost_checkpoint(spec: JobSpec, link: LinkJob, source: ClusterClient, target: ClusterClient,
@@ -464,6 +476,9 @@ def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None
         set_aside=r.get("set_aside"),
         error=r["error"],
     )
+    if r.get("diverged_at") is not None:
+        audit_warning("truncated", run_id=spec.run_id, link=_link_fields(link), topic=r["topic"],
+                      partition=r["partition"], checkpoint=r["start_offset"], diverged_at=r["diverged_at"])
     if r.get("lost_offsets"):
         audit_warning(
             "gap",

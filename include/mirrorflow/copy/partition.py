@@ -30,9 +30,17 @@ from typing import Any
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from mirrorflow.copy.checkpoints import LinkSwitchedAway, copy_start, read_positions, record_start, task_start
+from mirrorflow.copy.checkpoints import (
+    LinkSwitchedAway,
+    copy_start,
+    read_positions,
+    record_start,
+    task_start,
+    trusted_last,
+)
 from mirrorflow.copy.clients import CopyClients
 from mirrorflow.copy.headers import CopyHeaders
+from mirrorflow.copy.history import LastRead, last_read, verify
 from mirrorflow.copy.spans import note_target_offsets, target_end
 from mirrorflow.copy.task import PartitionResult, PartitionTask
 from mirrorflow.copy.throttle import RateLimiter
@@ -102,6 +110,8 @@ class _PartitionCopy:
         self.task, self.target, self.result = task, target, result
         self.producer, self.checkpoint, self.reader, self.kept_reader = producer, checkpoint, reader, kept_reader
         self.idle_timeout, self.op_timeout = idle_timeout, op_timeout
+        #: The last record read before the committed checkpoint (mirrorflow.copy.history).
+        self.last: LastRead | None = None
 
     def run(self) -> None:
         task, result = self.task, self.result
@@ -115,7 +125,9 @@ class _PartitionCopy:
         first_position = begin.initialised  # the link has no checkpoint (here) yet: commit where it starts
         if begin.initialised:
             result.initialised = True
+        self.last = trusted_last(begin, committed, metadata, set_aside_because)
         if task.restore is not None and begin.position is not None and begin.position < int(task.restore["end"]):
+            self.last = None  # the archive's records are not compared with the source's
             self.restore(begin.position)
             if result.error is not None:
                 return
@@ -129,6 +141,14 @@ class _PartitionCopy:
         result.next_offset = start
         end = task.end_offset if task.max_records is None else min(task.end_offset, start + task.max_records)
         result.end_offset = end
+        if start < end and self.last is not None and self.last.offset >= low:
+            diverged = verify(self.reader, task.link_id, task.source, task.topic, {task.partition: self.last},
+                              self.op_timeout)
+            if diverged:
+                result.error, result.error_offset = diverged[task.partition], start
+                result.diverged_at = self.last.offset
+                log.error("%s %s[%d]: %s", task.link_id, task.topic, task.partition, result.error)
+                return
         if start < end:
             span_end = self.copy_range(start, end)
             if span_end is not None:
@@ -242,7 +262,7 @@ class _RangeCopy:
 
     def __init__(self, copy: _PartitionCopy, reader: Any, one_by_one: bool, *, kept_reader: bool) -> None:
         task, result = copy.task, copy.result
-        self.task, self.result, self.reader = task, result, reader
+        self.copy, self.task, self.result, self.reader = copy, task, result, reader
         self.producer, self.checkpoint, self.op_timeout = copy.producer, copy.checkpoint, copy.op_timeout
         self.idle_timeout, self.one_by_one, self.kept_reader = copy.idle_timeout, one_by_one, kept_reader
         self.txn = Commits(task, copy.producer, copy.checkpoint, copy.op_timeout)
@@ -254,6 +274,7 @@ class _RangeCopy:
         self.headers_of = CopyHeaders(task.source, task.topic, task.partition, level=task.level,
                                       backfill_flags=task.backfill_flags, on_malformed=task.on_malformed).for_copy
         self.crc = result.checksum
+        self.last_msg: Any = None  # the last record read since the last commit
         self.position = self.end = 0
         self.in_txn = 0
         self.txn_started = self.last_progress = 0.0
@@ -329,6 +350,7 @@ class _RangeCopy:
         topic, partition, txn_records, max_bytes = task.topic, task.partition, task.txn_records, task.max_bytes
         headers_of, kept_reader, one_by_one, slow = self.headers_of, self.kept_reader, self.one_by_one, self.slow
         position, end, crc, in_txn = self.position, self.end, self.crc, self.in_txn
+        last_msg = self.last_msg
         progressed = False
         span = [position, -1]  # the source offsets this chunk's copies come from, for a refusal
         state = self
@@ -392,18 +414,19 @@ class _RangeCopy:
                 else:
                     skipped += 1
                 position = offset + 1
+                last_msg = msg
                 in_txn += 1
                 if max_bytes is not None and result.bytes + self.bytes + size_total >= max_bytes:
                     end = position  # this run's byte budget is spent: commit and stop here
                     break
                 if in_txn >= txn_records or (slow and time.monotonic() - self.txn_started >= task.txn_max_seconds):
-                    self.position, self.crc = position, crc
+                    self.position, self.crc, self.last_msg = position, crc, last_msg
                     self.add(copied, skipped, malformed, size_total)
                     copied = skipped = malformed = size_total = in_txn = 0
                     self.commit(position)
                     self.txn.begin()
         finally:
-            self.position, self.end, self.crc, self.in_txn = position, end, crc, in_txn
+            self.position, self.end, self.crc, self.in_txn, self.last_msg = position, end, crc, in_txn, last_msg
             self.add(copied, skipped, malformed, size_total)
         span[1] = position
         return progressed
@@ -420,7 +443,11 @@ class _RangeCopy:
         if self.batch.first_error is not None:
             raise _Abort()
         self.txn.require_acknowledged(unacknowledged)
-        self.txn.commit(next_offset)
+        last = self.copy.last
+        if self.last_msg is not None and self.last_msg.offset() < next_offset:
+            last = last_read(self.last_msg)
+        self.txn.commit(next_offset, last)
+        self.copy.last, self.last_msg = last, None
         result = self.result
         result.transactions += 1
         result.next_offset = next_offset

@@ -10,7 +10,11 @@ source still holds nor copy again what the target already holds:
 - ``resume_from``: to a given offset. Forward only over offsets the source no
   longer holds or the target already holds copies of (a lost checkpoint);
   backward only over offsets of which the target holds no copy (read from the
-  provenance stamped on the target's copies).
+  provenance stamped on the target's copies);
+- ``rewind``: after the source was truncated and written again
+  (:mod:`mirrorflow.copy.history`), back to the first offset whose record is no
+  longer the one copied, so that the records written again are copied; the
+  copies of the records the source lost stay on the target.
 
 :func:`decide` is the rule (pure); :func:`resolve` reads the positions, applies it
 and writes the audit line.
@@ -25,9 +29,10 @@ from typing import Any, Literal
 from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.audit import audit_warning
-from mirrorflow.copy.checkpoints import checkpoint_group, read_checkpoints
+from mirrorflow.copy.checkpoints import CheckpointMeta, checkpoint_group, read_checkpoints
 from mirrorflow.copy.clients import new_producer
 from mirrorflow.copy.copies import find_copies
+from mirrorflow.copy.history import Difference, first_difference
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.transactions import commit_position
 from mirrorflow.errors import MirrorflowError
@@ -36,8 +41,8 @@ from mirrorflow.kafka.config import ClusterClient
 
 log = logging.getLogger(__name__)
 
-Action = Literal["skip", "resume_from"]
-ACTIONS: tuple[Action, ...] = ("skip", "resume_from")
+Action = Literal["skip", "resume_from", "rewind"]
+ACTIONS: tuple[Action, ...] = ("skip", "resume_from", "rewind")
 
 
 class ResolveRefused(MirrorflowError):
@@ -53,15 +58,18 @@ class Decision:
 
 
 def decide(action: str, checkpoint: int | None, earliest: int, end: int, *, requested: int | None = None,
-           copies_on_target: int = 0) -> Decision:
+           copies_on_target: int = 0, difference: Difference | None = None) -> Decision:
     """The new checkpoint for ``action``, or :class:`ResolveRefused` saying why not.
 
     ``checkpoint`` is the link's committed position (``None``: none), ``earliest``
     and ``end`` the source partition's first and last stable offsets, ``requested``
     the offset of ``resume_from``, ``copies_on_target`` how many copies of the
     offsets between the current position and ``requested`` the target holds (the
-    ones that would be copied again, or the ones that would be stepped over).
+    ones that would be copied again, or the ones that would be stepped over),
+    ``difference`` where the source's history first differs from the copies (``rewind``).
     """
+    if action == "rewind":
+        return _rewind(checkpoint, requested, difference)
     if action == "skip":
         if checkpoint is None:
             raise ResolveRefused("the link has no checkpoint here: there is no gap to skip (its first copy starts at "
@@ -96,6 +104,23 @@ def decide(action: str, checkpoint: int | None, earliest: int, end: int, *, requ
     return Decision(requested)
 
 
+def _rewind(checkpoint: int | None, requested: int | None, difference: Difference | None) -> Decision:
+    if checkpoint is None:
+        raise ResolveRefused("the link has no checkpoint here: there is nothing to rewind")
+    if difference is None or difference.offset is None:
+        raise ResolveRefused(f"nothing to rewind: {difference.why if difference else 'the history was not compared'}")
+    at = difference.offset
+    if at >= checkpoint:
+        raise ResolveRefused(f"nothing to rewind: the history first differs at {at}, not below the checkpoint "
+                             f"{checkpoint}")
+    if requested is not None and requested != at:
+        harm = ("copy again messages the target holds" if requested < at
+                else "skip messages the source wrote again")
+        raise ResolveRefused(f"the source's history first differs at offset {at} ({difference.why}): rewind resumes "
+                             f"exactly there; offset {requested} would {harm}")
+    return Decision(at)
+
+
 @dataclass
 class Resolution:
     link_id: str
@@ -110,6 +135,8 @@ class Resolution:
     position: int
     lost: list[int] | None
     dry_run: bool
+    #: How the decision was found (``rewind``: where the history differs).
+    note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,9 +147,14 @@ def resolve(link_id: str, level: int, source: ClusterClient, target: ClusterClie
             timeout: float = 30.0) -> Resolution:
     """Apply ``action`` to the link's checkpoint of ``topic[partition]`` on ``target`` (not in a dry run)."""
     tp = TopicPartition(topic, partition)
-    checkpoint, _ = read_checkpoints(target, link_id, [tp], timeout).get((topic, partition), (None, ""))
+    checkpoint, metadata = read_checkpoints(target, link_id, [tp], timeout).get((topic, partition), (None, ""))
     lows, ends = earliest_and_stable(source, [tp], timeout)
     earliest, end = lows[(topic, partition)], ends[(topic, partition)]
+    difference = None
+    if action == "rewind" and checkpoint is not None:
+        meta = CheckpointMeta.decode(metadata)
+        difference = first_difference(source, target, topic, partition, checkpoint, earliest, end,
+                                      meta.last if meta else None, timeout)
     copies = 0
     if action == "resume_from" and requested is not None:
         current = earliest if checkpoint is None else checkpoint
@@ -131,9 +163,11 @@ def resolve(link_id: str, level: int, source: ClusterClient, target: ClusterClie
         elif requested > max(current, earliest):  # copies of what would be stepped over
             copies = find_copies(target, source.name, topic, partition, timeout, first=max(current, earliest),
                                  end=requested).count
-    decision = decide(action, checkpoint, earliest, end, requested=requested, copies_on_target=copies)
+    decision = decide(action, checkpoint, earliest, end, requested=requested, copies_on_target=copies,
+                      difference=difference)
     out = Resolution(link_id, source.name, target.name, topic, partition, action, checkpoint, earliest, end,
-                     decision.position, list(decision.lost) if decision.lost else None, dry_run)
+                     decision.position, list(decision.lost) if decision.lost else None, dry_run,
+                     difference.why if difference else None)
     if not dry_run:
         _commit(link_id, level, source, target, topic, partition, decision.position, timeout)
     audit_warning("gap_resolved", **out.to_dict())

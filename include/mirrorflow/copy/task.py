@@ -103,6 +103,9 @@ class PartitionResult:
     restored: int = 0
     #: The checkpoint this copy started without one and committed (onboarding hand-over).
     initialised: bool = False
+    #: The source offset whose record is no longer the one the link read before its checkpoint
+    #: (a truncated source, mirrorflow.copy.history); ``None``: the history is as copied.
+    diverged_at: int | None = None
     #: Why the link's checkpoint was set aside (a recreated source or target topic), if it was.
     set_aside: str | None = None
     transactions: int = 0

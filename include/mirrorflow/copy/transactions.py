@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from mirrorflow.copy.checkpoints import CheckpointMeta
 from mirrorflow.copy.clients import new_producer
+from mirrorflow.copy.history import LastRead
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient
@@ -53,16 +54,18 @@ class Commits:
     def __init__(self, task: PartitionTask, producer: Producer, checkpoint: Consumer, timeout: float) -> None:
         self.task, self.producer, self.checkpoint, self.timeout = task, producer, checkpoint, timeout
         self.group_meta = checkpoint.consumer_group_metadata() if task.exactly_once else None
-        # Every checkpoint says which incarnations of the topics it belongs to (when the planner knew them).
-        known = task.source_topic_id or task.target_topic_id
-        self.metadata = CheckpointMeta(task.source_topic_id, task.target_topic_id).encode() if known else None
+        # Every checkpoint says which incarnations of the topics it belongs to (when the planner knew them)
+        # and which record the link read last before it (mirrorflow.copy.history).
+        self.meta = CheckpointMeta(task.source_topic_id, task.target_topic_id)
+        self.ids_known = bool(task.source_topic_id or task.target_topic_id)
 
     def begin(self) -> None:
         if self.task.exactly_once:
             self.producer.begin_transaction()
 
-    def commit(self, next_offset: int) -> None:
-        self.commit_positions([TopicPartition(self.task.topic, self.task.partition, next_offset)])
+    def commit(self, next_offset: int, last: LastRead | None = None) -> None:
+        self.commit_positions([TopicPartition(self.task.topic, self.task.partition, next_offset)],
+                              {self.task.partition: last})
 
     def require_acknowledged(self, unacknowledged: int) -> None:
         """After the flush before a commit: copies still unacknowledged mean the target stopped answering.
@@ -74,13 +77,20 @@ class Commits:
                                           f"{unacknowledged} copies not acknowledged by target {self.task.target} "
                                           f"within {self.timeout:.0f}s"))
 
-    def commit_positions(self, position: list[TopicPartition]) -> None:
+    def metadata(self, last: LastRead | None) -> str | None:
+        """The metadata committed with a checkpoint whose last record read is ``last``."""
+        if last is None and not self.ids_known:
+            return None
+        return self.meta.with_last(last).encode()
+
+    def commit_positions(self, position: list[TopicPartition], lasts: dict[int, LastRead | None] | None = None) -> None:
         """Commit the next source offsets of one or more partitions (a transaction group's).
 
+        ``lasts``: per partition, the last record read before its new checkpoint.
         A target that does not answer fails as :class:`TargetSilent`.
         """
         try:
-            self._commit_positions(position)
+            self._commit_positions(position, lasts or {})
         except TargetSilent:
             raise
         except KafkaException as exc:
@@ -88,10 +98,10 @@ class Commits:
                 raise TargetSilent(exc.args[0]) from exc
             raise
 
-    def _commit_positions(self, position: list[TopicPartition]) -> None:
+    def _commit_positions(self, position: list[TopicPartition], lasts: dict[int, LastRead | None]) -> None:
         task, timeout = self.task, self.timeout
-        if self.metadata is not None:
-            position = [TopicPartition(tp.topic, tp.partition, tp.offset, self.metadata) for tp in position]
+        position = [TopicPartition(tp.topic, tp.partition, tp.offset, self.metadata(lasts.get(tp.partition)))
+                    for tp in position]
         if not task.exactly_once:
             bounded(lambda: self.checkpoint.commit(offsets=position, asynchronous=False), timeout,
                     "commit (checkpoint)", task.target)
@@ -111,11 +121,11 @@ class Commits:
 
 
 def commit_position(task: PartitionTask, producer: Producer, checkpoint: Consumer, offset: int,
-                    timeout: float) -> None:
+                    timeout: float, last: LastRead | None = None) -> None:
     """Commit ``offset`` as the link's checkpoint in an otherwise empty transaction (fenced like a copy)."""
     commits = Commits(task, producer, checkpoint, timeout)
     commits.begin()
-    commits.commit(offset)
+    commits.commit(offset, last)
 
 
 def fresh_producer(old: Producer, task: PartitionTask, target: ClusterClient, timeout: float) -> Producer:

@@ -5,7 +5,9 @@ link had not copied (``on_gap: fail``): the run fails naming link, topic,
 partition and the lost range. This DAG is the operator's answer. ``skip`` moves
 the link past the gap to the source's first offset and records the loss;
 ``resume_from`` moves it to a given offset, refused if that would drop what the
-source still holds or copy again what the target already holds. The checkpoint
+source still holds or copy again what the target already holds. ``rewind``
+answers a truncated source (the run names it ``truncated source``): it moves the
+link back to the first offset whose record is no longer the one copied. The checkpoint
 moves fenced, like a copy; a dry run shows the decision and changes nothing.
 Every decision is an audit line (``gap_resolved``).
 """
@@ -26,7 +28,8 @@ def build_resolve_gap_dag(topology: Topology) -> DAG:
     links = sorted(d.link_id for d in topology.all_links())
     with mirror_dag(
         DAG_ID,
-        description="Resolve a partition a level run stopped on: skip a retention gap, or resume from an offset",
+        description=("Resolve a partition a level run stopped on: skip a retention gap, resume from an offset, "
+                     "rewind after a truncation"),
         schedule=None,
         tags=("operations",),
         doc_md=__doc__,
@@ -36,8 +39,10 @@ def build_resolve_gap_dag(topology: Topology) -> DAG:
             "partition": Param(0, type="integer", minimum=0, title="Partition"),
             "action": Param("skip", type="string", enum=list(ACTIONS), title="Action",
                             description="skip: past the gap to the source's first offset; "
-                                        "resume_from: to the offset below"),
-            "offset": Param(None, type=["null", "integer"], title="Offset", description="For resume_from"),
+                                        "resume_from: to the offset below; rewind: after a truncated source, "
+                                        "back to the first offset that differs from what was copied"),
+            "offset": Param(None, type=["null", "integer"], title="Offset",
+                            description="For resume_from; for rewind, optional: the offset its dry run names"),
             "dry_run": Param(False, type="boolean", title="Dry run", description="Show the decision, change nothing"),
         },
     ) as dag:

@@ -33,4 +33,6 @@ def run_resolve(topology: Topology, link_id: str, topic: str, partition: int, ac
     log.info("the checkpoint %s %s %s (source holds %d..%d)%s", "would move" if dry_run else "moved",
              f"from {done.checkpoint}" if done.checkpoint is not None else "from none", f"to {done.position}",
              done.earliest, done.end, lost)
+    if done.note:
+        log.info("%s", done.note)
     return done.to_dict()

@@ -23,3 +23,7 @@ DEFAULT_COPY_THREADS = 4
 LARGE_GROUP_RECORDS = 50_000
 #: What a copy does when the source lost offsets the link has not copied (``replication`` key ``on_gap``).
 DEFAULT_ON_GAP: Final = "fail"
+
+#: An idle link's checkpoint is committed again once it is older than this share of the target's
+#: ``offsets.retention.minutes``: level runs are far more frequent, so it never comes near expiry.
+KEEP_ALIVE_FRACTION = 0.5

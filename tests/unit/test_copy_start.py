@@ -104,3 +104,16 @@ def test_a_checkpoint_names_the_last_record_read_and_only_a_kept_checkpoint_trus
     assert trusted_last(copy_start(100, 0), 100, text, "recreated") is None  # set aside: another incarnation
     assert trusted_last(copy_start(100, 150, on_gap="skip"), 100, text, None) is None  # a gap stepped over
     assert trusted_last(copy_start(100, 0), 100, CheckpointMeta("AAAA").encode(), None) is None
+
+
+def test_a_checkpoint_says_when_it_was_committed_and_an_old_one_is_kept_alive():
+    from mirrorflow.copy.checkpoints import CheckpointMeta, needs_keep_alive
+
+    meta = CheckpointMeta("AAAA", "BBBB").committed_now(None)
+    assert meta.at is not None and CheckpointMeta.decode(meta.encode()) == meta
+    text = CheckpointMeta("AAAA", "BBBB", None, 1_000).encode()
+    assert text.endswith(";at=1000")
+    assert not needs_keep_alive(text, 1_000 + 29, 30)
+    assert needs_keep_alive(text, 1_000 + 30, 30)
+    assert needs_keep_alive(CheckpointMeta("AAAA").encode(), 0, 30)  # no time recorded: commit once more
+    assert needs_keep_alive("", 0, 30)

@@ -83,13 +83,19 @@ class CheckpointMeta:
     source_topic_id: str | None = None
     target_topic_id: str | None = None
     last: LastRead | None = None
+    #: When it was committed (Unix seconds): Kafka deletes the offsets of a group without
+    #: members ``offsets.retention.minutes`` after their last commit, so idle links commit again.
+    at: int | None = None
 
     def encode(self) -> str:
         text = f"{META_PREFIX}source={self.source_topic_id or ''};target={self.target_topic_id or ''}"
-        return f"{text};last={self.last.encode()}" if self.last is not None else text
+        if self.last is not None:
+            text += f";last={self.last.encode()}"
+        return text if self.at is None else f"{text};at={self.at}"
 
-    def with_last(self, last: LastRead | None) -> CheckpointMeta:
-        return CheckpointMeta(self.source_topic_id, self.target_topic_id, last)
+    def committed_now(self, last: LastRead | None) -> CheckpointMeta:
+        """This metadata for a commit now, after reading up to ``last``."""
+        return CheckpointMeta(self.source_topic_id, self.target_topic_id, last, int(time.time()))
 
     @classmethod
     def decode(cls, metadata: str | None) -> CheckpointMeta | None:
@@ -97,7 +103,19 @@ class CheckpointMeta:
         if not metadata or not metadata.startswith(META_PREFIX):
             return None
         fields = dict(part.partition("=")[::2] for part in metadata[len(META_PREFIX):].split(";") if part)
-        return cls(fields.get("source") or None, fields.get("target") or None, LastRead.decode(fields.get("last")))
+        at = fields.get("at", "")
+        return cls(fields.get("source") or None, fields.get("target") or None, LastRead.decode(fields.get("last")),
+                   int(at) if at.isdigit() else None)
+
+
+def needs_keep_alive(metadata: str, now: float, refresh_after_s: float) -> bool:
+    """Whether a checkpoint should be committed again before Kafka deletes it as expired.
+
+    True when it was committed more than ``refresh_after_s`` ago, or at a time it
+    does not say (written before commit times were recorded).
+    """
+    meta = CheckpointMeta.decode(metadata)
+    return meta is None or meta.at is None or now - meta.at >= refresh_after_s
 
 
 def set_aside(metadata: str | None, source_topic_id: str | None, target_topic_id: str | None) -> str | None:

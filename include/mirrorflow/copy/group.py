@@ -112,9 +112,11 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
             end = task.end_offset if task.max_records is None else min(task.end_offset, start + task.max_records)
             result.start_offset = result.next_offset = start
             result.end_offset = end
-            # Also with nothing to copy, a position to commit: an onboarding hand-over, or past a skipped gap.
-            if start < end or begin.initialised or begin.lost:
+            # Also with nothing to copy, a position to commit: an onboarding hand-over, past a skipped gap,
+            # or an idle link's checkpoint committed again before Kafka expires it.
+            if start < end or begin.initialised or begin.lost or task.keep_alive:
                 ranges[task.partition] = [start, end]
+                result.kept_alive = start >= end and task.keep_alive and not (begin.initialised or begin.lost)
         check = {p: last for p, last in lasts.items()
                  if last is not None and p in ranges and ranges[p][0] < ranges[p][1] and last.offset >= earliest[p]}
         for p, error in verify(reader, first.link_id, first.source, first.topic, check, op_timeout).items():

@@ -32,21 +32,28 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit, audit_warning
-from mirrorflow.copy.checkpoints import EARLIEST, copy_start, read_checkpoints, set_aside, switched_to
+from mirrorflow.copy.checkpoints import (
+    EARLIEST,
+    copy_start,
+    needs_keep_alive,
+    read_checkpoints,
+    set_aside,
+    switched_to,
+)
 from mirrorflow.copy.copies import find_copies
 from mirrorflow.copy.executor import copy_bins, copy_tasks
 from mirrorflow.copy.history import shorter
 from mirrorflow.copy.task import OnGap, PartitionTask
 from mirrorflow.copy.txn_group import txn_unit
-from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP, DEFAULT_TXN_RECORDS
+from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP, DEFAULT_TXN_RECORDS, KEEP_ALIVE_FRACTION
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.admin import earliest_and_stable, list_topics, topic_ids
+from mirrorflow.kafka.admin import earliest_and_stable, list_topics, offsets_retention_s, topic_ids
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
 from mirrorflow.spark_run import parallelism, run_bins
@@ -292,6 +299,15 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
     step("source_offsets")
     ids = {"source": topic_ids(source, list(topics), timeout), "target": topic_ids(target, list(topics), timeout)}
     step("topic_ids")
+    retention_s, unread = offsets_retention_s(target, timeout)
+    if unread is not None:
+        log.warning("%s: offsets.retention.minutes of %s could not be read (%s); idle checkpoints are committed "
+                    "again as if it were Kafka's default of %.0f minutes", link.link_id, link.target, unread,
+                    retention_s / 60)
+    refresh_after = retention_s * KEEP_ALIVE_FRACTION
+    now = time.time()
+    keep_alive: set[tuple[str, int]] = set()
+    step("offsets_retention")
 
     for tp in tps:
         key = (tp.topic, tp.partition)
@@ -317,8 +333,16 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
         start = begin.position if begin.lost and begin.position is not None else begin.offset
         work = cap(PartitionWork(link.link_id, tp.topic, tp.partition, start, end, must_run=reason is not None),
                    max_records=link.max_records_per_run)
+        if (work.records == 0 and not work.must_run and committed is not None and reason is None
+                and committed >= low and needs_keep_alive(metadata, now, refresh_after)):
+            # idle, and old enough that Kafka would soon delete it: commit it again, fenced like a copy
+            work = replace(work, must_run=True)
+            keep_alive.add(key)
         if work.records > 0 or work.must_run:
             plan.works.append(work)
+    if keep_alive:
+        log.info("%s: %d idle checkpoint(s) on %s are committed again so that they do not expire "
+                 "(offsets.retention.minutes %.0f)", link.link_id, len(keep_alive), link.target, retention_s / 60)
     report.planned_records = sum(w.records for w in plan.works)
 
     # The cap is shared by what copies at once: transaction groups, each copied by one thread
@@ -337,6 +361,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             on_gap=link.on_gap,
             source_topic_id=ids["source"].get(work.topic),
             target_topic_id=ids["target"].get(work.topic),
+            keep_alive=(work.topic, work.partition) in keep_alive,
         ))
     return plan
 
@@ -474,6 +499,7 @@ def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None
         throttled_s=r.get("throttled_s", 0.0),
         lost_to_retention=r["lost_to_retention"],
         set_aside=r.get("set_aside"),
+        kept_alive=r.get("kept_alive", False),
         error=r["error"],
     )
     if r.get("diverged_at") is not None:

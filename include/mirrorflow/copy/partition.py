@@ -153,10 +153,12 @@ class _PartitionCopy:
             span_end = self.copy_range(start, end)
             if span_end is not None:
                 self.find_refused(span_end, end)
-        elif result.transactions == 0 and (first_position or begin.lost):
-            # Nothing to copy, but a position to keep: an onboarding hand-over, or past a skipped gap.
-            commit_position(task, self.producer, self.checkpoint, start, self.op_timeout)
+        elif result.transactions == 0 and (first_position or begin.lost or task.keep_alive):
+            # Nothing to copy, but a position to keep: an onboarding hand-over, past a skipped gap, or
+            # an idle link's checkpoint committed again before Kafka expires it.
+            commit_position(task, self.producer, self.checkpoint, start, self.op_timeout, self.last)
             result.transactions += 1
+            result.kept_alive = task.keep_alive and not (first_position or begin.lost)
         if result.error_offset is not None and result.error_offset > result.next_offset:
             self.copy_up_to_refusal()
 

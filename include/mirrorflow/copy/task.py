@@ -67,6 +67,9 @@ class PartitionTask:
     #: committed for other ids belongs to an earlier incarnation of a topic and is set aside.
     source_topic_id: str | None = None
     target_topic_id: str | None = None
+    #: Commit the checkpoint again even with nothing to copy: it is old enough that Kafka would
+    #: soon delete it (``offsets.retention.minutes`` after its last commit; mirrorflow.copy.job).
+    keep_alive: bool = False
     #: ``False`` (``replication`` key ``exactly_once: false``): at-least-once copies. No
     #: transactions: an idempotent producer, and the checkpoint committed once every copy
     #: before it is acknowledged. A killed or failed copy repeats up to one commit interval
@@ -106,6 +109,8 @@ class PartitionResult:
     #: The source offset whose record is no longer the one the link read before its checkpoint
     #: (a truncated source, mirrorflow.copy.history); ``None``: the history is as copied.
     diverged_at: int | None = None
+    #: The checkpoint was committed again with nothing to copy, so that Kafka does not expire it.
+    kept_alive: bool = False
     #: Why the link's checkpoint was set aside (a recreated source or target topic), if it was.
     set_aside: str | None = None
     transactions: int = 0

@@ -54,10 +54,9 @@ class Commits:
     def __init__(self, task: PartitionTask, producer: Producer, checkpoint: Consumer, timeout: float) -> None:
         self.task, self.producer, self.checkpoint, self.timeout = task, producer, checkpoint, timeout
         self.group_meta = checkpoint.consumer_group_metadata() if task.exactly_once else None
-        # Every checkpoint says which incarnations of the topics it belongs to (when the planner knew them)
-        # and which record the link read last before it (mirrorflow.copy.history).
+        # Every checkpoint says which incarnations of the topics it belongs to (when the planner knew them),
+        # which record the link read last before it (mirrorflow.copy.history), and when it was committed.
         self.meta = CheckpointMeta(task.source_topic_id, task.target_topic_id)
-        self.ids_known = bool(task.source_topic_id or task.target_topic_id)
 
     def begin(self) -> None:
         if self.task.exactly_once:
@@ -77,11 +76,9 @@ class Commits:
                                           f"{unacknowledged} copies not acknowledged by target {self.task.target} "
                                           f"within {self.timeout:.0f}s"))
 
-    def metadata(self, last: LastRead | None) -> str | None:
+    def metadata(self, last: LastRead | None) -> str:
         """The metadata committed with a checkpoint whose last record read is ``last``."""
-        if last is None and not self.ids_known:
-            return None
-        return self.meta.with_last(last).encode()
+        return self.meta.committed_now(last).encode()
 
     def commit_positions(self, position: list[TopicPartition], lasts: dict[int, LastRead | None] | None = None) -> None:
         """Commit the next source offsets of one or more partitions (a transaction group's).

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
@@ -59,6 +59,27 @@ def list_topics(client: ClusterClient, timeout: float = 10.0) -> dict[str, int]:
             raise KafkaOperationError(client.name, f"describe topic {name}", topic.error)
         topics[name] = len(topic.partitions)
     return topics
+
+
+#: Kafka's default ``offsets.retention.minutes`` (7 days), assumed where a broker's setting cannot be read.
+DEFAULT_OFFSETS_RETENTION_S = 7 * 24 * 3600.0
+
+
+def offsets_retention_s(client: ClusterClient, timeout: float = 10.0) -> tuple[float, str | None]:
+    """How long the cluster keeps a memberless group's committed offsets after their last commit (seconds).
+
+    Read from a broker's ``offsets.retention.minutes``. Returns the value and, when it
+    could not be read (no ``DescribeConfigs`` permission, say), Kafka's default and why.
+    """
+    admin_client = _admin(client)
+    try:
+        brokers = admin_client.list_topics(timeout=timeout).brokers
+        resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
+        configs = admin_client.describe_configs([resource], request_timeout=timeout)[resource].result(
+            timeout=timeout + 5)
+        return float(configs["offsets.retention.minutes"].value) * 60, None
+    except Exception as exc:  # any failure: fall back to Kafka's default, and say so
+        return DEFAULT_OFFSETS_RETENTION_S, f"{type(exc).__name__}: {exc}"
 
 
 def topic_ids(client: ClusterClient, names: list[str], timeout: float = 10.0) -> dict[str, str]:

@@ -31,6 +31,7 @@ CONTRACT_PARAMS = {
     "mirror_switch_target": {"source_cluster", "level", "target"},
     "mirror_decommission_cluster": {"cluster", "force", "dry_run"},
     "mirror_resolve_gap": {"link", "topic", "partition", "action", "offset", "dry_run"},
+    "mirror_carry_checkpoints": {"level_map", "dry_run"},
 }
 
 

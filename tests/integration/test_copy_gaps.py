@@ -296,8 +296,16 @@ RENUMBERED = """
 """
 
 
-def test_renumbered_levels_refuse_to_copy_again_naming_the_lost_checkpoint(kafka_clusters, make_topic):
-    """New link ids (c1.L1 -> c1.L2) start without checkpoints while their targets hold everything already."""
+def test_renumbered_levels_refuse_naming_the_old_links_and_carried_checkpoints_continue_exactly(kafka_clusters,
+                                                                                             make_topic):
+    """New link ids (c1.L1 -> c1.L2) start without checkpoints while their targets hold everything already.
+
+    The runs refuse, naming the old link ids; carrying the checkpoints over (what mirror_carry_checkpoints
+    does per link) lets the renumbered tree go on with every message on every cluster once.
+    """
+    from mirrorflow.copy.renumber import CarryRefused, carry_checkpoints
+    from mirrorflow.kafka.config import ClusterClient
+
     from tests.integration.mirroring import FOUR, assert_exactly_once, clients, converge, run_level, \
         topic_everywhere, topology, traffic
 
@@ -312,6 +320,20 @@ def test_renumbered_levels_refuse_to_copy_again_naming_the_lost_checkpoint(kafka
     for level in after.levels:
         result = run_level(after, level, settings)
         assert result.copied == 0, result.summary()
-        assert result.errors and all("the link has no checkpoint on" in e.error and "was lost" in e.error
+        assert result.errors and all("the link has no checkpoint on" in e.error and "the levels were renumbered"
+                                     in e.error and f".L{level - 1} for it" in e.error
                                      for e in result.errors), result.summary()["errors"]
     assert assert_exactly_once(kafka_clusters, ["c1", "c2", "c3", "c4"], topic, expected) == held
+
+    # The documented migration: level_map 1:2,3:4, each new link gets its old id's checkpoints.
+    cluster = {n: ClusterClient(n, settings[n]) for n in settings}
+    for level in after.levels:
+        for link in after.links(level):
+            carried = carry_checkpoints(f"{link.source}.L{level - 1}", link.link_id, level, cluster[link.source],
+                                        cluster[link.default_target], topics=[topic])
+            assert carried.partitions == 2, carried
+    with pytest.raises(CarryRefused, match="c1.L2 already has checkpoints on c2"):
+        carry_checkpoints("c1.L1", "c1.L2", 2, cluster["c1"], cluster["c2"], topics=[topic])
+    expected += [m for c in ("c1", "c2", "c3", "c4") for m in traffic(kafka_clusters, c, topic, 10, start=20)]
+    converge(after, settings)
+    assert_exactly_once(kafka_clusters, ["c1", "c2", "c3", "c4"], topic, expected)

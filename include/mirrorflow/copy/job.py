@@ -40,6 +40,7 @@ from confluent_kafka import TopicPartition
 from mirrorflow.audit import audit, audit_warning
 from mirrorflow.copy.checkpoints import (
     EARLIEST,
+    checkpoint_group,
     copy_start,
     needs_keep_alive,
     read_checkpoints,
@@ -53,7 +54,7 @@ from mirrorflow.copy.task import OnGap, PartitionTask
 from mirrorflow.copy.txn_group import txn_unit
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP, DEFAULT_TXN_RECORDS, KEEP_ALIVE_FRACTION
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.admin import earliest_and_stable, list_topics, offsets_retention_s, topic_ids
+from mirrorflow.kafka.admin import earliest_and_stable, group_ids, list_topics, offsets_retention_s, topic_ids
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
 from mirrorflow.spark_run import parallelism, run_bins
@@ -389,14 +390,36 @@ def _lost_checkpoint(spec: JobSpec, link: LinkJob, source: ClusterClient, target
     committed, _ = read_checkpoints(target, link.link_id, [tp], timeout).get((tp.topic, tp.partition), (None, ""))
     if committed is not None:  # another attempt of the link committed meanwhile: its copy starts from there
         return None
+    renamed = _former_links(link, target, tp, timeout)
+    if renamed:
+        cause = (f"{link.target} holds checkpoints of {', '.join(renamed)} for it: the levels were renumbered. "
+                 f"Carry the checkpoints over with mirror_carry_checkpoints (level_map old:new, dry run first; "
+                 f"docs/levels.md, \"Renumbering levels\")")
+    else:
+        cause = (f"the checkpoint was lost (committed offsets expired, or the link's id changed). Resume with "
+                 f"mirror_resolve_gap (action resume_from, offset {found.highest + 1}) once the target is known to "
+                 f"hold everything before it")
     error = (f"the link has no checkpoint on {link.target}, but {link.target} already holds {found.count} copies of "
-             f"{link.source}'s messages of this partition (up to source offset {found.highest}): the checkpoint was "
-             f"lost (committed offsets expired, or the link's id changed); nothing copied, so that nothing is copied "
-             f"twice. Resume with mirror_resolve_gap (action resume_from, offset {found.highest + 1}) once the "
-             f"target is known to hold everything before it")
+             f"{link.source}'s messages of this partition (up to source offset {found.highest}); nothing copied, so "
+             f"that nothing is copied twice: {cause}")
     audit_warning("checkpoint_missing", run_id=spec.run_id, link=_link_fields(link), topic=tp.topic,
-                  partition=tp.partition, copies_on_target=found.count, highest_origin_offset=found.highest)
+                  partition=tp.partition, copies_on_target=found.count, highest_origin_offset=found.highest,
+                  former_links=renamed)
     return PartitionError(link.link_id, link.source, link.target, tp.topic, tp.partition, None, error)
+
+
+def _former_links(link: LinkJob, target: ClusterClient, tp: TopicPartition, timeout: float) -> list[str]:
+    """Other link ids of the same source with a checkpoint for ``tp`` on this target: the levels were renumbered."""
+    prefix = checkpoint_group(f"{link.source}.L")
+    out = []
+    for group in group_ids(target, prefix, timeout):
+        other = group[len(checkpoint_group("")):]
+        if other == link.link_id or not other[len(link.source) + 2:].isdigit():
+            continue
+        committed, _ = read_checkpoints(target, other, [tp], timeout).get((tp.topic, tp.partition), (None, ""))
+        if committed is not None:
+            out.append(other)
+    return out
 
 
 def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:

@@ -82,6 +82,16 @@ def offsets_retention_s(client: ClusterClient, timeout: float = 10.0) -> tuple[f
         return DEFAULT_OFFSETS_RETENTION_S, f"{type(exc).__name__}: {exc}"
 
 
+def group_ids(client: ClusterClient, prefix: str, timeout: float = 10.0) -> list[str]:
+    """The ids of the cluster's consumer groups that start with ``prefix``, sorted."""
+    admin_client = _admin(client)
+    try:
+        listing = admin_client.list_consumer_groups(request_timeout=timeout).result(timeout=timeout + 5)
+    except KafkaException as exc:
+        raise KafkaOperationError(client.name, "list consumer groups", exc.args[0]) from exc
+    return sorted(g.group_id for g in listing.valid if g.group_id.startswith(prefix))
+
+
 def topic_ids(client: ClusterClient, names: list[str], timeout: float = 10.0) -> dict[str, str]:
     """Kafka's id of each named topic that exists (one request): a recreated topic gets a new one."""
     if not names:

@@ -194,3 +194,32 @@ lag: {{sla: {{records: 0}}, groups: [{{groups: ".*", records: 0}}]}}
     assert data["per_link"]["c1.L1"]["records"] == 3
     assert data["per_link"]["dead.L3"]["errors"] and data["violations"] == violations
     assert data["sla"] == {"sla": {"records": 0}, "groups": [{"groups": ".*", "records": 0}]}
+
+
+def test_a_checkpoint_that_vanished_since_the_last_measurement_is_a_violation(kafka_clusters, make_topic):
+    from confluent_kafka.admin import AdminClient
+
+    from mirrorflow.copy.checkpoints import checkpoint_group
+
+    topic = topic_everywhere(make_topic, PAIR_NAMES, partitions=1)
+    topo = topology(kafka_clusters, PAIR, [topic], PAIR_NAMES)
+    settings = clients(kafka_clusters, topo)
+    produce(kafka_clusters["c1"].bootstrap, topic, records("k", 5, int(time.time() * 1000) - HOUR_MS), partition=0)
+    assert run_level(topo, 1, settings).ok
+    links = effective_links(topo, 1)
+    first = measure(topo, cluster_clients(settings), links, topics=[topic])
+    assert first.ok, first.violations
+    row = next(r for r in first.links if r.link_id == "c1.L1")
+    assert (row.checkpoint, row.checkpoint_missing) == (5, False)
+
+    admin = AdminClient({"bootstrap.servers": kafka_clusters["c2"].bootstrap})
+    for future in admin.delete_consumer_groups([checkpoint_group("c1.L1")], request_timeout=30).values():
+        future.result(timeout=30)
+    without_history = measure(topo, cluster_clients(settings), links, topics=[topic])
+    assert without_history.ok  # a first measurement cannot tell a lost checkpoint from a new link
+    second = measure(topo, cluster_clients(settings), links, topics=[topic], previous=first.to_dict())
+    assert [str(v) for v in second.violations] == [
+        f"link c1.L1 (c1 -> c2) {topic}[0]: the link's checkpoint on c2 is gone (expired, deleted, or the link's id "
+        f"changed): its next level run refuses to copy, or would copy everything again"]
+    third = measure(topo, cluster_clients(settings), links, topics=[topic], previous=second.to_dict())
+    assert len(third.violations) == 1  # it stays a violation until someone acts

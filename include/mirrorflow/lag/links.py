@@ -27,14 +27,17 @@ from mirrorflow.topology import Distributor, Topology
 
 def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters, links: Iterable[Distributor],
              topics: Iterable[str] | None = None, now: datetime | None = None, *,
-             timeout: float = DEFAULT_TIMEOUT) -> list[LinkPartitionLag]:
+             timeout: float = DEFAULT_TIMEOUT,
+             had_checkpoint: Callable[[str, str, int], bool] | None = None) -> list[LinkPartitionLag]:
     """Lag of each link on each selected topic-partition of its source.
 
     ``links`` carry their *effective* target (see
     :func:`mirrorflow.copy.links.effective_links`): the checkpoint there is the
     authoritative position. ``topics`` (names or regexes, full match) narrows the
     topology's topics. A link whose source or target cannot be measured gets one
-    row with ``topic == "*"`` and the reason in ``error``.
+    row with ``topic == "*"`` and the reason in ``error``. ``had_checkpoint(link, topic,
+    partition)`` says whether the previous measurement found a checkpoint there (or
+    already missed one): a checkpoint that vanished since is flagged.
     """
     now_ms = epoch_ms(now)
     reach = Clusters.of(clients, timeout)
@@ -83,6 +86,10 @@ def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters
                 row.note = (f"the checkpoint on {link.default_target} says the link was switched to "
                             f"{new_target}: the effective target given is stale")
             row.checkpoint, row.end = checkpoint, end
+            if checkpoint is None and had_checkpoint is not None and had_checkpoint(link.link_id, *key):
+                row.checkpoint_missing = True
+                row.note = join_notes(row.note, f"the link's checkpoint on {link.default_target} is gone (it was "
+                                                f"there at the previous measurement)")
             row.start = low if checkpoint is None or checkpoint < low else checkpoint
             if checkpoint is not None and checkpoint < low:
                 row.gap = low - checkpoint

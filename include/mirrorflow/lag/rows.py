@@ -40,6 +40,9 @@ class LinkPartitionLag:
     gap: int = 0
     #: The checkpoint is past the source's end: the source partition was truncated (or recreated).
     truncated: bool = False
+    #: The link had a checkpoint here at the previous measurement and has none now (expired,
+    #: deleted, or the link's id changed): the next level run refuses or would copy again.
+    checkpoint_missing: bool = False
     note: str | None = None
     error: str | None = None
 

@@ -17,8 +17,8 @@ from mirrorflow.topology.lag import Bound, LagConfig
 def link_violations(rows: Iterable[LinkPartitionLag], bound_of: Callable[[str], Bound | None]) -> list[Violation]:
     """Link rows over their bound; a row not measured violates any bound that applies to its link.
 
-    A retention gap or a truncated source violates whatever the bounds: no later
-    copy can repair either, so a person must decide.
+    A retention gap, a truncated source or a vanished checkpoint violates whatever
+    the bounds: no later copy can repair any of them, so a person must decide.
     """
     out = []
     for row in rows:
@@ -30,6 +30,10 @@ def link_violations(rows: Iterable[LinkPartitionLag], bound_of: Callable[[str], 
         if row.truncated:
             out.append(Violation("link", row.where, f"{row.where}: the checkpoint {row.checkpoint} is past the "
                                  f"source's end {row.end}: the source partition was truncated or recreated"))
+        if row.checkpoint_missing:
+            out.append(Violation("link", row.where, f"{row.where}: the link's checkpoint on {row.target} is gone "
+                                 f"(expired, deleted, or the link's id changed): its next level run refuses to "
+                                 f"copy, or would copy everything again"))
         bound = bound_of(row.link_id)
         if bound is not None:
             out += _over(row, "link", bound)

@@ -105,14 +105,24 @@ class LagSnapshot:
         }
 
 
+def _had_checkpoint(previous: Mapping[str, Any] | None) -> Callable[[str, str, int], bool]:
+    """From the previous snapshot: did the link have a checkpoint for the partition (or already miss one)?"""
+    had = {(r["link_id"], r["topic"], r["partition"]) for r in (previous or {}).get("links", [])
+           if r.get("checkpoint") is not None or r.get("checkpoint_missing")}
+    return lambda link_id, topic, partition: (link_id, topic, partition) in had
+
+
 def measure(topology: Topology, clients: Mapping[str, ClusterClient], links: Iterable[Distributor], *,
             topics: Iterable[str] | None = None, groups: Callable[[str], bool] | None = None,
             group_clusters: Iterable[str] | None = None, unavailable: Mapping[str, str] | None = None,
-            now: datetime | None = None, timeout: float = DEFAULT_TIMEOUT) -> LagSnapshot:
+            now: datetime | None = None, timeout: float = DEFAULT_TIMEOUT,
+            previous: Mapping[str, Any] | None = None) -> LagSnapshot:
     """Link lag of ``links``, group lag on ``group_clusters`` (default: every cluster), and the SLA verdict.
 
     ``groups`` defaults to the topology's offsets selection; ``unavailable`` names
-    clusters the caller could not even build a client for (with the reason).
+    clusters the caller could not even build a client for (with the reason);
+    ``previous`` is the last snapshot's dict (:meth:`LagSnapshot.to_dict`), for
+    checkpoints that vanished since.
     """
     started = time.monotonic()
     now = now or datetime.now(UTC)
@@ -120,7 +130,7 @@ def measure(topology: Topology, clients: Mapping[str, ClusterClient], links: Ite
     names = sorted(group_clusters) if group_clusters is not None else sorted(topology.clusters)
     links = list(links)
     reach.probe([*names, *(c for link in links for c in (link.source, link.default_target))])
-    link_rows = link_lag(topology, reach, links, topics, now, timeout=timeout)
+    link_rows = link_lag(topology, reach, links, topics, now, timeout=timeout, had_checkpoint=_had_checkpoint(previous))
     group_rows = group_lag(reach, groups if groups is not None else topology.offsets.selects, now, clusters=names,
                            timeout=timeout)
     return LagSnapshot(

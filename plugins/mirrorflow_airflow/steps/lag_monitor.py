@@ -46,7 +46,7 @@ def take_snapshot(topology: Topology, now: datetime | None = None) -> lag.LagSna
             clients[name] = MirrorClusterHook(topology, name).client()
         except Exception as exc:  # a missing connection must not hide the other clusters
             unavailable[name] = f"has no client settings ({type(exc).__name__}: {exc})"
-    return lag.measure(topology, clients, links, unavailable=unavailable, now=now)
+    return lag.measure(topology, clients, links, unavailable=unavailable, now=now, previous=read_lag_snapshot())
 
 
 def measure_lag(topology: Topology, now: datetime | None = None) -> dict[str, Any]:

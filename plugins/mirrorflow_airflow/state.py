@@ -1,23 +1,67 @@
-"""Operator state that must outlive a run and needs no file edit: the effective target of each link.
+"""Operator state that must outlive a run and needs no file edit, kept in Airflow Variables.
 
-Kept as one Airflow Variable (``mirrorflow_link_targets``, JSON ``{link id:
-target}``) in Airflow's metadata database: durable, visible under Admin ->
-Variables, and read by every level run at run time (not parse time), so a
-switch takes effect from the next run without a restart. Links not listed use
-their default target from the topology.
+The effective target of each link (``mirrorflow_link_targets``, JSON ``{link id:
+target}``; links not listed use their default target), the clusters added and
+removed by operators (``mirrorflow_topology_changes``), consumer-group owners and
+onboardings in progress: durable, in Airflow's metadata database, visible under
+Admin -> Variables.
+
+Some of it is read when DAG files are parsed, and Airflow 3 parses them in
+several contexts: the dag-processor and task runners reach Variables through
+the Task SDK, but a parse in a plain process (``airflow dags test``, ``airflow
+dags list``, ``dag.test()``) gets ``None`` from it without a word, and would
+show an older tree. :func:`read_variable` reads the metadata database directly
+there, and fails (the DAG file's import error names why) where neither is
+possible: never a silently different topology.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from typing import Any
 
 from airflow.sdk import Variable
+
+
+class StateUnreadable(RuntimeError):
+    """A stored state the topology depends on cannot be read in this process."""
+
+
+def _sdk_reaches_variables() -> bool:
+    """Whether the Task SDK's ``Variable.get`` sees the metadata database here (a task, the dag-processor, a server)."""
+    try:
+        from airflow.sdk.execution_time import task_runner
+    except ImportError:
+        return False
+    return (getattr(task_runner, "SUPERVISOR_COMMS", None) is not None
+            or os.environ.get("_AIRFLOW_PROCESS_CONTEXT") == "server")
+
+
+def read_variable(key: str) -> Any:
+    """The raw value of Variable ``key`` (``None`` when it is not set), the same in every context.
+
+    Through the Task SDK where it reaches the metadata database; elsewhere through
+    Airflow's own model, which reads the database (and the environment's
+    ``AIRFLOW_VAR_*``) directly. Raises :class:`StateUnreadable` when neither can.
+    """
+    if _sdk_reaches_variables():
+        return Variable.get(key, default=None)
+    try:
+        from airflow.models import Variable as StoredVariable
+
+        return StoredVariable.get(key, default_var=None)
+    except Exception as exc:
+        raise StateUnreadable(
+            f"mirrorflow: Variable {key} cannot be read in this process ({type(exc).__name__}: {exc}); the DAGs "
+            f"depend on it and would otherwise show a different tree than the scheduler's. Run with access to "
+            f"Airflow's metadata database (AIRFLOW__DATABASE__SQL_ALCHEMY_CONN)") from exc
 
 TARGETS_VARIABLE = "mirrorflow_link_targets"
 
 
 def link_targets() -> dict[str, str]:
-    raw = Variable.get(TARGETS_VARIABLE, default=None)
+    raw = read_variable(TARGETS_VARIABLE)
     if not raw:
         return {}
     data = json.loads(raw) if isinstance(raw, str) else raw
@@ -48,7 +92,7 @@ def group_owners() -> dict[str, str]:
     failover records its target. A group idle everywhere keeps its last owner,
     whose committed offsets stay the truth the other clusters follow.
     """
-    raw = Variable.get(OWNERS_VARIABLE, default=None)
+    raw = read_variable(OWNERS_VARIABLE)
     if not raw:
         return {}
     data = json.loads(raw) if isinstance(raw, str) else raw
@@ -69,12 +113,10 @@ CHANGES_VARIABLE = "mirrorflow_topology_changes"
 def cluster_changes() -> list[dict]:
     """Onboarded and decommissioned clusters, in order (see :mod:`mirrorflow.topology.changes`).
 
-    Read at DAG parse time too: the dag-processor serves Variables to the files
-    it parses, so a change shows in every DAG from its next parse. Outside a
-    task or the dag-processor (a plain Python shell) Airflow only looks at
-    environment variables; there the changes are not seen.
+    Read at DAG parse time too, in every context the same (:func:`read_variable`),
+    so a change shows in every DAG from its next parse.
     """
-    raw = Variable.get(CHANGES_VARIABLE, default=None)
+    raw = read_variable(CHANGES_VARIABLE)
     if not raw:
         return []
     data = json.loads(raw) if isinstance(raw, str) else raw
@@ -108,14 +150,14 @@ ONBOARDING_VARIABLE = "mirrorflow_onboarding"
 
 def onboarding(cluster: str) -> dict | None:
     """What an earlier attempt to onboard ``cluster`` recorded (so a re-run continues), or None."""
-    raw = Variable.get(ONBOARDING_VARIABLE, default=None)
+    raw = read_variable(ONBOARDING_VARIABLE)
     data = (json.loads(raw) if isinstance(raw, str) else raw) if raw else {}
     return data.get(cluster)
 
 
 def record_onboarding(cluster: str, record: dict | None) -> None:
     """Store (or with ``None`` drop) the onboarding record of ``cluster``."""
-    raw = Variable.get(ONBOARDING_VARIABLE, default=None)
+    raw = read_variable(ONBOARDING_VARIABLE)
     data = (json.loads(raw) if isinstance(raw, str) else raw) if raw else {}
     if record is None:
         data.pop(cluster, None)

@@ -22,7 +22,7 @@ from mirrorflow.copy.links import effective_links
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
-from mirrorflow_airflow.state import link_targets
+from mirrorflow_airflow.state import link_targets, read_variable
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def check_sla(snapshot: dict[str, Any]) -> dict[str, Any]:
 
 def read_lag_snapshot() -> dict[str, Any] | None:
     """The latest snapshot stored by ``mirror_lag_monitor`` (``None`` before its first run)."""
-    raw = Variable.get(SNAPSHOT_VARIABLE, default=None)
+    raw = read_variable(SNAPSHOT_VARIABLE)
     if not raw:
         return None
     return json.loads(raw) if isinstance(raw, str) else dict(raw)

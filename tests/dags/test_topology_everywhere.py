@@ -1,0 +1,74 @@
+"""One topology in every context that parses the DAG files: the file plus the stored cluster changes.
+
+Airflow 3 parses DAG files in the dag-processor and task runners (where the Task
+SDK serves Variables) and in plain processes: ``airflow dags test``, ``airflow
+dags details``, a DagBag in a test. In a plain process the Task SDK's
+``Variable.get`` answers ``None`` without a word, so a cluster added by
+``mirror_onboard_cluster`` (kept in the Variable ``mirrorflow_topology_changes``)
+would be missing there: the level runs of ``airflow dags test`` would copy the
+old tree. These tests parse the real way, in real processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from mirrorflow.topology.changes import add_event
+from mirrorflow_airflow.state import CHANGES_VARIABLE
+from tests.integration.kafka_io import produce, read_all
+from tests.integration.mirroring import topic_everywhere, topology
+
+pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
+
+THREE = """
+  level: 3
+  children:
+    - {level: 1, children: [c1, c2]}
+    - c3
+"""
+
+
+def _airflow(*args: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
+    airflow = os.path.join(os.path.dirname(sys.executable), "airflow")
+    return subprocess.run([airflow, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_an_onboarded_cluster_is_in_the_tree_of_every_parse_and_its_link_runs_under_airflow_dags_test(
+        kafka_clusters, make_topic, operator_state, tmp_path, monkeypatch):
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.models import Variable
+
+    topic = topic_everywhere(make_topic, ("c1", "c2", "c3", "c4"), partitions=1)
+    topo = topology(kafka_clusters, THREE, [topic], names=("c1", "c2", "c3"))
+    path = tmp_path / "topology.yaml"
+    path.write_text(topo.to_yaml())
+    monkeypatch.setenv("MIRROR_TOPOLOGY", str(path))
+    env = {**os.environ, "MIRROR_TOPOLOGY": str(path)}
+    c3, c4 = kafka_clusters["c3"].bootstrap, kafka_clusters["c4"].bootstrap
+    produce(c3, topic, [(b"k", f"c3-{i}".encode(), None, None) for i in range(20)], partition=0)
+    # what mirror_onboard_cluster records when c4 joins next to c3 (its backfill aside)
+    Variable.set(CHANGES_VARIABLE, json.dumps([add_event("c4", {"bootstrap": c4}, sibling_of="c3", level=1)]))
+    assert operator_state(CHANGES_VARIABLE, "[]")[0]["cluster"] == "c4"
+
+    # a DagBag in this process, as dag.test() users and the DagBag test parse
+    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    assert not bag.import_errors, bag.import_errors
+    assert bag.get_dag("mirror_level_1").description.endswith("(4 links)")
+
+    # the CLI, plain processes: parse and store the DAGs, then show what was stored
+    stored = _airflow("dags", "reserialize", env=env)
+    assert stored.returncode == 0, stored.stderr[-3000:]
+    details = _airflow("dags", "details", "mirror_level_1", "-o", "json", env=env)
+    assert details.returncode == 0, details.stderr[-3000:]
+    assert "(4 links)" in details.stdout, details.stdout[-2000:]
+
+    # and a level run under airflow dags test copies over the new link c3.L1 -> c4
+    run = _airflow("dags", "test", "mirror_level_1", env=env, timeout=900)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    on_c4 = sorted(r.value.decode() for r in read_all(c4, topic, 1) if r.value.startswith(b"c3-"))
+    assert on_c4 == sorted(f"c3-{i}" for i in range(20))

@@ -252,15 +252,38 @@ def _forget_checkpoint(bootstrap):
         future.result(timeout=30)
 
 
-def test_a_lost_checkpoint_refuses_to_copy_again_and_resume_from_continues_exactly(kafka_clusters, make_topic,
-                                                                                     caplog):
+def test_a_lost_checkpoint_is_recovered_exactly_from_the_copies_provenance(kafka_clusters, make_topic, caplog):
+    topic = _topic_pair(make_topic)
+    c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
+    produce(c1, topic, _records(50), partition=0)
+    assert _level_run(kafka_clusters, topic, "first").copied == 50
+    _forget_checkpoint(c2)
+    produce(c1, topic, _records(10, tag="late"), partition=0)
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+        recovered = _level_run(kafka_clusters, topic, "without a checkpoint")
+    assert not recovered.errors and recovered.copied == 10
+    [line] = [json.loads(r.getMessage()) for r in caplog.records
+              if r.name == AUDIT_LOGGER and '"checkpoint_recovered"' in r.getMessage()]
+    assert (line["position"], line["topic"], line["partition"]) == (50, topic, 0)
+    assert line["how"].startswith("c2 holds copies of c1's messages up to source offset 49; of the 10 records after "
+                                  "that, none is on c2")
+    values = [r.value for r in read_all(c2, topic, 1)]
+    assert values == [f"m{i}".encode() for i in range(50)] + [f"late{i}".encode() for i in range(10)]
+    assert _checkpoint(c2, topic, 0) == 60
+
+
+def test_a_lost_checkpoint_that_cannot_be_proven_refuses_and_resume_from_continues_exactly(kafka_clusters,
+                                                                                           make_topic, caplog):
+    """A switched link's target may hold the source's messages through other links: no proof, so a refusal."""
     from mirrorflow.copy.resolve import ResolveRefused, resolve
 
     topic = _topic_pair(make_topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
 
     def run(run_id):
-        return _level_run(kafka_clusters, topic, run_id)
+        return _level_run(kafka_clusters, topic, run_id, switched=True)
 
     produce(c1, topic, _records(50), partition=0)
     assert run("first").copied == 50
@@ -337,3 +360,48 @@ def test_renumbered_levels_refuse_naming_the_old_links_and_carried_checkpoints_c
     expected += [m for c in ("c1", "c2", "c3", "c4") for m in traffic(kafka_clusters, c, topic, 10, start=20)]
     converge(after, settings)
     assert_exactly_once(kafka_clusters, ["c1", "c2", "c3", "c4"], topic, expected)
+
+
+def test_a_lost_checkpoint_of_a_link_that_forwards_copies_is_recovered_exactly(kafka_clusters, make_topic, caplog):
+    """c3.L1 (c3 -> c4) passes on c1's messages that c1.L3 brought to c3: those are the doubtful ones."""
+    from tests.integration.mirroring import FOUR, assert_exactly_once, clients, converge, run_level, \
+        topic_everywhere, topology, traffic
+
+    topic = topic_everywhere(make_topic)
+    topo = topology(kafka_clusters, FOUR, [topic])
+    settings = clients(kafka_clusters, topo)
+    names = ["c1", "c2", "c3", "c4"]
+    expected = [m for c in names for m in traffic(kafka_clusters, c, topic, 20)]
+    converge(topo, settings)
+    c4 = kafka_clusters["c4"].bootstrap
+
+    def forget():
+        admin = AdminClient({"bootstrap.servers": c4})
+        for future in admin.delete_consumer_groups([checkpoint_group("c3.L1")], request_timeout=30).values():
+            future.result(timeout=30)
+
+    # c1's new messages reach c3 (level 3) but not yet c4; then c3.L1's checkpoint is lost
+    expected += traffic(kafka_clusters, "c1", topic, 10, start=20)
+    assert run_level(topo, 3, settings).ok
+    forget()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+        recovered = run_level(topo, 1, settings)
+    assert recovered.ok, "\n".join(str(e) for e in recovered.errors)
+    lines = [json.loads(r.getMessage()) for r in caplog.records
+             if r.name == AUDIT_LOGGER and '"checkpoint_recovered"' in r.getMessage()]
+    assert {line["link"]["id"] for line in lines} == {"c3.L1"}
+    assert all("copies from other clusters checked" in line["how"] for line in lines)
+    converge(topo, settings)
+    assert_exactly_once(kafka_clusters, names, topic, expected)
+
+    # now c3.L1 has passed c1's newest messages on to c4 before its checkpoint is lost: after them it resumes
+    expected += traffic(kafka_clusters, "c1", topic, 10, start=30)
+    assert run_level(topo, 3, settings).ok and run_level(topo, 1, settings).ok
+    expected += traffic(kafka_clusters, "c1", topic, 10, start=40)
+    assert run_level(topo, 3, settings).ok
+    forget()
+    again = run_level(topo, 1, settings)
+    assert again.ok, "\n".join(str(e) for e in again.errors)
+    converge(topo, settings)
+    assert_exactly_once(kafka_clusters, names, topic, expected)

@@ -50,6 +50,7 @@ from mirrorflow.copy.checkpoints import (
 from mirrorflow.copy.copies import find_copies
 from mirrorflow.copy.executor import copy_bins, copy_tasks
 from mirrorflow.copy.history import shorter
+from mirrorflow.copy.recovery import recover_position
 from mirrorflow.copy.task import OnGap, PartitionTask
 from mirrorflow.copy.txn_group import txn_unit
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP, DEFAULT_TXN_RECORDS, KEEP_ALIVE_FRACTION
@@ -87,6 +88,9 @@ class LinkJob:
     exactly_once: bool = True
     #: What a copy does when the source lost offsets the link has not copied (``replication`` key ``on_gap``).
     on_gap: OnGap = DEFAULT_ON_GAP
+    #: The target is not the link's default one (a switch or an onboarding pin): its copies of the
+    #: source's messages may have come through other links too (mirrorflow.copy.recovery).
+    switched: bool = False
 
 
 @dataclass(frozen=True)
@@ -308,6 +312,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
     refresh_after = retention_s * KEEP_ALIVE_FRACTION
     now = time.time()
     keep_alive: set[tuple[str, int]] = set()
+    starts: dict[tuple[str, int], int] = {}  # recovered resume points of lost checkpoints
     step("offsets_retention")
 
     for tp in tps:
@@ -322,17 +327,22 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
         if committed is not None and reason is None and end < committed:
             plan.errors.append(_truncated(spec, link, tp, committed, end))
             continue
+        recovered = None
         if committed is None and reason is None and end > low:
-            lost = _lost_checkpoint(spec, link, source, target, tp, timeout)
-            if lost is not None:
+            lost = _lost_checkpoint(spec, link, source, target, tp, end, timeout)
+            if isinstance(lost, PartitionError):
                 plan.errors.append(lost)
                 continue
-        begin = copy_start(committed, low, start_offset=EARLIEST if reason else None, on_gap=link.on_gap,
+            recovered = lost
+            if recovered is not None:
+                starts[key] = recovered
+        begin = copy_start(committed, low, start_offset=EARLIEST if reason else recovered, on_gap=link.on_gap,
                            source=link.source)
         # A gap is planned from the link's position, so that its copy runs even when the source holds
         # nothing past the gap: it fails the partition by name (``fail``) or records the loss (``skip``).
         start = begin.position if begin.lost and begin.position is not None else begin.offset
-        work = cap(PartitionWork(link.link_id, tp.topic, tp.partition, start, end, must_run=reason is not None),
+        work = cap(PartitionWork(link.link_id, tp.topic, tp.partition, start, end,
+                                 must_run=reason is not None or recovered is not None),
                    max_records=link.max_records_per_run)
         if (work.records == 0 and not work.must_run and committed is not None and reason is None
                 and committed >= low and needs_keep_alive(metadata, now, refresh_after)):
@@ -363,6 +373,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             source_topic_id=ids["source"].get(work.topic),
             target_topic_id=ids["target"].get(work.topic),
             keep_alive=(work.topic, work.partition) in keep_alive,
+            start_offset=starts.get((work.topic, work.partition)),
         ))
     return plan
 
@@ -376,13 +387,15 @@ def _truncated(spec: JobSpec, link: LinkJob, tp: TopicPartition, committed: int,
 
 
 def _lost_checkpoint(spec: JobSpec, link: LinkJob, source: ClusterClient, target: ClusterClient,
-                     tp: TopicPartition, timeout: float) -> PartitionError | None:
-    """A link without a checkpoint whose target already holds copies of its source's partition: refuse.
+                     tp: TopicPartition, end: int, timeout: float) -> PartitionError | int | None:
+    """A link without a checkpoint whose target already holds copies of its source's partition.
 
     Kafka deletes a group's committed offsets some time after their last commit
     (``offsets.retention.minutes``), and a link whose id changed starts without
     one: copying from the source's first offset would copy again everything the
-    target holds. The provenance of the target's copies says whether that is so.
+    target holds. The provenance of the target's copies says whether that is so,
+    and often where the link stopped (:mod:`mirrorflow.copy.recovery`). Returns
+    ``None`` (no copies: a new link), the proven resume point, or the refusal.
     """
     found = find_copies(target, link.source, tp.topic, tp.partition, timeout)
     if found.highest is None:
@@ -391,12 +404,25 @@ def _lost_checkpoint(spec: JobSpec, link: LinkJob, source: ClusterClient, target
     if committed is not None:  # another attempt of the link committed meanwhile: its copy starts from there
         return None
     renamed = _former_links(link, target, tp, timeout)
+    recovery = None
+    if not renamed and not link.switched:
+        recovery = recover_position(source, target, link.level, tp.topic, tp.partition, found.highest, end, timeout)
+        if recovery.position is not None:
+            audit_warning("checkpoint_recovered", run_id=spec.run_id, link=_link_fields(link), topic=tp.topic,
+                          partition=tp.partition, position=recovery.position, how=recovery.why)
+            log.warning("%s %s[%d]: the checkpoint on %s was lost; resuming at %d, proven from provenance: %s",
+                        link.link_id, tp.topic, tp.partition, link.target, recovery.position, recovery.why)
+            return recovery.position
     if renamed:
         cause = (f"{link.target} holds checkpoints of {', '.join(renamed)} for it: the levels were renumbered. "
                  f"Carry the checkpoints over with mirror_carry_checkpoints (level_map old:new, dry run first; "
                  f"docs/levels.md, \"Renumbering levels\")")
     else:
-        cause = (f"the checkpoint was lost (committed offsets expired, or the link's id changed). Resume with "
+        unproven = recovery.why if recovery is not None else (
+            f"the link's target is not its default one ({link.target}), so it may hold this source's messages "
+            f"through other links too")
+        cause = (f"the checkpoint was lost (committed offsets expired, or the link's id changed), and where the "
+                 f"link stopped is not proven: {unproven}. Resume with "
                  f"mirror_resolve_gap (action resume_from, offset {found.highest + 1}) once the target is known to "
                  f"hold everything before it")
     error = (f"the link has no checkpoint on {link.target}, but {link.target} already holds {found.count} copies of "
@@ -404,7 +430,7 @@ def _lost_checkpoint(spec: JobSpec, link: LinkJob, source: ClusterClient, target
              f"that nothing is copied twice: {cause}")
     audit_warning("checkpoint_missing", run_id=spec.run_id, link=_link_fields(link), topic=tp.topic,
                   partition=tp.partition, copies_on_target=found.count, highest_origin_offset=found.highest,
-                  former_links=renamed)
+                  former_links=renamed, unproven=None if renamed else (recovery.why if recovery else "switched"))
     return PartitionError(link.link_id, link.source, link.target, tp.topic, tp.partition, None, error)
 
 

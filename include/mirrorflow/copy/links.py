@@ -74,6 +74,7 @@ def link_job(topology: Topology, link: Distributor) -> LinkJob:
         txn_records=settings.txn_records,
         exactly_once=settings.exactly_once is not False,
         on_gap=settings.on_gap or DEFAULT_ON_GAP,
+        switched=link.default_target != topology.link(link.link_id).default_target,
     )
 
 

@@ -10,10 +10,14 @@ end offsets, so open transactions never count).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +46,18 @@ def start_clusters(run_dir: Path, names: tuple[str, ...] = ("src", "dst")) -> Lo
     kafka = LocalKafka(run_dir, names=names, distribution=KafkaDistribution.fetch(), owner_pid=os.getpid())
     kafka.start()
     return kafka
+
+
+@contextlib.contextmanager
+def local_clusters(prefix: str, names: tuple[str, ...] = ("src", "dst")) -> Iterator[LocalKafka]:
+    """:func:`start_clusters` in a throwaway directory; stopped and removed on the way out."""
+    run_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    kafka = start_clusters(run_dir, names)
+    try:
+        yield kafka
+    finally:
+        kafka.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def create_topic(bootstrap: str, partitions: int, name: str | None = None) -> str:

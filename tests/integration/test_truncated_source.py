@@ -127,3 +127,58 @@ def test_a_truncated_and_rewritten_source_is_named_and_rewind_resumes_exactly(so
     assert values == [f"old{i}".encode() for i in range(64)] + [f"new{i}".encode() for i in range(80 - end)]
     again = _run(source_cluster, target, topic, "trunc-5")
     assert not again.errors and again.copied == 0
+
+
+TREE = """
+  level: 3
+  children:
+    - {level: 1, children: [s, c2]}
+    - {level: 1, children: [c3, c4]}
+"""
+
+
+def test_a_truncation_in_a_four_cluster_tree_under_traffic_stops_only_that_partition(source_cluster,
+                                                                                      kafka_clusters, make_topic):
+    """s (restartable) next to c2, and c3/c4: s's partition 0 is truncated and written again while c2..c4 produce."""
+    from tests.integration.mirroring import Traffic, assert_exactly_once, clients, converge, run_level, topology, \
+        traffic
+
+    clusters = {"s": source_cluster, **{n: kafka_clusters[n] for n in ("c2", "c3", "c4")}}
+    names = ["s", "c2", "c3", "c4"]
+    topic = make_topic(source_cluster, partitions=2, config={"segment.bytes": str(1 << 20)})
+    for name in names[1:]:
+        make_topic(name, partitions=2, name=topic)
+    topo = topology(clusters, TREE, [topic], names)
+    settings = clients(clusters, topo)
+    expected = [m for c in names for m in traffic(clusters, c, topic, 20)]
+    converge(topo, settings)
+    # s's own large messages fill partition 0 past a segment; copied everywhere, nothing arrives after them
+    big = [f"s|s-big|{i:06d}" + "." * VALUE for i in range(64)]
+    produce(source_cluster.bootstrap, topic, [(b"s-big", v.encode(), None, None) for v in big], partition=0)
+    expected += big
+    converge(topo, settings)
+    before = {r.offset: r.value.decode() for r in read_all(source_cluster.bootstrap, topic, 2) if r.partition == 0}
+    old_end = max(before) + 1
+
+    end = _cut_last_segment(source_cluster, topic)
+    lost = [v for o, v in before.items() if o >= end]
+    assert lost and all(v.startswith("s|s-big|") for v in lost)
+    rewritten = [f"s|s-new|{i:06d}" for i in range(old_end - end + 10)]
+    produce(source_cluster.bootstrap, topic, [(b"s-new", v.encode(), None, None) for v in rewritten], partition=0)
+    expected += rewritten
+    with Traffic(clusters, topic, ["c2", "c3", "c4"], batch=5, interval=0.2) as flowing:
+        stopped = [run_level(topo, level, settings) for level in topo.levels]
+        flowing.wait_for(len(flowing.ids) + 30)
+    expected += flowing.ids
+    failed = sorted((e.link, e.topic, e.partition) for r in stopped for e in r.errors)
+    assert failed == [("s.L1", topic, 0), ("s.L3", topic, 0)], [str(e) for r in stopped for e in r.errors]
+    assert all(e.error.startswith(f"truncated source: s {topic}[0] offset {old_end - 1}, the last record link")
+               for r in stopped for e in r.errors)
+
+    src = ClusterClient("s", settings["s"])
+    for link, target in (("s.L1", "c2"), ("s.L3", "c3")):
+        done = resolve(link, int(link[-1]), src, ClusterClient(target, settings[target]), topic, 0, "rewind")
+        assert (done.checkpoint, done.position) == (old_end, end), done
+    converge(topo, settings)
+    assert_exactly_once(clusters, ["s"], topic, [m for m in expected if m not in set(lost)])
+    assert_exactly_once(clusters, ["c2", "c3", "c4"], topic, expected)  # the copies of the lost ones stay

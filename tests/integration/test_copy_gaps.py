@@ -328,9 +328,16 @@ def test_renumbered_levels_refuse_naming_the_old_links_and_carried_checkpoints_c
     """
     from mirrorflow.copy.renumber import CarryRefused, carry_checkpoints
     from mirrorflow.kafka.config import ClusterClient
-
-    from tests.integration.mirroring import FOUR, assert_exactly_once, clients, converge, run_level, \
-        topic_everywhere, topology, traffic
+    from tests.integration.mirroring import (
+        FOUR,
+        assert_exactly_once,
+        clients,
+        converge,
+        run_level,
+        topic_everywhere,
+        topology,
+        traffic,
+    )
 
     topic = topic_everywhere(make_topic)
     before = topology(kafka_clusters, FOUR, [topic])
@@ -364,8 +371,16 @@ def test_renumbered_levels_refuse_naming_the_old_links_and_carried_checkpoints_c
 
 def test_a_lost_checkpoint_of_a_link_that_forwards_copies_is_recovered_exactly(kafka_clusters, make_topic, caplog):
     """c3.L1 (c3 -> c4) passes on c1's messages that c1.L3 brought to c3: those are the doubtful ones."""
-    from tests.integration.mirroring import FOUR, assert_exactly_once, clients, converge, run_level, \
-        topic_everywhere, topology, traffic
+    from tests.integration.mirroring import (
+        FOUR,
+        assert_exactly_once,
+        clients,
+        converge,
+        run_level,
+        topic_everywhere,
+        topology,
+        traffic,
+    )
 
     topic = topic_everywhere(make_topic)
     topo = topology(kafka_clusters, FOUR, [topic])

@@ -140,8 +140,15 @@ TREE = """
 def test_a_truncation_in_a_four_cluster_tree_under_traffic_stops_only_that_partition(source_cluster,
                                                                                       kafka_clusters, make_topic):
     """s (restartable) next to c2, and c3/c4: s's partition 0 is truncated and written again while c2..c4 produce."""
-    from tests.integration.mirroring import Traffic, assert_exactly_once, clients, converge, run_level, topology, \
-        traffic
+    from tests.integration.mirroring import (
+        Traffic,
+        assert_exactly_once,
+        clients,
+        converge,
+        run_level,
+        topology,
+        traffic,
+    )
 
     clusters = {"s": source_cluster, **{n: kafka_clusters[n] for n in ("c2", "c3", "c4")}}
     names = ["s", "c2", "c3", "c4"]

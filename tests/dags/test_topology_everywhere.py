@@ -72,3 +72,50 @@ def test_an_onboarded_cluster_is_in_the_tree_of_every_parse_and_its_link_runs_un
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     on_c4 = sorted(r.value.decode() for r in read_all(c4, topic, 1) if r.value.startswith(b"c3-"))
     assert on_c4 == sorted(f"c3-{i}" for i in range(20))
+
+
+def _copied(output: str) -> int:
+    """The records a level run copied, from its ``copy_run`` audit line in ``airflow dags test``'s output."""
+    runs = [json.loads(line[line.index("{"):line.rindex("}") + 1]) for line in output.splitlines()
+            if '"event":"copy_run"' in line]
+    assert runs, output[-3000:]
+    return sum(r["copied"] for r in runs)
+
+
+def test_onboarding_a_fourth_cluster_under_traffic_with_every_dag_run_by_airflow_dags_test(
+        kafka_clusters, make_topic, operator_state, tmp_path):
+    """c4 joins next to c3 while c1..c3 produce; the onboarding and every level run are ``airflow dags test``."""
+    from tests.dags.test_onboard_dag import form
+    from tests.integration.mirroring import Traffic, assert_exactly_once, clients, converge, traffic
+
+    topic = topic_everywhere(make_topic, ("c1", "c2", "c3"), partitions=2)
+    topo = topology(kafka_clusters, THREE, [topic], names=("c1", "c2", "c3"))
+    path = tmp_path / "topology.yaml"
+    path.write_text(topo.to_yaml())
+    env = {**os.environ, "MIRROR_TOPOLOGY": str(path)}
+    expected = [m for c in ("c1", "c2", "c3") for m in traffic(kafka_clusters, c, topic, 100)]
+    converge(topo, clients(kafka_clusters, topo))  # the three-cluster tree in sync before c4 comes
+
+    with Traffic(kafka_clusters, topic, ["c1", "c2", "c3"], batch=5, interval=0.2) as flowing:
+        onboard = _airflow("dags", "test", "mirror_onboard_cluster", "-c", json.dumps(form(kafka_clusters)),
+                           env=env, timeout=900)
+        assert onboard.returncode == 0, (onboard.stdout + onboard.stderr)[-4000:]
+        flowing.wait_for(len(flowing.ids) + 30)
+    expected += flowing.ids
+    assert [e["cluster"] for e in operator_state(CHANGES_VARIABLE, "[]")] == ["c4"]
+
+    for _ in range(4):  # rounds of the grown tree's level runs until one copies nothing
+        copied = 0
+        for level in (1, 3):
+            run = _airflow("dags", "test", f"mirror_level_{level}", env=env, timeout=900)
+            assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+            copied += _copied(run.stdout + run.stderr)
+        if copied == 0:
+            break
+    else:
+        raise AssertionError("the level runs did not converge in 4 rounds")
+    expected += traffic(kafka_clusters, "c4", topic, 20)
+    for level in (1, 3, 1):
+        run = _airflow("dags", "test", f"mirror_level_{level}", env=env, timeout=900)
+        assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    assert_exactly_once(kafka_clusters, ["c1", "c2", "c3", "c4"], topic, expected)

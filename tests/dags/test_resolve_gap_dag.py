@@ -1,4 +1,5 @@
-"""mirror_resolve_gap under dag.test(): a level run stops on a retention gap, the operator skips it, copying goes on."""
+"""mirror_resolve_gap under dag.test(): a level run under traffic stops on a retention gap, the operator skips it,
+copying goes on, and every cluster holds every message that was not lost exactly once."""
 
 from __future__ import annotations
 
@@ -8,8 +9,19 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorflow_airflow.factories.resolve_gap import build_resolve_gap_dag
 from tests.dags.test_level_dags import xcom
-from tests.integration.mirroring import FOUR, checkpointed, clients, run_level, topic_everywhere, topology, traffic
 from tests.integration.kafka_io import read_all, stable_end_offsets
+from tests.integration.mirroring import (
+    FOUR,
+    Traffic,
+    assert_exactly_once,
+    checkpointed,
+    clients,
+    converge,
+    run_level,
+    topic_everywhere,
+    topology,
+    traffic,
+)
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
@@ -27,12 +39,15 @@ def test_a_gap_fails_the_level_run_by_name_and_mirror_resolve_gap_skips_it(kafka
     later = traffic(kafka_clusters, "c1", topic, 40, start=40)
     cut = copied_to + 5  # retention takes 5 offsets c1.L1 never copied
     lost = {r.value.decode() for r in read_all(c1, topic, 2) if r.partition == 0 and copied_to <= r.offset < cut}
+    deleted = {r.value.decode() for r in read_all(c1, topic, 2) if r.partition == 0 and r.offset < cut}  # on c1
     assert len(lost) == 5
     admin = AdminClient({"bootstrap.servers": c1})
     for future in admin.delete_records([TopicPartition(topic, 0, cut)], request_timeout=30).values():
         future.result(timeout=30)
 
-    stopped = run_level(topo, 1, settings)
+    with Traffic(kafka_clusters, topic, ["c2", "c3", "c4"], batch=5, interval=0.2) as flowing:  # under traffic
+        stopped = run_level(topo, 1, settings)
+        flowing.wait_for(len(flowing.ids) + 20)
     [error] = [e for e in stopped.errors if e.link == "c1.L1"]
     assert (error.topic, error.partition, error.offset) == (topic, 0, copied_to)
     assert f"retention gap: offsets {copied_to}..{cut - 1} (5) are no longer on c1" in error.error
@@ -49,6 +64,11 @@ def test_a_gap_fails_the_level_run_by_name_and_mirror_resolve_gap_skips_it(kafka
     done = dag.test(run_conf={**form, "dry_run": False})
     assert done.state == "success"
     assert run_level(topo, 1, settings).ok
+    converge(topo, settings)
+    every = first + later + flowing.ids
+    assert_exactly_once(kafka_clusters, ["c2"], topic, [m for m in every if m not in lost])
+    # c1.L3 had not run before the deletion: c3 and c4 never had what c1 deleted (a new link starts at the first offset)
+    assert_exactly_once(kafka_clusters, ["c1", "c3", "c4"], topic, [m for m in every if m not in deleted])
     on_c2 = [r.value.decode() for r in read_all(c2, topic, 2)]
     from_c1 = [v for v in on_c2 if v.startswith("c1|")]
     assert sorted(from_c1) == sorted(set(first + later) - lost) and len(from_c1) == len(set(from_c1))

@@ -50,7 +50,8 @@ def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, sp
     assert [line["run_id"] for line in lines if line["event"] == "copy_run"] == [r.run_id for r in results]
     # each link's plan says how long each of its steps took
     steps = [link.plan_steps for r in results for link in r.links]
-    assert steps and all(set(s) == {"target_shapes", "source_topics", "checkpoints", "source_offsets", "topic_ids"}
+    assert steps and all(set(s) == {"target_shapes", "source_topics", "checkpoints", "source_offsets", "topic_ids",
+                                    "offsets_retention"}
                          and all(v >= 0 for v in s.values()) for s in steps), steps
 
 

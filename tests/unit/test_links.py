@@ -167,7 +167,7 @@ def test_build_spec_follows_switched_targets(topo):
     spec = build_spec(topo, 3, "r", links, CLIENTS)
     assert set(spec.clusters) == {"c1", "c4"}
     assert spec.links == (LinkJob("c1.L3", 3, "c1", "c4", max_bytes_per_second=5000, max_records_per_run=100,
-                                  max_bytes_per_run=65536, txn_records=2000),)
+                                  max_bytes_per_run=65536, txn_records=2000, switched=True),)
 
 
 def test_build_spec_carries_the_link_settings(topo):

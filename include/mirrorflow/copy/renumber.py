@@ -21,14 +21,13 @@ import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit_warning
-from mirrorflow.copy.checkpoints import CheckpointMeta, checkpoint_group, read_checkpoints
-from mirrorflow.copy.clients import new_producer
+from mirrorflow.copy.checkpoints import CheckpointMeta, read_checkpoints
 from mirrorflow.copy.history import LastRead
 from mirrorflow.copy.task import PartitionTask
-from mirrorflow.copy.transactions import Commits
+from mirrorflow.copy.transactions import fenced_commit
 from mirrorflow.copy.txn_group import txn_group
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.admin import list_topics
@@ -114,17 +113,8 @@ def _commit_group(link_id: str, level: int, source: ClusterClient, target: Clust
     task = PartitionTask(link_id=link_id, level=level, source=source.name, target=target.name, topic=topic,
                          partition=rows[0][0], end_offset=0, source_topic_id=first_meta.source_topic_id,
                          target_topic_id=first_meta.target_topic_id)
-    producer = new_producer(task, target)
-    checkpoint = Consumer(target.consumer(checkpoint_group(link_id)))
-    try:
-        producer.init_transactions(timeout)
-        commits = Commits(task, producer, checkpoint, timeout)
-        commits.begin()
-        lasts: dict[int, LastRead | None] = {}
-        for partition, _, metadata in rows:
-            meta = CheckpointMeta.decode(metadata)
-            lasts[partition] = meta.last if meta else None
-        commits.commit_positions([TopicPartition(topic, p, o) for p, o, _ in rows], lasts)
-    finally:
-        checkpoint.close()
-        producer.flush(timeout)
+    lasts: dict[int, LastRead | None] = {}
+    for partition, _, metadata in rows:
+        meta = CheckpointMeta.decode(metadata)
+        lasts[partition] = meta.last if meta else None
+    fenced_commit(task, target, [TopicPartition(topic, p, o) for p, o, _ in rows], lasts, timeout)

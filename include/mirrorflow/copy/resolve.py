@@ -26,15 +26,14 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit_warning
-from mirrorflow.copy.checkpoints import CheckpointMeta, checkpoint_group, read_checkpoints
-from mirrorflow.copy.clients import new_producer
+from mirrorflow.copy.checkpoints import CheckpointMeta, read_checkpoints
 from mirrorflow.copy.copies import find_copies
 from mirrorflow.copy.history import Difference, first_difference
 from mirrorflow.copy.task import PartitionTask
-from mirrorflow.copy.transactions import commit_position
+from mirrorflow.copy.transactions import fenced_commit
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable, topic_ids
 from mirrorflow.kafka.config import ClusterClient
@@ -185,12 +184,5 @@ def _commit(link_id: str, level: int, source: ClusterClient, target: ClusterClie
     task = PartitionTask(link_id=link_id, level=level, source=source.name, target=target.name, topic=topic,
                          partition=partition, end_offset=position, source_topic_id=ids_source.get(topic),
                          target_topic_id=ids_target.get(topic))
-    producer = new_producer(task, target)
-    checkpoint = Consumer(target.consumer(checkpoint_group(link_id)))
-    try:
-        producer.init_transactions(timeout)
-        commit_position(task, producer, checkpoint, position, timeout)
-    finally:
-        checkpoint.close()
-        producer.flush(timeout)
+    fenced_commit(task, target, [TopicPartition(topic, partition, position)], None, timeout)
     log.info("%s %s[%d]: checkpoint on %s is now %d", link_id, topic, partition, target.name, position)

@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from mirrorflow.copy.checkpoints import CheckpointMeta
+from mirrorflow.copy.checkpoints import CheckpointMeta, checkpoint_group
 from mirrorflow.copy.clients import new_producer
 from mirrorflow.copy.history import LastRead
 from mirrorflow.copy.task import PartitionTask
@@ -123,6 +123,22 @@ def commit_position(task: PartitionTask, producer: Producer, checkpoint: Consume
     commits = Commits(task, producer, checkpoint, timeout)
     commits.begin()
     commits.commit(offset, last)
+
+
+def fenced_commit(task: PartitionTask, target: ClusterClient, positions: list[TopicPartition],
+                  lasts: dict[int, LastRead | None] | None, timeout: float) -> None:
+    """Commit checkpoints from outside a copy (an operator's decision, a carry-over) through the link's own
+    ``transactional.id``: ``init_transactions`` fences any copy still running, so none can overwrite them."""
+    producer = new_producer(task, target)
+    checkpoint = Consumer(target.consumer(checkpoint_group(task.link_id)))
+    try:
+        producer.init_transactions(timeout)
+        commits = Commits(task, producer, checkpoint, timeout)
+        commits.begin()
+        commits.commit_positions(positions, lasts)
+    finally:
+        checkpoint.close()
+        producer.flush(timeout)
 
 
 def fresh_producer(old: Producer, task: PartitionTask, target: ClusterClient, timeout: float) -> Producer:

@@ -31,7 +31,7 @@ class ScanStalled(MirrorflowError):
 
 
 class CopyScanner:
-    """One ``read_committed`` consumer on a target, reading partitions whole for their copies' origins."""
+    """One ``read_committed`` consumer on a cluster, reading partitions (whole or a range) for their origins."""
 
     def __init__(self, target: ClusterClient) -> None:
         self.target = target
@@ -53,15 +53,17 @@ class CopyScanner:
         for origin, _ in self.records(topic, partition, timeout):
             yield origin
 
-    def records(self, topic: str, partition: int, timeout: float) -> Iterator[tuple[provenance.Origin | None, Any]]:
-        """Every record of ``topic[partition]`` on the target with its origin, first to last."""
+    def records(self, topic: str, partition: int, timeout: float, *, first: int = 0,
+                end: int | None = None) -> Iterator[tuple[provenance.Origin | None, Any]]:
+        """The records of ``topic[partition]`` in ``[first, end)`` (default: all) with their origins, in order."""
         consumer = self._consumer
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
-        if low >= high:
+        start, stop = max(low, first), high if end is None else min(high, end)
+        if start >= stop:
             return
-        consumer.assign([TopicPartition(topic, partition, low)])
-        position, progressed = low, time.monotonic()
-        while position < high:
+        consumer.assign([TopicPartition(topic, partition, start)])
+        position, progressed = start, time.monotonic()
+        while position < stop:
             if time.monotonic() - progressed > timeout:
                 raise ScanStalled(f"scanning {self.target.name} {topic}[{partition}] for provenance timed out at "
                                   f"offset {position}")
@@ -71,8 +73,10 @@ class CopyScanner:
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF:
                         raise KafkaOperationError(self.target.name, f"scan {topic}[{partition}]", err)
-                    position = high  # only markers or aborted records are left
+                    position = stop  # only markers or aborted records are left
                     continue
+                if msg.offset() >= stop:
+                    return
                 position = msg.offset() + 1
                 yield provenance.find(msg.headers()), msg
 

@@ -24,15 +24,10 @@ this source's messages through other links) or a range too large to read.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-
-from mirrorflow import provenance
 from mirrorflow.copy.copies import CopyScanner
 from mirrorflow.copy.headers import CopyHeaders
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.config import ClusterClient
 
 #: At most this many source records after the last copy are read to prove a resume point.
@@ -82,34 +77,13 @@ def _copied_after(source: ClusterClient, level: int, topic: str, partition: int,
     """The records in ``[start, end)`` this link copies: ``(offset, origin)``, origin ``None`` for the source's own."""
     decide = CopyHeaders(source.name, topic, partition, level=level).for_copy
     out: list[tuple[int, tuple[str, str, int, int] | None]] = []
-    consumer = Consumer(source.consumer(f"{INTERNAL_TOPIC_PREFIX}.recovery", **{"enable.partition.eof": True}))
-    try:
-        consumer.assign([TopicPartition(topic, partition, start)])
-        position, progressed = start, time.monotonic()
-        while position < end:
-            if time.monotonic() - progressed > timeout:
-                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"reading {source.name} {topic}[{partition}] "
-                                                                       f"at offset {position} timed out"))
-            for msg in consumer.consume(500, timeout=1.0):
-                progressed = time.monotonic()
-                err = msg.error()
-                if err is not None:
-                    if err.code() != KafkaError._PARTITION_EOF:
-                        raise KafkaException(err)
-                    position = end  # only markers or aborted records are left
-                    continue
-                if msg.offset() >= end:
-                    position = end
-                    break
-                position = msg.offset() + 1
-                copies, _ = decide(msg.headers(), msg.offset())
-                if copies is None:
-                    continue  # skipped by the copy flags: skipped again, whatever the resume point
-                origin = provenance.find(msg.headers())
-                if origin is None or origin.cluster == source.name:
-                    out.append((msg.offset(), None))
-                else:
-                    out.append((msg.offset(), (origin.cluster, origin.topic, origin.partition, origin.offset)))
-    finally:
-        consumer.close()
+    with CopyScanner(source) as scanner:
+        for origin, msg in scanner.records(topic, partition, timeout, first=start, end=end):
+            copies, _ = decide(msg.headers(), msg.offset())
+            if copies is None:
+                continue  # skipped by the copy flags: skipped again, whatever the resume point
+            if origin is None or origin.cluster == source.name:
+                out.append((msg.offset(), None))
+            else:
+                out.append((msg.offset(), (origin.cluster, origin.topic, origin.partition, origin.offset)))
     return out

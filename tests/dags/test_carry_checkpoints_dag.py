@@ -8,6 +8,7 @@ from mirrorflow_airflow.factories.carry_checkpoints import build_carry_checkpoin
 from tests.dags.test_level_dags import xcom
 from tests.integration.mirroring import (
     FOUR,
+    RENUMBERED,
     assert_exactly_once,
     clients,
     converge,
@@ -19,12 +20,6 @@ from tests.integration.mirroring import (
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
-RENUMBERED = """
-  level: 4
-  children:
-    - {level: 2, children: [c1, c2]}
-    - {level: 2, children: [c3, c4]}
-"""
 CLUSTERS = ["c1", "c2", "c3", "c4"]
 
 

@@ -27,17 +27,12 @@ from mirrorflow_airflow.state import CHANGES_VARIABLE, ONBOARDING_VARIABLE, OWNE
 from tests.dags.test_level_dags import xcom
 from tests.integration.groups import consume_and_commit, read_from_committed
 from tests.integration.kafka_io import stable_end_offsets
-from tests.integration.mirroring import (LevelRuns, Traffic, assert_exactly_once, clients, converge,
+from tests.integration.mirroring import (THREE, LevelRuns, Traffic, assert_exactly_once, clients, converge,
                                          partitions_of, topic_everywhere, topology, traffic)
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
-THREE = """
-  level: 3
-  children:
-    - {level: 1, children: [c1, c2]}
-    - c3
-"""
+
 def form(kafka_clusters, **extra):
     return {"cluster": "c4", "bootstrap": kafka_clusters["c4"].bootstrap, "conn_id": None, "sibling_of": "c3",
             "level": 1, "topics": [], "backfill": "retained", "since": None, "schemas": True, "adopt": False,

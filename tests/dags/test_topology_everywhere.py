@@ -21,16 +21,10 @@ import pytest
 from mirrorflow.topology.changes import add_event
 from mirrorflow_airflow.state import CHANGES_VARIABLE
 from tests.integration.kafka_io import produce, read_all
-from tests.integration.mirroring import topic_everywhere, topology
+from tests.integration.mirroring import THREE, topic_everywhere, topology
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
-THREE = """
-  level: 3
-  children:
-    - {level: 1, children: [c1, c2]}
-    - c3
-"""
 
 
 def _airflow(*args: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:

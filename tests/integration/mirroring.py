@@ -19,8 +19,8 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorflow.copy.checkpoints import checkpoint_group
 from mirrorflow.copy.job import JobResult, run_job
-from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
 from mirrorflow.copy.links import build_spec, effective_links
+from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
 from mirrorflow.topology import Topology, parse_topology
 from tests.integration.kafka_io import produce, read_all
 
@@ -29,6 +29,20 @@ FOUR = """
   children:
     - {level: 1, children: [c1, c2]}
     - {level: 1, children: [c3, c4]}
+"""
+#: FOUR with its levels renumbered (1, 3 -> 2, 4): every link gets a new id.
+RENUMBERED = """
+  level: 4
+  children:
+    - {level: 2, children: [c1, c2]}
+    - {level: 2, children: [c3, c4]}
+"""
+#: Three clusters: c1 and c2 paired at level 1, c3 across at level 3 (where onboarding adds c4 next to c3).
+THREE = """
+  level: 3
+  children:
+    - {level: 1, children: [c1, c2]}
+    - c3
 """
 UNBALANCED = """
   level: 3
@@ -161,7 +175,7 @@ class Traffic:
         except BaseException as exc:  # reported by stop()
             self.error = exc
 
-    def __enter__(self) -> "Traffic":
+    def __enter__(self) -> Traffic:
         self._thread.start()
         return self
 
@@ -215,7 +229,7 @@ class LevelRuns:
         except BaseException as exc:  # reported on exit
             self.error = exc
 
-    def __enter__(self) -> "LevelRuns":
+    def __enter__(self) -> LevelRuns:
         self.thread.start()
         return self
 

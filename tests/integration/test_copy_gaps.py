@@ -26,6 +26,17 @@ from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_group import TXN_GROUPS
 from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all
+from tests.integration.mirroring import (
+    FOUR,
+    RENUMBERED,
+    assert_exactly_once,
+    clients,
+    converge,
+    run_level,
+    topic_everywhere,
+    topology,
+    traffic,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -311,12 +322,6 @@ def test_a_lost_checkpoint_that_cannot_be_proven_refuses_and_resume_from_continu
     assert values == [f"m{i}".encode() for i in range(50)] + [f"late{i}".encode() for i in range(10)]
 
 
-RENUMBERED = """
-  level: 4
-  children:
-    - {level: 2, children: [c1, c2]}
-    - {level: 2, children: [c3, c4]}
-"""
 
 
 def test_renumbered_levels_refuse_naming_the_old_links_and_carried_checkpoints_continue_exactly(kafka_clusters,
@@ -327,17 +332,6 @@ def test_renumbered_levels_refuse_naming_the_old_links_and_carried_checkpoints_c
     does per link) lets the renumbered tree go on with every message on every cluster once.
     """
     from mirrorflow.copy.renumber import CarryRefused, carry_checkpoints
-    from mirrorflow.kafka.config import ClusterClient
-    from tests.integration.mirroring import (
-        FOUR,
-        assert_exactly_once,
-        clients,
-        converge,
-        run_level,
-        topic_everywhere,
-        topology,
-        traffic,
-    )
 
     topic = topic_everywhere(make_topic)
     before = topology(kafka_clusters, FOUR, [topic])
@@ -371,16 +365,6 @@ def test_renumbered_levels_refuse_naming_the_old_links_and_carried_checkpoints_c
 
 def test_a_lost_checkpoint_of_a_link_that_forwards_copies_is_recovered_exactly(kafka_clusters, make_topic, caplog):
     """c3.L1 (c3 -> c4) passes on c1's messages that c1.L3 brought to c3: those are the doubtful ones."""
-    from tests.integration.mirroring import (
-        FOUR,
-        assert_exactly_once,
-        clients,
-        converge,
-        run_level,
-        topic_everywhere,
-        topology,
-        traffic,
-    )
 
     topic = topic_everywhere(make_topic)
     topo = topology(kafka_clusters, FOUR, [topic])

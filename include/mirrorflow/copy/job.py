@@ -260,8 +260,11 @@ class LinkPlan:
 
 
 def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
-              timeout: float = 30.0) -> LinkPlan:
-    """Shape the target, read checkpoints and end offsets, and cut the link's work into tasks."""
+              timeout: float = 30.0, retention: dict[str, tuple[float, str | None]] | None = None) -> LinkPlan:
+    """Shape the target, read checkpoints and end offsets, and cut the link's work into tasks.
+
+    ``retention``: each target's ``offsets.retention.minutes`` read so far in this run, shared by its links.
+    """
     report = LinkReport(link.link_id, link.source, link.target)
     plan = LinkPlan(link, report)
     if not link.exactly_once:
@@ -304,7 +307,10 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
     step("source_offsets")
     ids = {"source": topic_ids(source, list(topics), timeout), "target": topic_ids(target, list(topics), timeout)}
     step("topic_ids")
-    retention_s, unread = offsets_retention_s(target, timeout)
+    retention = {} if retention is None else retention
+    if link.target not in retention:
+        retention[link.target] = offsets_retention_s(target, timeout)
+    retention_s, unread = retention[link.target]
     if unread is not None:
         log.warning("%s: offsets.retention.minutes of %s could not be read (%s); idle checkpoints are committed "
                     "again as if it were Kafka's default of %.0f minutes", link.link_id, link.target, unread,
@@ -452,9 +458,10 @@ def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
     """Plan every link of the spec; a link whose clusters fail is reported, the others still planned."""
     selector = TopicSelector(spec.topics)
     plans = []
+    retention: dict[str, tuple[float, str | None]] = {}  # read once per target cluster
     for link in spec.links:
         try:
-            plans.append(plan_link(spec, link, selector, slots))
+            plans.append(plan_link(spec, link, selector, slots, retention=retention))
         except MirrorflowError as exc:
             report = LinkReport(link.link_id, link.source, link.target, error=str(exc))
             plans.append(LinkPlan(link, report, errors=[

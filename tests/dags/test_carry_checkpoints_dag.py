@@ -41,7 +41,8 @@ def test_renumbered_levels_are_carried_over_by_the_form_and_go_on_exactly_once(k
     shown = xcom(dry, "carry")
     assert sorted((c["old_link"], c["new_link"]) for c in shown) == sorted(
         (f"{c}.L{old}", f"{c}.L{new}") for c in CLUSTERS for old, new in ((1, 2), (3, 4)))
-    assert all(c["dry_run"] and c["partitions"] == 2 for c in shown)
+    # the DAG carries every topic; other tests' topics may be on the same clusters, so look at this one's
+    assert all(c["dry_run"] and {f"{topic}[0]", f"{topic}[1]"} <= set(c["checkpoints"]) for c in shown)
     assert not run_level(after, 2, settings).ok  # a dry run changes nothing
 
     done = dag.test(run_conf={"level_map": "1:2,3:4", "dry_run": False})

@@ -158,7 +158,8 @@ def test_killed_mid_copy_then_rerun_is_exactly_once(kafka_clusters, make_topic):
     n = 60000
     produce(kafka_clusters["c1"].bootstrap, topic, _records(n, size=100))
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
-    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, c1, c2, topic, str(n), "c1.L1", "eos"],
+    # throttled to about 1 MB/s (a 6 s copy), so that the kill lands in the middle however fast the copier is
+    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE, c1, c2, topic, str(n), "c1.L1", "eos", "1000000"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # Wait until some transactions are committed on the target (its last stable offset
     # moves), then kill. The checkpoint itself is not read here: while the killed

@@ -86,16 +86,23 @@ class CheckpointMeta:
     #: When it was committed (Unix seconds): Kafka deletes the offsets of a group without
     #: members ``offsets.retention.minutes`` after their last commit, so idle links commit again.
     at: int | None = None
+    #: After the source topic was recreated: per origin cluster, the highest origin offset the
+    #: target held already (:mod:`mirrorflow.copy.held`), until the link reads past it.
+    held: tuple[tuple[str, int], ...] = ()
 
     def encode(self) -> str:
         text = f"{META_PREFIX}source={self.source_topic_id or ''};target={self.target_topic_id or ''}"
         if self.last is not None:
             text += f";last={self.last.encode()}"
-        return text if self.at is None else f"{text};at={self.at}"
+        if self.at is not None:
+            text += f";at={self.at}"
+        if self.held:
+            text += ";held=" + ",".join(f"{cluster}:{floor}" for cluster, floor in self.held)
+        return text
 
-    def committed_now(self, last: LastRead | None) -> CheckpointMeta:
-        """This metadata for a commit now, after reading up to ``last``."""
-        return CheckpointMeta(self.source_topic_id, self.target_topic_id, last, int(time.time()))
+    def committed_now(self, last: LastRead | None, held: tuple[tuple[str, int], ...] = ()) -> CheckpointMeta:
+        """This metadata for a commit now, after reading up to ``last``, keeping the floors ``held``."""
+        return CheckpointMeta(self.source_topic_id, self.target_topic_id, last, int(time.time()), held)
 
     @classmethod
     def decode(cls, metadata: str | None) -> CheckpointMeta | None:
@@ -105,7 +112,17 @@ class CheckpointMeta:
         fields = dict(part.partition("=")[::2] for part in metadata[len(META_PREFIX):].split(";") if part)
         at = fields.get("at", "")
         return cls(fields.get("source") or None, fields.get("target") or None, LastRead.decode(fields.get("last")),
-                   int(at) if at.isdigit() else None)
+                   int(at) if at.isdigit() else None, _decode_held(fields.get("held", "")))
+
+
+def _decode_held(text: str) -> tuple[tuple[str, int], ...]:
+    """``c3:39,c4:12`` -> ``(("c3", 39), ("c4", 12))``; a part that is not ``cluster:offset`` is left out."""
+    out = []
+    for part in text.split(","):
+        cluster, _, floor = part.rpartition(":")
+        if cluster and floor.isdigit():
+            out.append((cluster, int(floor)))
+    return tuple(out)
 
 
 def needs_keep_alive(metadata: str, now: float, refresh_after_s: float) -> bool:
@@ -134,6 +151,12 @@ def set_aside(metadata: str | None, source_topic_id: str | None, target_topic_id
         return (f"the target topic was recreated (topic id {meta.target_topic_id} -> {target_topic_id}): the "
                 f"source is copied again from its first offset into the new topic")
     return None
+
+
+def source_recreated(metadata: str | None, source_topic_id: str | None) -> bool:
+    """Whether the checkpoint was written for another incarnation of the source topic (see :func:`set_aside`)."""
+    meta = CheckpointMeta.decode(metadata)
+    return bool(meta and source_topic_id and meta.source_topic_id and meta.source_topic_id != source_topic_id)
 
 
 class LinkSwitchedAway(Exception):

@@ -45,6 +45,11 @@ class CopyScanner:
                  tb: TracebackType | None) -> None:
         self._consumer.close()
 
+    def earliest(self, topic: str, partition: int, timeout: float) -> int:
+        """The partition's first offset (above 0: retention or a deletion removed its first records)."""
+        low, _ = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
+        return int(low)
+
     def origins(self, topic: str, partition: int, timeout: float) -> Iterator[provenance.Origin | None]:
         """The origin of every record of ``topic[partition]`` on the target, first to last (``None``: none stamped).
 

@@ -46,6 +46,7 @@ from confluent_kafka import (
 from mirrorflow.copy.checkpoints import LinkSwitchedAway, read_positions, record_start, task_start, trusted_last
 from mirrorflow.copy.clients import CopyClients
 from mirrorflow.copy.headers import CopyHeaders
+from mirrorflow.copy.held import Held, HeldUnknown, held_at_start, skipping_held
 from mirrorflow.copy.history import LastRead, last_read, verify
 from mirrorflow.copy.partition import copy_partition
 from mirrorflow.copy.spans import note_target_offsets, target_ends
@@ -101,12 +102,19 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
         earliest = _earliest(reader, first.topic, [t.partition for t in tasks], op_timeout)
         ranges: dict[int, list[int]] = {}
         lasts: dict[int, LastRead | None] = {}
+        held: dict[int, Held | None] = {}
         for task in tasks:
             result = results[task.partition]
             position, metadata = committed[task.partition]
             begin, set_aside_because = task_start(task, position, metadata, earliest[task.partition])
             lasts[task.partition] = trusted_last(begin, position, metadata, set_aside_because)
             if not record_start(result, begin, set_aside_because):
+                continue
+            try:
+                held[task.partition] = held_at_start(task, metadata, set_aside_because)
+            except HeldUnknown as exc:
+                result.error, result.start_offset = str(exc), begin.offset
+                result.next_offset = result.error_offset = begin.offset
                 continue
             start = begin.offset
             end = task.end_offset if task.max_records is None else min(task.end_offset, start + task.max_records)
@@ -124,7 +132,7 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
             results[p].diverged_at = check[p].offset
             log.error("%s %s[%d]: %s", first.link_id, first.topic, p, error)
         if ranges:
-            _copy_ranges(tasks, results, producer, checkpoint, reader, ranges, lasts, idle_timeout, op_timeout)
+            _copy_ranges(tasks, results, producer, checkpoint, reader, ranges, lasts, held, idle_timeout, op_timeout)
         clean = all(r.error is None for r in results.values())  # a copy with an error keeps no client
     except _Refused:
         refused = True
@@ -189,10 +197,12 @@ def _earliest(reader: Consumer, topic: str, partitions: list[int], timeout: floa
 
 def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult], producer: Producer,
                  checkpoint: Consumer, reader: Consumer, ranges: dict[int, list[int]],
-                 lasts: dict[int, LastRead | None], idle_timeout: float, op_timeout: float) -> None:
+                 lasts: dict[int, LastRead | None], held: dict[int, Held | None], idle_timeout: float,
+                 op_timeout: float) -> None:
     """Copy every ``ranges[p] = [start, end)`` of the group, in transactions bounded like a partition's.
 
-    ``lasts``: the last record read before each checkpoint, updated at each commit.
+    ``lasts``: the last record read before each checkpoint, updated at each commit. ``held``: per
+    partition, what the target holds already after a recreated source (mirrorflow.copy.held).
 
     A range may be empty: an onboarding start with nothing to copy is still committed
     as the link's checkpoint. A byte-rate cap applies to the group as a whole (each task
@@ -203,9 +213,11 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
     first = tasks[0]
     topic = first.topic
     by_partition = {t.partition: t for t in tasks}
-    txn = Commits(first, producer, checkpoint, op_timeout)
-    headers = {p: CopyHeaders(first.source, topic, p, level=first.level, backfill_flags=by_partition[p].backfill_flags,
-                              on_malformed=by_partition[p].on_malformed).for_copy for p in ranges}
+    txn = Commits(first, producer, checkpoint, op_timeout, held)
+    headers = {p: skipping_held(CopyHeaders(first.source, topic, p, level=first.level,
+                                            backfill_flags=by_partition[p].backfill_flags,
+                                            on_malformed=by_partition[p].on_malformed).for_copy, held.get(p))
+               for p in ranges}
     before = target_ends(checkpoint, first, list(ranges), op_timeout)
     position = {p: r[0] for p, r in ranges.items()}
     end = {p: r[1] for p, r in ranges.items()}

@@ -45,10 +45,12 @@ from mirrorflow.copy.checkpoints import (
     needs_keep_alive,
     read_checkpoints,
     set_aside,
+    source_recreated,
     switched_to,
 )
 from mirrorflow.copy.copies import find_copies
 from mirrorflow.copy.executor import copy_bins, copy_tasks
+from mirrorflow.copy.held import held_on_target
 from mirrorflow.copy.history import shorter
 from mirrorflow.copy.recovery import recover_position
 from mirrorflow.copy.task import OnGap, PartitionTask
@@ -319,6 +321,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
     now = time.time()
     keep_alive: set[tuple[str, int]] = set()
     starts: dict[tuple[str, int], int] = {}  # recovered resume points of lost checkpoints
+    held: dict[tuple[str, int], tuple[tuple[str, int], ...]] = {}  # after a recreated source (copy.held)
     step("offsets_retention")
 
     for tp in tps:
@@ -327,8 +330,13 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
         low, end = lows[key], ends[key]
         reason = set_aside(metadata, ids["source"].get(tp.topic), ids["target"].get(tp.topic))
         if reason is not None:
+            floors = None
+            if source_recreated(metadata, ids["source"].get(tp.topic)):
+                floors = _held(link, target, tp, timeout)
+                held[key] = tuple(sorted(floors.items()))
             audit_warning("checkpoint_set_aside", run_id=spec.run_id, link=_link_fields(link), topic=tp.topic,
-                          partition=tp.partition, checkpoint=committed, metadata=metadata, reason=reason)
+                          partition=tp.partition, checkpoint=committed, metadata=metadata, reason=reason,
+                          held_on_target=floors)
             committed = None
         if committed is not None and reason is None and end < committed:
             plan.errors.append(_truncated(spec, link, tp, committed, end))
@@ -380,8 +388,22 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             target_topic_id=ids["target"].get(work.topic),
             keep_alive=(work.topic, work.partition) in keep_alive,
             start_offset=starts.get((work.topic, work.partition)),
+            held=held.get((work.topic, work.partition)),
         ))
     return plan
+
+
+def _held(link: LinkJob, target: ClusterClient, tp: TopicPartition, timeout: float) -> dict[str, int]:
+    """After the link's source topic was recreated: what its target holds already of what it passes on."""
+    floors, earliest = held_on_target(target, link.source, link.level, tp.topic, tp.partition, timeout)
+    log.warning("%s %s[%d]: the source topic was recreated; what the link passes on again is skipped where %s "
+                "holds it already (highest origin offset held, per origin: %s)", link.link_id, tp.topic,
+                tp.partition, link.target, floors or "none")
+    if earliest > 0:
+        log.warning("%s %s[%d]: %s no longer holds offsets below %d (retention): copies it held there and whose "
+                    "origin has no later copy on it cannot be told from new ones and are passed on again",
+                    link.link_id, tp.topic, tp.partition, link.target, earliest)
+    return floors
 
 
 def _truncated(spec: JobSpec, link: LinkJob, tp: TopicPartition, committed: int, end: int) -> PartitionError:

@@ -40,6 +40,7 @@ from mirrorflow.copy.checkpoints import (
 )
 from mirrorflow.copy.clients import CopyClients
 from mirrorflow.copy.headers import CopyHeaders
+from mirrorflow.copy.held import Held, HeldUnknown, held_at_start, skipping_held
 from mirrorflow.copy.history import LastRead, last_read, verify
 from mirrorflow.copy.spans import note_target_offsets, target_end
 from mirrorflow.copy.task import PartitionResult, PartitionTask
@@ -112,6 +113,8 @@ class _PartitionCopy:
         self.idle_timeout, self.op_timeout = idle_timeout, op_timeout
         #: The last record read before the committed checkpoint (mirrorflow.copy.history).
         self.last: LastRead | None = None
+        #: What the target holds already of what the link passes on, after a recreated source.
+        self.held: Held | None = None
 
     def run(self) -> None:
         task, result = self.task, self.result
@@ -135,6 +138,12 @@ class _PartitionCopy:
                                on_gap=task.on_gap, source=task.source)
         if not record_start(result, begin, set_aside_because):
             return
+        try:
+            self.held = held_at_start(task, metadata, set_aside_because)
+        except HeldUnknown as exc:
+            result.error, result.start_offset = str(exc), begin.offset
+            result.next_offset = result.error_offset = begin.offset
+            return
         start = begin.offset
         if result.start_offset < 0:
             result.start_offset = start
@@ -156,7 +165,7 @@ class _PartitionCopy:
         elif result.transactions == 0 and (first_position or begin.lost or task.keep_alive):
             # Nothing to copy, but a position to keep: an onboarding hand-over, past a skipped gap, or
             # an idle link's checkpoint committed again before Kafka expires it.
-            commit_position(task, self.producer, self.checkpoint, start, self.op_timeout, self.last)
+            commit_position(task, self.producer, self.checkpoint, start, self.op_timeout, self.last, self.held)
             result.transactions += 1
             result.kept_alive = task.keep_alive and not (first_position or begin.lost)
         if result.error_offset is not None and result.error_offset > result.next_offset:
@@ -267,14 +276,15 @@ class _RangeCopy:
         self.copy, self.task, self.result, self.reader = copy, task, result, reader
         self.producer, self.checkpoint, self.op_timeout = copy.producer, copy.checkpoint, copy.op_timeout
         self.idle_timeout, self.one_by_one, self.kept_reader = copy.idle_timeout, one_by_one, kept_reader
-        self.txn = Commits(task, copy.producer, copy.checkpoint, copy.op_timeout)
+        self.txn = Commits(task, copy.producer, copy.checkpoint, copy.op_timeout, {task.partition: copy.held})
         self.batch = _Batch()
         self.limiter = RateLimiter(task.max_bytes_per_second) if task.max_bytes_per_second else None
         # The time bound on a transaction is checked once per fetched batch, and per record when a
         # batch can take longer than the transaction may stay open (throttled, or one copy at a time).
         self.slow = self.limiter is not None or one_by_one
-        self.headers_of = CopyHeaders(task.source, task.topic, task.partition, level=task.level,
-                                      backfill_flags=task.backfill_flags, on_malformed=task.on_malformed).for_copy
+        self.headers_of = skipping_held(CopyHeaders(task.source, task.topic, task.partition, level=task.level,
+                                                    backfill_flags=task.backfill_flags,
+                                                    on_malformed=task.on_malformed).for_copy, copy.held)
         self.crc = result.checksum
         self.last_msg: Any = None  # the last record read since the last commit
         self.position = self.end = 0

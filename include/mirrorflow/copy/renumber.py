@@ -25,6 +25,7 @@ from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit_warning
 from mirrorflow.copy.checkpoints import CheckpointMeta, read_checkpoints
+from mirrorflow.copy.held import Held
 from mirrorflow.copy.history import LastRead
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.transactions import fenced_commit
@@ -114,7 +115,9 @@ def _commit_group(link_id: str, level: int, source: ClusterClient, target: Clust
                          partition=rows[0][0], end_offset=0, source_topic_id=first_meta.source_topic_id,
                          target_topic_id=first_meta.target_topic_id)
     lasts: dict[int, LastRead | None] = {}
+    held: dict[int, Held | None] = {}
     for partition, _, metadata in rows:
         meta = CheckpointMeta.decode(metadata)
         lasts[partition] = meta.last if meta else None
-    fenced_commit(task, target, [TopicPartition(topic, p, o) for p, o, _ in rows], lasts, timeout)
+        held[partition] = Held(topic, partition, dict(meta.held)) if meta and meta.held else None
+    fenced_commit(task, target, [TopicPartition(topic, p, o) for p, o, _ in rows], lasts, timeout, held)

@@ -29,8 +29,9 @@ from typing import Any, Literal
 from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit_warning
-from mirrorflow.copy.checkpoints import CheckpointMeta, read_checkpoints
+from mirrorflow.copy.checkpoints import CheckpointMeta, read_checkpoints, source_recreated
 from mirrorflow.copy.copies import find_copies
+from mirrorflow.copy.held import Held
 from mirrorflow.copy.history import Difference, first_difference
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.transactions import fenced_commit
@@ -168,21 +169,27 @@ def resolve(link_id: str, level: int, source: ClusterClient, target: ClusterClie
                      decision.position, list(decision.lost) if decision.lost else None, dry_run,
                      difference.why if difference else None)
     if not dry_run:
-        _commit(link_id, level, source, target, topic, partition, decision.position, timeout)
+        _commit(link_id, level, source, target, topic, partition, decision.position, metadata, timeout)
     audit_warning("gap_resolved", **out.to_dict())
     return out
 
 
 def _commit(link_id: str, level: int, source: ClusterClient, target: ClusterClient, topic: str, partition: int,
-            position: int, timeout: float) -> None:
+            position: int, metadata: str, timeout: float) -> None:
     """Commit ``position`` as the link's checkpoint through the link's own ``transactional.id``.
 
     ``init_transactions`` fences any copy of the partition still running, so the
     checkpoint cannot be overwritten by a copy that started before the decision.
+    Floors the checkpoint keeps after a recreated source (``metadata``, mirrorflow.copy.held)
+    stay as long as the source topic is the same one.
     """
     ids_source, ids_target = topic_ids(source, [topic], timeout), topic_ids(target, [topic], timeout)
     task = PartitionTask(link_id=link_id, level=level, source=source.name, target=target.name, topic=topic,
                          partition=partition, end_offset=position, source_topic_id=ids_source.get(topic),
                          target_topic_id=ids_target.get(topic))
-    fenced_commit(task, target, [TopicPartition(topic, partition, position)], None, timeout)
+    meta = CheckpointMeta.decode(metadata)
+    held = None
+    if meta is not None and meta.held and not source_recreated(metadata, task.source_topic_id):
+        held = Held(topic, partition, dict(meta.held))
+    fenced_commit(task, target, [TopicPartition(topic, partition, position)], None, timeout, {partition: held})
     log.info("%s %s[%d]: checkpoint on %s is now %d", link_id, topic, partition, target.name, position)

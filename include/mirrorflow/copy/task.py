@@ -70,6 +70,9 @@ class PartitionTask:
     #: Commit the checkpoint again even with nothing to copy: it is old enough that Kafka would
     #: soon delete it (``offsets.retention.minutes`` after its last commit; mirrorflow.copy.job).
     keep_alive: bool = False
+    #: The source topic was recreated (the checkpoint is set aside): per origin cluster, the highest
+    #: origin offset the target holds already, measured by the planner (mirrorflow.copy.held).
+    held: tuple[tuple[str, int], ...] | None = None
     #: ``False`` (``replication`` key ``exactly_once: false``): at-least-once copies. No
     #: transactions: an idempotent producer, and the checkpoint committed once every copy
     #: before it is acknowledged. A killed or failed copy repeats up to one commit interval

@@ -10,13 +10,14 @@ the only place a link's checkpoint moves during a copy (docs/architecture.md,
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from mirrorflow.copy.checkpoints import CheckpointMeta, checkpoint_group
 from mirrorflow.copy.clients import new_producer
+from mirrorflow.copy.held import Held
 from mirrorflow.copy.history import LastRead
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
@@ -51,8 +52,12 @@ class Commits:
     the copies since the previous commit.
     """
 
-    def __init__(self, task: PartitionTask, producer: Producer, checkpoint: Consumer, timeout: float) -> None:
+    def __init__(self, task: PartitionTask, producer: Producer, checkpoint: Consumer, timeout: float,
+                 held: Mapping[int, Held | None] | None = None) -> None:
         self.task, self.producer, self.checkpoint, self.timeout = task, producer, checkpoint, timeout
+        #: Per partition, what the target holds already after a recreated source (mirrorflow.copy.held):
+        #: each checkpoint keeps the floors not read past yet.
+        self.held = {p: h for p, h in (held or {}).items() if h is not None}
         self.group_meta = checkpoint.consumer_group_metadata() if task.exactly_once else None
         # Every checkpoint says which incarnations of the topics it belongs to (when the planner knew them),
         # which record the link read last before it (mirrorflow.copy.history), and when it was committed.
@@ -76,9 +81,10 @@ class Commits:
                                           f"{unacknowledged} copies not acknowledged by target {self.task.target} "
                                           f"within {self.timeout:.0f}s"))
 
-    def metadata(self, last: LastRead | None) -> str:
-        """The metadata committed with a checkpoint whose last record read is ``last``."""
-        return self.meta.committed_now(last).encode()
+    def metadata(self, last: LastRead | None, partition: int | None = None) -> str:
+        """The metadata committed with ``partition``'s checkpoint whose last record read is ``last``."""
+        held = self.held.get(self.task.partition if partition is None else partition)
+        return self.meta.committed_now(last, held.floors() if held is not None else ()).encode()
 
     def commit_positions(self, position: list[TopicPartition], lasts: dict[int, LastRead | None] | None = None) -> None:
         """Commit the next source offsets of one or more partitions (a transaction group's).
@@ -88,6 +94,9 @@ class Commits:
         """
         try:
             self._commit_positions(position, lasts or {})
+            for tp in position:
+                if (held := self.held.get(tp.partition)) is not None:
+                    held.settle()
         except TargetSilent:
             raise
         except KafkaException as exc:
@@ -97,8 +106,8 @@ class Commits:
 
     def _commit_positions(self, position: list[TopicPartition], lasts: dict[int, LastRead | None]) -> None:
         task, timeout = self.task, self.timeout
-        position = [TopicPartition(tp.topic, tp.partition, tp.offset, self.metadata(lasts.get(tp.partition)))
-                    for tp in position]
+        position = [TopicPartition(tp.topic, tp.partition, tp.offset,
+                                   self.metadata(lasts.get(tp.partition), tp.partition)) for tp in position]
         if not task.exactly_once:
             bounded(lambda: self.checkpoint.commit(offsets=position, asynchronous=False), timeout,
                     "commit (checkpoint)", task.target)
@@ -113,27 +122,31 @@ class Commits:
             self.producer.commit_transaction(self.timeout)
 
     def abort(self) -> None:
+        for held in self.held.values():
+            held.forget()
         if self.task.exactly_once:
             self.producer.abort_transaction(self.timeout)
 
 
 def commit_position(task: PartitionTask, producer: Producer, checkpoint: Consumer, offset: int,
-                    timeout: float, last: LastRead | None = None) -> None:
+                    timeout: float, last: LastRead | None = None, held: Held | None = None) -> None:
     """Commit ``offset`` as the link's checkpoint in an otherwise empty transaction (fenced like a copy)."""
-    commits = Commits(task, producer, checkpoint, timeout)
+    commits = Commits(task, producer, checkpoint, timeout, {task.partition: held})
     commits.begin()
     commits.commit(offset, last)
 
 
 def fenced_commit(task: PartitionTask, target: ClusterClient, positions: list[TopicPartition],
-                  lasts: dict[int, LastRead | None] | None, timeout: float) -> None:
+                  lasts: dict[int, LastRead | None] | None, timeout: float,
+                  held: Mapping[int, Held | None] | None = None) -> None:
     """Commit checkpoints from outside a copy (an operator's decision, a carry-over) through the link's own
-    ``transactional.id``: ``init_transactions`` fences any copy still running, so none can overwrite them."""
+    ``transactional.id``: ``init_transactions`` fences any copy still running, so none can overwrite them.
+    ``held``: floors a checkpoint keeps (mirrorflow.copy.held)."""
     producer = new_producer(task, target)
     checkpoint = Consumer(target.consumer(checkpoint_group(task.link_id)))
     try:
         producer.init_transactions(timeout)
-        commits = Commits(task, producer, checkpoint, timeout)
+        commits = Commits(task, producer, checkpoint, timeout, held)
         commits.begin()
         commits.commit_positions(positions, lasts)
     finally:

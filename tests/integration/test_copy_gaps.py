@@ -313,7 +313,7 @@ def test_a_lost_checkpoint_that_cannot_be_proven_refuses_and_resume_from_continu
 
     src, dst = _clients(kafka_clusters)
     with pytest.raises(ResolveRefused, match=r"would drop offsets 0\.\.59, which the source still holds: the target "
-                                             r"holds copies of only 50 of those 60"):
+                                             r"holds copies of only 50 of the 60 the link copies"):
         resolve(LINK, 1, src, dst, topic, 0, "resume_from", requested=60)
     done = resolve(LINK, 1, src, dst, topic, 0, "resume_from", requested=50)
     assert (done.checkpoint, done.position, done.lost) == (None, 50, None)
@@ -446,3 +446,18 @@ def test_a_topic_recreated_inside_the_tree_brings_every_message_to_every_cluster
     finally:
         consumer.close()
     assert all(m.startswith("mirrorflow:v1;") and ";held=" not in m for m in metas), metas
+
+
+def test_resume_from_counts_the_copies_a_link_passes_on_not_only_its_sources_own(kafka_clusters, make_topic):
+    """c1.L1 passes c3's messages on to c2: moving its checkpoint back over them would copy them again."""
+    from mirrorflow.copy.resolve import ResolveRefused, resolve
+
+    topic = topic_everywhere(make_topic, partitions=1)
+    topo = topology(kafka_clusters, FOUR, [topic])
+    settings = clients(kafka_clusters, topo)
+    expected = traffic(kafka_clusters, "c3", topic, 20)
+    converge(topo, settings)
+    assert_exactly_once(kafka_clusters, ["c1", "c2", "c3", "c4"], topic, expected)
+    c1, c2 = ClusterClient("c1", settings["c1"]), ClusterClient("c2", settings["c2"])
+    with pytest.raises(ResolveRefused, match=r"resuming at 0 would copy again 20 message\(s\)"):
+        resolve("c1.L1", 1, c1, c2, topic, 0, "resume_from", requested=0, dry_run=True)

@@ -47,8 +47,12 @@ def test_an_unknown_action_names_the_choices():
 
 def test_a_lost_checkpoint_resumes_forward_only_over_offsets_the_target_holds_copies_of():
     assert decide("resume_from", None, 0, 60, requested=50, copies_on_target=50) == Decision(50)
-    with pytest.raises(ResolveRefused, match="the target holds copies of only 49 of those 50"):
+    with pytest.raises(ResolveRefused, match="the target holds copies of only 49 of the 50 the link copies"):
         decide("resume_from", None, 0, 60, requested=50, copies_on_target=49)
+    # the copy flags skip some of the offsets stepped over (copies the link never passes on): only the others count
+    assert decide("resume_from", None, 0, 60, requested=50, copies_on_target=30, copyable=30) == Decision(50)
+    with pytest.raises(ResolveRefused, match="copies of only 29 of the 30 the link copies"):
+        decide("resume_from", None, 0, 60, requested=50, copies_on_target=29, copyable=30)
     # part of the way lies in a retention gap: that part is a recorded loss, the rest must be on the target
     assert decide("resume_from", 10, 20, 60, requested=30, copies_on_target=10) == Decision(30, (10, 19))
 

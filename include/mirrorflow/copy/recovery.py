@@ -72,6 +72,29 @@ def recover_position(source: ClusterClient, target: ClusterClient, level: int, t
                       f"({len(wanted)} copies from other clusters checked)")
 
 
+@dataclass(frozen=True)
+class RangeCopies:
+    """Of a source range: how many records the link copies (the copy flags decide), and how many of those
+    the target holds (by provenance: the source's own records and the copies it passes on alike)."""
+
+    copied: int
+    held: int
+
+
+def range_copies(source: ClusterClient, target: ClusterClient, level: int, topic: str, partition: int, first: int,
+                 end: int, timeout: float) -> RangeCopies:
+    """What a link at ``level`` copies of ``topic[partition]``'s ``[first, end)``, and what ``target`` holds of it."""
+    if first >= end:
+        return RangeCopies(0, 0)
+    copied = _copied_after(source, level, topic, partition, first, end, timeout)
+    wanted = {origin if origin is not None else (source.name, topic, partition, offset) for offset, origin in copied}
+    held = 0
+    with CopyScanner(target) as scanner:
+        for o in scanner.origins(topic, partition, timeout):
+            held += o is not None and (o.cluster, o.topic, o.partition, o.offset) in wanted
+    return RangeCopies(len(copied), held)
+
+
 def _copied_after(source: ClusterClient, level: int, topic: str, partition: int, start: int, end: int,
                   timeout: float) -> list[tuple[int, tuple[str, str, int, int] | None]]:
     """The records in ``[start, end)`` this link copies: ``(offset, origin)``, origin ``None`` for the source's own."""

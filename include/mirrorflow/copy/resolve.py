@@ -10,7 +10,8 @@ source still holds nor copy again what the target already holds:
 - ``resume_from``: to a given offset. Forward only over offsets the source no
   longer holds or the target already holds copies of (a lost checkpoint);
   backward only over offsets of which the target holds no copy (read from the
-  provenance stamped on the target's copies);
+  provenance stamped on the target's copies; counted over what the link copies,
+  its source's own records and the copies it passes on: :func:`mirrorflow.copy.recovery.range_copies`);
 - ``rewind``: after the source was truncated and written again
   (:mod:`mirrorflow.copy.history`), back to the first offset whose record is no
   longer the one copied, so that the records written again are copied; the
@@ -30,9 +31,9 @@ from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit_warning
 from mirrorflow.copy.checkpoints import CheckpointMeta, read_checkpoints, source_recreated
-from mirrorflow.copy.copies import find_copies
 from mirrorflow.copy.held import Held
 from mirrorflow.copy.history import Difference, first_difference
+from mirrorflow.copy.recovery import range_copies
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.transactions import fenced_commit
 from mirrorflow.errors import MirrorflowError
@@ -58,7 +59,7 @@ class Decision:
 
 
 def decide(action: str, checkpoint: int | None, earliest: int, end: int, *, requested: int | None = None,
-           copies_on_target: int = 0, difference: Difference | None = None) -> Decision:
+           copies_on_target: int = 0, copyable: int | None = None, difference: Difference | None = None) -> Decision:
     """The new checkpoint for ``action``, or :class:`ResolveRefused` saying why not.
 
     ``checkpoint`` is the link's committed position (``None``: none), ``earliest``
@@ -66,7 +67,9 @@ def decide(action: str, checkpoint: int | None, earliest: int, end: int, *, requ
     the offset of ``resume_from``, ``copies_on_target`` how many copies of the
     offsets between the current position and ``requested`` the target holds (the
     ones that would be copied again, or the ones that would be stepped over),
-    ``difference`` where the source's history first differs from the copies (``rewind``).
+    ``copyable`` how many of the offsets stepped over the link copies at all (the copy flags
+    skip the others; ``None``: every one), ``difference`` where the source's history first
+    differs from the copies (``rewind``).
     """
     if action == "rewind":
         return _rewind(checkpoint, requested, difference)
@@ -89,10 +92,11 @@ def decide(action: str, checkpoint: int | None, earliest: int, end: int, *, requ
         raise ResolveRefused(f"the link already resumes at {requested}: nothing to change")
     if requested > current:
         held = requested - max(current, earliest)  # offsets the source still holds and the move steps over
-        if held > 0 and copies_on_target < held:
+        needed = held if copyable is None else min(copyable, held)  # of those, the ones the link copies
+        if held > 0 and copies_on_target < needed:
             raise ResolveRefused(f"resuming at {requested} would drop offsets {max(current, earliest)}.."
                                  f"{requested - 1}, which the source still holds: the target holds copies of only "
-                                 f"{copies_on_target} of those {held}")
+                                 f"{copies_on_target} of the {needed} the link copies")
         lost = (current, min(requested, earliest) - 1) if current < earliest else None
         return Decision(requested, lost)
     if copies_on_target:
@@ -155,16 +159,16 @@ def resolve(link_id: str, level: int, source: ClusterClient, target: ClusterClie
         meta = CheckpointMeta.decode(metadata)
         difference = first_difference(source, target, topic, partition, checkpoint, earliest, end,
                                       meta.last if meta else None, timeout)
-    copies = 0
-    if action == "resume_from" and requested is not None:
+    copies, copyable = 0, None
+    if action == "resume_from" and requested is not None and 0 <= requested <= end:
+        # what the link copies of the offsets between, and what the target holds of it: the source's
+        # own records and the copies from other clusters it passes on
         current = earliest if checkpoint is None else checkpoint
-        if requested < current:  # copies of what would be copied again
-            copies = find_copies(target, source.name, topic, partition, timeout, first=requested, end=current).count
-        elif requested > max(current, earliest):  # copies of what would be stepped over
-            copies = find_copies(target, source.name, topic, partition, timeout, first=max(current, earliest),
-                                 end=requested).count
+        first, last = (requested, current) if requested < current else (max(current, earliest), requested)
+        between = range_copies(source, target, level, topic, partition, max(first, earliest), last, timeout)
+        copies, copyable = between.held, between.copied
     decision = decide(action, checkpoint, earliest, end, requested=requested, copies_on_target=copies,
-                      difference=difference)
+                      copyable=copyable, difference=difference)
     out = Resolution(link_id, source.name, target.name, topic, partition, action, checkpoint, earliest, end,
                      decision.position, list(decision.lost) if decision.lost else None, dry_run,
                      difference.why if difference else None)

@@ -76,3 +76,5 @@ def test_a_gap_fails_the_level_run_by_name_and_mirror_resolve_gap_skips_it(kafka
 
     again = dag.test(run_conf={**form, "dry_run": False})  # nothing left to skip: refused, nothing changed
     assert again.state == "failed"
+    [ti] = again.get_task_instances()
+    assert ti.try_number == 1  # a refusal is not retried: the same decision cannot change

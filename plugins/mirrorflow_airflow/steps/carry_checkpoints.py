@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 
+from airflow.sdk.exceptions import AirflowFailException
+
 from mirrorflow.copy.links import effective_links
 from mirrorflow.copy.renumber import CarryRefused, carry_checkpoints, parse_level_map
 from mirrorflow.topology import Topology
@@ -20,7 +22,17 @@ log = logging.getLogger(__name__)
 
 
 def run_carry(topology: Topology, level_map: str, *, dry_run: bool = False) -> list[dict]:
-    """Carry every renumbered link's checkpoints (or only show what would be carried); returns what was done."""
+    """Carry every renumbered link's checkpoints (or only show what would be carried); returns what was done.
+
+    A refusal fails the task at once (retrying cannot change it).
+    """
+    try:
+        return _carry(topology, level_map, dry_run=dry_run)
+    except CarryRefused as exc:
+        raise AirflowFailException(f"level_map {level_map!r}: refused, nothing carried: {exc}") from None
+
+
+def _carry(topology: Topology, level_map: str, *, dry_run: bool) -> list[dict]:
     pairs = parse_level_map(level_map)
     unknown = sorted(new for new in pairs.values() if new not in topology.levels)
     if unknown:

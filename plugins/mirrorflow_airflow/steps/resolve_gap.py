@@ -3,15 +3,18 @@
 The link is taken at its effective target (a switched link's checkpoint lives
 there); the rules of what may be done are the core's
 (:mod:`mirrorflow.copy.resolve`), which refuses anything that would drop or
-duplicate messages and names why.
+duplicate messages and names why. A refusal fails the task at once: retrying the
+same decision cannot change it.
 """
 
 from __future__ import annotations
 
 import logging
 
+from airflow.sdk.exceptions import AirflowFailException
+
 from mirrorflow.copy.links import effective_links
-from mirrorflow.copy.resolve import resolve
+from mirrorflow.copy.resolve import ResolveRefused, resolve
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.state import link_targets
@@ -28,7 +31,12 @@ def run_resolve(topology: Topology, link_id: str, topic: str, partition: int, ac
     target = MirrorClusterHook(topology, link.default_target).client()
     log.info("link %s (%s -> %s) %s[%d]: %s%s%s", link_id, link.source, link.default_target, topic, partition, action,
              "" if offset is None else f" {offset}", " [dry run]" if dry_run else "")
-    done = resolve(link_id, level, source, target, topic, int(partition), action, requested=offset, dry_run=dry_run)
+    try:
+        done = resolve(link_id, level, source, target, topic, int(partition), action, requested=offset,
+                       dry_run=dry_run)
+    except ResolveRefused as exc:
+        raise AirflowFailException(f"{link_id} {topic}[{partition}] {action}: refused, nothing changed: "
+                                   f"{exc}") from None
     lost = f"; offsets {done.lost[0]}..{done.lost[1]} are given up" if done.lost else ""
     log.info("the checkpoint %s %s %s (source holds %d..%d)%s", "would move" if dry_run else "moved",
              f"from {done.checkpoint}" if done.checkpoint is not None else "from none", f"to {done.position}",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow_airflow.factories.carry_checkpoints import build_carry_checkpoints_dag
+from mirrorflow_airflow.steps.carry_checkpoints import run_carry
 from tests.dags.test_level_dags import xcom
 from tests.integration.mirroring import (
     FOUR,
@@ -32,8 +34,17 @@ def test_renumbered_levels_are_carried_over_by_the_form_and_go_on_exactly_once(k
     converge(before, settings)
     assert_exactly_once(kafka_clusters, CLUSTERS, topic, expected)
 
+    # New link ids (c1.L1 -> c1.L2) start without checkpoints while their targets hold everything already:
+    # the runs refuse, naming the old link ids, and copy nothing.
     after = topology(kafka_clusters, RENUMBERED, [topic])
-    assert all(not run_level(after, level, settings).ok for level in after.levels)  # refused, nothing copied
+    for level in after.levels:
+        refused = run_level(after, level, settings)
+        assert refused.copied == 0, refused.summary()
+        mine = [e for e in refused.errors if e.topic == topic]
+        assert len(mine) == 8 and all("the link has no checkpoint on" in e.error and "the levels were renumbered"
+                                      in e.error and f".L{level - 1} for it" in e.error
+                                      for e in mine), refused.summary()["errors"]
+    assert_exactly_once(kafka_clusters, CLUSTERS, topic, expected)
     dag = build_carry_checkpoints_dag(after)
 
     dry = dag.test(run_conf={"level_map": "1:2,3:4", "dry_run": True})
@@ -50,3 +61,11 @@ def test_renumbered_levels_are_carried_over_by_the_form_and_go_on_exactly_once(k
     expected += [m for c in CLUSTERS for m in traffic(kafka_clusters, c, topic, 10, start=15)]
     converge(after, settings)
     assert_exactly_once(kafka_clusters, CLUSTERS, topic, expected)
+
+    twice = dag.test(run_conf={"level_map": "1:2,3:4", "dry_run": False})  # the new ids have checkpoints now
+    assert twice.state == "failed"
+    with pytest.raises(AirflowFailException,
+                       match=r"(?s)refused, nothing carried.*c1.L2 already has checkpoints on c2"):
+        run_carry(after, "1:2,3:4")
+    [ti] = twice.get_task_instances()
+    assert ti.try_number == 1  # a refusal is not retried

@@ -28,7 +28,6 @@ from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import (
     FOUR,
-    RENUMBERED,
     assert_exactly_once,
     clients,
     converge,
@@ -322,45 +321,6 @@ def test_a_lost_checkpoint_that_cannot_be_proven_refuses_and_resume_from_continu
     assert values == [f"m{i}".encode() for i in range(50)] + [f"late{i}".encode() for i in range(10)]
 
 
-
-
-def test_renumbered_levels_refuse_naming_the_old_links_and_carried_checkpoints_continue_exactly(kafka_clusters,
-                                                                                             make_topic):
-    """New link ids (c1.L1 -> c1.L2) start without checkpoints while their targets hold everything already.
-
-    The runs refuse, naming the old link ids; carrying the checkpoints over (what mirror_carry_checkpoints
-    does per link) lets the renumbered tree go on with every message on every cluster once.
-    """
-    from mirrorflow.copy.renumber import CarryRefused, carry_checkpoints
-
-    topic = topic_everywhere(make_topic)
-    before = topology(kafka_clusters, FOUR, [topic])
-    settings = clients(kafka_clusters, before)
-    expected = [m for c in ("c1", "c2", "c3", "c4") for m in traffic(kafka_clusters, c, topic, 20)]
-    converge(before, settings)
-    held = assert_exactly_once(kafka_clusters, ["c1", "c2", "c3", "c4"], topic, expected)
-
-    after = topology(kafka_clusters, RENUMBERED, [topic])
-    for level in after.levels:
-        result = run_level(after, level, settings)
-        assert result.copied == 0, result.summary()
-        assert result.errors and all("the link has no checkpoint on" in e.error and "the levels were renumbered"
-                                     in e.error and f".L{level - 1} for it" in e.error
-                                     for e in result.errors), result.summary()["errors"]
-    assert assert_exactly_once(kafka_clusters, ["c1", "c2", "c3", "c4"], topic, expected) == held
-
-    # The documented migration: level_map 1:2,3:4, each new link gets its old id's checkpoints.
-    cluster = {n: ClusterClient(n, settings[n]) for n in settings}
-    for level in after.levels:
-        for link in after.links(level):
-            carried = carry_checkpoints(f"{link.source}.L{level - 1}", link.link_id, level, cluster[link.source],
-                                        cluster[link.default_target], topics=[topic])
-            assert carried.partitions == 2, carried
-    with pytest.raises(CarryRefused, match="c1.L2 already has checkpoints on c2"):
-        carry_checkpoints("c1.L1", "c1.L2", 2, cluster["c1"], cluster["c2"], topics=[topic])
-    expected += [m for c in ("c1", "c2", "c3", "c4") for m in traffic(kafka_clusters, c, topic, 10, start=20)]
-    converge(after, settings)
-    assert_exactly_once(kafka_clusters, ["c1", "c2", "c3", "c4"], topic, expected)
 
 
 def test_a_lost_checkpoint_of_a_link_that_forwards_copies_is_recovered_exactly(kafka_clusters, make_topic, caplog):

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from mirrorflow import provenance
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 
 
 class ScanStalled(MirrorflowError):
@@ -72,7 +72,8 @@ class CopyScanner:
             if time.monotonic() - progressed > timeout:
                 raise ScanStalled(f"scanning {self.target.name} {topic}[{partition}] for provenance timed out at "
                                   f"offset {position}")
-            for msg in consumer.consume(500, timeout=1.0):
+            # a batch call waits its whole timeout for a full batch: ask for no more than is left, wait briefly
+            for msg in consumer.consume(max(1, min(500, stop - position)), timeout=CONSUME_WAIT_S):
                 progressed = time.monotonic()
                 err = msg.error()
                 if err is not None:

@@ -37,7 +37,7 @@ LAYERS: list[set[str]] = [
     {"topology"},
     {"archive", "schemas"},
     {"copy"},
-    {"offsets", "lag", "decommission"},
+    {"offsets", "lag", "decommission", "completeness"},
     {"onboard"},
 ]
 FORBIDDEN_IN_CORE = ("airflow", "mirrorflow_airflow", "mirrorflow_dev")

@@ -1,0 +1,96 @@
+"""One completeness audit across the clusters: count what is new on each, compare, name the differences.
+
+The steps (docs/audit.md tells the whole of it): each cluster's stored state is
+read (:mod:`mirrorflow.completeness.store`), what arrived since is counted and
+stored (:mod:`mirrorflow.completeness.count`), every final cell is compared with
+its origin's (:mod:`mirrorflow.completeness.compare`), and each difference is
+drilled down to its messages (:mod:`mirrorflow.completeness.drill`). A cluster
+that cannot be reached is named and left out; its cells are compared on the next
+run that reaches it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mirrorflow.audit import audit, audit_warning
+from mirrorflow.completeness.compare import Comparison, compare
+from mirrorflow.completeness.count import ClusterCount, count_cluster
+from mirrorflow.completeness.drill import Drill, drill
+from mirrorflow.completeness.store import Position, read_state
+from mirrorflow.completeness.tally import DEFAULT_WINDOW_S, Tallies
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.kafka.config import ClusterClient
+
+log = logging.getLogger(__name__)
+
+#: A window is judged once it ended this long ago (seconds): copies still on their way are not a loss.
+DEFAULT_GRACE_S = 900.0
+#: At most this many differing cells are drilled down per run (each reads the cell on two clusters).
+DRILL_LIMIT = 20
+
+
+@dataclass
+class AuditResult:
+    counts: dict[str, ClusterCount] = field(default_factory=dict)
+    unreachable: dict[str, str] = field(default_factory=dict)
+    comparison: Comparison | None = None
+    drills: list[Drill] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.comparison is not None and self.comparison.ok and not self.unreachable
+
+    def summary(self) -> dict[str, Any]:
+        c = self.comparison
+        return {
+            "read": {name: count.read for name, count in sorted(self.counts.items())},
+            "unaudited": {name: sum(t.unaudited for t in count.topics) for name, count in sorted(self.counts.items())
+                          if any(t.unaudited for t in count.topics)},
+            "unreachable": self.unreachable,
+            "judged": c.judged if c else 0, "complete": c.complete if c else 0,
+            "pending": c.pending if c else 0, "before_horizon": c.before_horizon if c else 0,
+            "differences": [d.to_dict() for d in self.drills] or ([x.to_dict() for x in c.differences] if c else []),
+        }
+
+
+def run_audit(clients: Mapping[str, ClusterClient], selects: Callable[[str], bool], *,
+              window_s: int = DEFAULT_WINDOW_S, grace_s: float = DEFAULT_GRACE_S, now_ms: int | None = None,
+              run_id: str = "", timeout: float = 30.0) -> AuditResult:
+    """Audit every cluster of ``clients`` for the topics ``selects`` picks (see the module)."""
+    result = AuditResult()
+    positions: dict[str, dict[tuple[str, int], Position]] = {}
+    tallies: dict[str, Tallies] = {}
+    horizons: dict[tuple[str, str], int] = {}
+    for name, client in sorted(clients.items()):
+        started = time.monotonic()
+        try:
+            state = read_state(client, window_s, timeout)
+            counted = count_cluster(client, state, selects, timeout)
+        except MirrorflowError as exc:
+            result.unreachable[name] = str(exc)
+            log.error("%s: not audited: %s", name, exc)
+            continue
+        result.counts[name] = counted
+        positions[name], tallies[name] = state.positions, counted.tallies
+        for topic, ms in counted.horizons.items():
+            horizons[(name, topic)] = ms
+        log.info("%s: %d new records counted in %.1fs (%s)", name, counted.read, time.monotonic() - started,
+                 ", ".join(f"{t.topic} {t.read}" for t in counted.topics) or "no topics")
+    topics = sorted({key.topic for t in tallies.values() for key in t.cells})
+    holders = {topic: sorted(tallies) for topic in topics}
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    comparison = compare(tallies, holders, now_ms=now, grace_s=grace_s, horizons=horizons)
+    result.comparison = comparison
+    for difference in comparison.differences[:DRILL_LIMIT]:
+        result.drills.append(drill(difference, clients, positions, window_s, timeout))
+    line = dict(run_id=run_id, window_s=window_s, grace_s=grace_s, **result.summary())
+    if result.ok:
+        audit("completeness", **line)
+    else:
+        audit_warning("completeness", **line)
+    return result

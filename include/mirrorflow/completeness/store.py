@@ -1,0 +1,121 @@
+"""Where a cluster's audit state lives: the compacted topic ``_mirrorflow.audit`` on that cluster.
+
+Three kinds of record, JSON values, the latest per key being the state:
+
+- ``pos|<topic>|<partition>``: the next offset to read (everything below it is
+  counted) and the topic's id when it was read (a recreated topic starts over);
+- ``cell|<topic>|<origin>|<window ms>``: the tally of one cell (count, hash sum);
+- ``horizon|<topic>``: the timestamp before which this cluster was never counted
+  (its oldest retained record when it was first audited).
+
+A run writes the new positions and the changed cells of a topic in one Kafka
+transaction, so a run killed half way counts nothing twice: the next one starts
+from the positions that went with the tallies. The history of the tallies stays
+in the topic (compaction keeps the latest per cell), for the status page.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaException, Producer
+
+from mirrorflow.completeness.tally import DEFAULT_WINDOW_S, Tallies, Tally, WindowKey
+from mirrorflow.errors import KafkaOperationError
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.kafka.compacted import ensure_compacted, read_whole
+from mirrorflow.kafka.config import ClusterClient
+
+log = logging.getLogger(__name__)
+
+AUDIT_TOPIC = f"{INTERNAL_TOPIC_PREFIX}.audit"
+TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where the audit of one partition stands: ``next`` is the first offset not counted yet."""
+
+    next: int
+    topic_id: str | None = None
+
+
+@dataclass
+class AuditState:
+    """One cluster's audit state, as stored."""
+
+    window_s: int = DEFAULT_WINDOW_S
+    positions: dict[tuple[str, int], Position] = field(default_factory=dict)
+    tallies: Tallies = field(default_factory=Tallies)
+    horizons: dict[str, int] = field(default_factory=dict)
+
+
+def read_state(client: ClusterClient, window_s: int = DEFAULT_WINDOW_S, timeout: float = 30.0) -> AuditState:
+    """The audit state kept on ``client``'s cluster (empty before its first audit).
+
+    Cells of another window length are left out: changing the window starts the
+    tallies over (the positions too, so that everything is counted again).
+    """
+    state = AuditState(window_s, tallies=Tallies(window_s))
+    stored_window: int | None = None
+    for msg in read_whole(client, AUDIT_TOPIC, f"{AUDIT_TOPIC}.reader", timeout):
+        key = msg.key().decode()
+        value = None if msg.value() is None else json.loads(msg.value())
+        kind, _, rest = key.partition("|")
+        if kind == "window":
+            stored_window = None if value is None else int(value["s"])
+        elif kind == "pos":
+            topic, _, partition = rest.rpartition("|")
+            if value is None:
+                state.positions.pop((topic, int(partition)), None)
+            else:
+                state.positions[(topic, int(partition))] = Position(int(value["next"]), value.get("topic_id"))
+        elif kind == "cell":
+            cell = WindowKey.decode(rest)
+            if value is None:
+                state.tallies.cells.pop(cell, None)
+            else:
+                state.tallies.cells[cell] = Tally.from_dict(value)
+        elif kind == "horizon":
+            if value is None:
+                state.horizons.pop(rest, None)
+            else:
+                state.horizons[rest] = int(value["ms"])
+    if stored_window is not None and stored_window != window_s:
+        log.warning("%s: the audit's window changed from %ds to %ds: every topic is counted again from its first "
+                    "offset", client.name, stored_window, window_s)
+        return AuditState(window_s, tallies=Tallies(window_s))
+    return state
+
+
+def write_topic(client: ClusterClient, window_s: int, topic: str, positions: Mapping[int, Position],
+                cells: Mapping[WindowKey, Tally], horizon: int | None, timeout: float = 30.0, *,
+                dropped: Iterable[WindowKey] = ()) -> int:
+    """Write one topic's new positions, changed cells and horizon in one transaction; returns records written.
+
+    ``dropped``: cells to delete (tombstones), those of a recreated topic's earlier incarnation.
+    """
+    ensure_compacted(client, AUDIT_TOPIC, TOPIC_CONFIG, timeout)
+    producer = Producer(client.producer(**{"transactional.id": f"{AUDIT_TOPIC}.{client.name}.{topic}",
+                                           "linger.ms": 5}))
+    records: list[tuple[str, dict | None]] = [("window", {"s": window_s})]
+    records += [(f"pos|{topic}|{p}", {"next": pos.next, "topic_id": pos.topic_id}) for p, pos in positions.items()]
+    records += [(f"cell|{cell.encode()}", None) for cell in sorted(dropped)]
+    records += [(f"cell|{cell.encode()}", tally.to_dict()) for cell, tally in sorted(cells.items())]
+    if horizon is not None:
+        records.append((f"horizon|{topic}", {"ms": horizon}))
+    try:
+        producer.init_transactions(timeout)
+        producer.begin_transaction()
+        for key, value in records:
+            producer.produce(AUDIT_TOPIC, key=key.encode(), partition=0,
+                             value=None if value is None else json.dumps(value, sort_keys=True).encode())
+            producer.poll(0)
+        producer.commit_transaction(timeout)
+    except KafkaException as exc:
+        raise KafkaOperationError(client.name, f"write the audit state of {topic} to {AUDIT_TOPIC}",
+                                  exc.args[0]) from exc
+    return len(records)

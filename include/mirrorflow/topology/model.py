@@ -44,6 +44,7 @@ from mirrorflow.internal_names import is_internal_topic
 from mirrorflow.secrets import is_secret_config
 from mirrorflow.topology import tree as _tree
 from mirrorflow.topology.archive import ArchiveConfig
+from mirrorflow.topology.audit import AuditConfig
 from mirrorflow.topology.base import Model
 from mirrorflow.topology.lag import LagConfig
 from mirrorflow.topology.offsets import OffsetsConfig
@@ -229,6 +230,8 @@ class Topology(_Model):
     schemas: SchemasConfig = Field(default_factory=SchemasConfig)
     #: S3 archive of the mirrored topics (see archive.py).
     archive: ArchiveConfig = Field(default_factory=ArchiveConfig)
+    #: The completeness audit, mirror_audit (see audit.py).
+    audit: AuditConfig = Field(default_factory=AuditConfig)
 
     _patterns: tuple[re.Pattern[str], ...] = PrivateAttr(default=())
     _leaves: tuple[str, ...] = PrivateAttr(default=())

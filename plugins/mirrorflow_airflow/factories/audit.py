@@ -1,0 +1,54 @@
+"""``mirror_audit``: the completeness audit, every cluster holds every message of every origin exactly once.
+
+Each run (:mod:`mirrorflow.completeness`, docs/audit.md):
+
+- ``count``: on every cluster, every mirrored topic is read from where the last
+  audit stopped; per topic, origin cluster and window of the message timestamp
+  (``audit.window_minutes``, default 10) a count and an order-independent sum of
+  the messages' identities are added to the tallies kept on that cluster (topic
+  ``_mirrorflow.audit``). Then every window that ended more than
+  ``audit.grace_minutes`` ago (default 15) is compared with its origin's tally,
+  and each difference is drilled down to its messages. Returns the summary
+  (XCom) and writes one ``completeness`` audit line.
+- ``check``: fails, without retrying, with a table naming topic, window, origin,
+  cluster, the counts and the messages missing or duplicated.
+
+Schedule: ``audit.schedule`` of the topology (default every 10 minutes); one run
+at a time, no catch-up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import DAG, get_current_context, task
+
+from mirrorflow.topology import Topology
+from mirrorflow.topology.replication import parse_schedule
+from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.steps.audit import audit_clusters, check_audit
+
+DAG_ID = "mirror_audit"
+
+
+def build_audit_dag(topology: Topology) -> DAG:
+    with mirror_dag(
+        DAG_ID,
+        description="Count every origin's messages per window on every cluster and compare: loss and duplicates",
+        schedule=parse_schedule(topology.audit.schedule),
+        tags=("monitoring", "audit"),
+        doc_md=__doc__,
+    ) as dag:
+
+        @task
+        def count() -> dict[str, Any]:
+            """Count what is new on every cluster, compare the final windows, drill down the differences."""
+            return audit_clusters(topology, run_id=str(get_current_context()["run_id"]))
+
+        @task(retries=0)
+        def check(summary: dict[str, Any]) -> dict[str, Any]:
+            """Fail, without retrying, naming every difference."""
+            return check_audit(summary)
+
+        check(count())
+    return dag

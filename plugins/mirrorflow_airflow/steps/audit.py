@@ -1,0 +1,68 @@
+"""The steps of ``mirror_audit``: count what is new on every cluster and compare, then fail on a difference.
+
+Counting and judging are apart, like the lag monitor's measure and check: the
+counts are stored on the clusters (``_mirrorflow.audit``) and logged even when a
+window differs, and the failure names every difference with its messages.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from mirrorflow.completeness.run import run_audit
+from mirrorflow.errors import MirrorflowError
+from mirrorflow.topology import Topology
+from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
+
+log = logging.getLogger(__name__)
+
+#: Differences per table in the task log and in the failure (the XCom has all that were drilled).
+LOG_ROWS = 50
+
+
+class AuditViolation(AirflowFailException, MirrorflowError):
+    """A final window differs between clusters. Not retried: a retry would count the same messages."""
+
+
+def audit_clusters(topology: Topology, run_id: str = "") -> dict[str, Any]:
+    """What the ``count`` task does: count, store, compare, drill down; returns the result as a dict."""
+    clients = {name: MirrorClusterHook(topology, name).client() for name in sorted(topology.clusters)}
+    result = run_audit(clients, topology.selects, window_s=topology.audit.window_minutes * 60,
+                       grace_s=topology.audit.grace_minutes * 60.0, run_id=run_id)
+    summary = result.summary()
+    log.info("counted since the last audit: %s", ", ".join(f"{c} {n}" for c, n in summary["read"].items()))
+    log.info("windows judged %d, complete %d, waiting for their grace period %d, before a horizon %d",
+             summary["judged"], summary["complete"], summary["pending"], summary["before_horizon"])
+    for row in _table(summary["differences"])[:LOG_ROWS]:
+        log.warning("%s", row)
+    summary["checked_at"] = datetime.now(UTC).isoformat()
+    return summary
+
+
+def check_audit(summary: dict[str, Any]) -> dict[str, Any]:
+    """Fail, naming every difference (and every cluster not audited), when there is one."""
+    problems = [f"{name} not audited: {why}" for name, why in sorted(summary["unreachable"].items())]
+    problems += _table(summary["differences"])
+    if problems:
+        shown = problems[:LOG_ROWS] + ([f"... and {len(problems) - LOG_ROWS} more"] if len(problems) > LOG_ROWS
+                                       else [])
+        raise AuditViolation("completeness audit: " + str(len(problems)) + " problem(s)\n  " + "\n  ".join(shown))
+    return summary
+
+
+def _table(differences: list[dict[str, Any]]) -> list[str]:
+    rows = []
+    for d in differences:
+        window = datetime.fromtimestamp(d["window_ms"] / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+        line = (f"topic {d['topic']} window {window} origin {d['origin']} on {d['cluster']}: "
+                f"{d['held']} of {d['expected']} messages")
+        if "missing_count" in d:
+            line += (f"; missing {d['missing_count']} {d['missing']}, duplicated {d['duplicated_count']} "
+                     f"{d['duplicated']}, unexpected {d['unexpected_count']} {d['unexpected']} "
+                     f"(origin partition, offset)")
+        rows.append(line)
+    return rows

@@ -1,0 +1,66 @@
+"""mirror_audit under dag.test(): a converged four-cluster tree under traffic is complete; a loss fails it by name."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirrorflow_airflow.factories.audit import build_audit_dag
+from tests.dags.test_level_dags import xcom
+from tests.integration.kafka_io import produce, read_all
+from tests.integration.mirroring import FOUR, Traffic, clients, converge, run_level, topic_everywhere, topology
+
+pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
+
+NAMES = ["c1", "c2", "c3", "c4"]
+
+
+def test_the_audit_dag_finds_the_tree_complete_under_traffic_and_fails_naming_a_loss(kafka_clusters, make_topic,
+                                                                                     airflow_home):
+    topic = topic_everywhere(make_topic)
+    topo = topology(kafka_clusters, FOUR, [topic], extra="audit: {window_minutes: 10, grace_minutes: 1}\n")
+    settings = clients(kafka_clusters, topo)
+    hour_ago = int(time.time() * 1000) - 3_600_000  # final windows: an hour old (copies keep the timestamp)
+    for c in NAMES:
+        produce(kafka_clusters[c].bootstrap, topic,
+                [(f"{c}-k{i % 5}".encode(), f"{c}|{i}".encode(), None, hour_ago + i) for i in range(30)])
+    converge(topo, settings)
+    dag = build_audit_dag(topo)
+
+    with Traffic(kafka_clusters, topic, NAMES, batch=5, interval=0.2) as flowing:  # new messages keep coming
+        flowing.wait_for(40)
+        for level in topo.levels:
+            assert run_level(topo, level, settings).ok
+        complete = dag.test()
+        flowing.wait_for(len(flowing.ids) + 20)
+    assert complete.state == "success"
+    summary = xcom(complete, "count")
+    assert summary["judged"] >= 4 and summary["complete"] == summary["judged"] and not summary["differences"]
+    assert summary["pending"] >= 1  # this minute's windows wait for their grace period
+    assert all(summary["read"][c] >= 120 for c in NAMES), summary["read"]
+
+    converge(topo, settings)
+    again = dag.test()  # reads only what arrived since
+    assert again.state == "success"
+    read = xcom(again, "count")["read"]
+    held = {c: len(read_all(kafka_clusters[c].bootstrap, topic, 2)) for c in NAMES}
+    assert {c: summary["read"][c] + read[c] for c in NAMES} == held  # each record read once, over the two runs
+
+    # one more message in an old window reaches every cluster; c4 deletes it before the next audit reads it
+    produce(kafka_clusters["c1"].bootstrap, topic, [(b"c1-late", b"c1|late", None, hour_ago + 5)])
+    converge(topo, settings)
+    c4 = kafka_clusters["c4"].bootstrap
+    [late] = [r for r in read_all(c4, topic, 2) if r.value == b"c1|late"]
+    admin = AdminClient({"bootstrap.servers": c4})  # referenced until its futures are done
+    for future in admin.delete_records([TopicPartition(topic, late.partition, late.offset + 1)],
+                                       request_timeout=30).values():
+        future.result(timeout=30)
+    failed = dag.test()
+    assert failed.state == "failed"
+    [difference] = xcom(failed, "count")["differences"]
+    assert (difference["topic"], difference["origin"], difference["cluster"]) == (topic, "c1", "c4")
+    assert difference["window_ms"] == hour_ago - hour_ago % 600_000
+    assert difference["expected"] - difference["held"] == 1 and difference["missing_count"] >= 1

@@ -24,6 +24,7 @@ CONTRACT_PARAMS = {
     "mirror_schemas": set(),
     "mirror_lag_monitor": set(),
     "mirror_archive": set(),
+    "mirror_audit": set(),
     "mirror_failover_consumer_group": {"groups", "from_cluster", "to_cluster", "mode", "precision", "dry_run",
                                        "force"},
     "mirror_onboard_cluster": {"cluster", "bootstrap", "conn_id", "sibling_of", "level", "topics", "backfill",

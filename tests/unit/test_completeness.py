@@ -102,3 +102,35 @@ def test_windows_before_a_horizon_are_not_compared_and_an_unaudited_origin_is_no
     assert origin_late.ok and origin_late.before_horizon == 1
     without_origin = compare({"c2": _tallies(messages)}, {"t": ["c1", "c2"]}, now_ms=NOW, grace_s=0)
     assert without_origin.judged == 0 and without_origin.no_reference == 1
+
+
+def _topology(audit=None):
+    from mirrorflow.topology import Topology
+
+    data = {"clusters": {"c1": {"bootstrap": "127.0.0.1:1"}, "c2": {"bootstrap": "127.0.0.1:2"}},
+            "tree": {"level": 1, "children": ["c1", "c2"]}, "topics": ["orders"]}
+    if audit is not None:
+        data["audit"] = audit
+    return Topology.parse(data)
+
+
+def test_the_audit_key_has_defaults_and_survives_a_round_trip():
+    from mirrorflow.topology import Topology
+
+    audit = _topology().audit
+    assert (audit.schedule, audit.window_minutes, audit.grace_minutes) == ("10m", 10, 15)
+    topo = _topology({"schedule": "5m", "window_minutes": 60, "grace_minutes": 0})
+    assert Topology.parse(topo.to_dict()).audit == topo.audit
+
+
+@pytest.mark.parametrize("audit, path", [
+    ({"window_minutes": 0}, "audit.window_minutes"),
+    ({"grace_minutes": -1}, "audit.grace_minutes"),
+    ({"schedule": "sometimes"}, "audit.schedule"),
+    ({"windows": 10}, "audit.windows"),
+])
+def test_a_bad_audit_setting_is_refused_naming_its_key(audit, path):
+    from mirrorflow.errors import TopologyError
+
+    with pytest.raises(TopologyError, match=path.replace(".", r"\.")):
+        _topology(audit)

@@ -81,3 +81,11 @@ def test_the_audit_finds_a_converged_tree_complete_reads_only_new_data_and_names
     origin = provenance.find(list(c1_copy.headers))
     assert (twice.duplicated_count, twice.duplicated, twice.missing_count) == (
         1, [[origin.partition, origin.offset]], 0)
+
+    # another window length is another set of tallies, counted from the start: c2's deleted partition is now
+    # before its horizon (not compared on it), c4's duplicate still differs
+    minute = run_audit(cluster, lambda t: t == topic, window_s=60, grace_s=0,
+                       now_ms=int(time.time() * 1000) + 3_600_000)
+    assert {n: minute.counts[n].read for n in NAMES} == {
+        n: len(read_all(settings[n]["bootstrap.servers"], topic, 2)) for n in NAMES}
+    assert {(d.cluster, d.origin) for d in minute.comparison.differences} == {("c4", "c1")}

@@ -20,6 +20,7 @@ cluster's tallies incomplete, and both are said, never hidden:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -112,8 +113,9 @@ def _count_topic(client: ClusterClient, state: AuditState, topic: str, partition
                     first_ts = ts
                 new.add(origin if origin is not None else origin_of(None, client.name, topic, p, msg.offset()), ts)
                 result.read += 1
-            if hole and first_ts is not None:
-                horizon = first_ts if horizon is None else max(horizon, first_ts)
+            if hole:  # what retention deleted before was never counted: from here on (or now, if nothing is left)
+                since = first_ts if first_ts is not None else int(time.time() * 1000)
+                horizon = since if horizon is None else max(horizon, since)
             if pos is None or end != pos.next or pos.topic_id != topic_id:
                 positions[p] = Position(max(start, end), topic_id)
     if result.unaudited and not first_audit:

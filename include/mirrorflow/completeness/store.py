@@ -1,12 +1,14 @@
 """Where a cluster's audit state lives: the compacted topic ``_mirrorflow.audit`` on that cluster.
 
-Three kinds of record, JSON values, the latest per key being the state:
+Three kinds of record, JSON values, the latest per key being the state, each key
+led by the window length (``w600|...``): another window length is another set of
+tallies, counted from the start, and the old one is simply no longer read.
 
-- ``pos|<topic>|<partition>``: the next offset to read (everything below it is
-  counted) and the topic's id when it was read (a recreated topic starts over);
-- ``cell|<topic>|<origin>|<window ms>``: the tally of one cell (count, hash sum);
-- ``horizon|<topic>``: the timestamp before which this cluster was never counted
-  (its oldest retained record when it was first audited).
+- ``w<s>|pos|<topic>|<partition>``: the next offset to read (everything below it
+  is counted) and the topic's id when it was read (a recreated topic starts over);
+- ``w<s>|cell|<topic>|<origin>|<window ms>``: the tally of one cell (count, hash sum);
+- ``w<s>|horizon|<topic>``: the timestamp before which this cluster was never
+  counted (its oldest retained record when it was first audited).
 
 A run writes the new positions and the changed cells of a topic in one Kafka
 transaction, so a run killed half way counts nothing twice: the next one starts
@@ -17,7 +19,6 @@ in the topic (compaction keeps the latest per cell), for the status page.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -28,8 +29,6 @@ from mirrorflow.errors import KafkaOperationError
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.compacted import ensure_compacted, read_whole
 from mirrorflow.kafka.config import ClusterClient
-
-log = logging.getLogger(__name__)
 
 AUDIT_TOPIC = f"{INTERNAL_TOPIC_PREFIX}.audit"
 TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}
@@ -54,20 +53,16 @@ class AuditState:
 
 
 def read_state(client: ClusterClient, window_s: int = DEFAULT_WINDOW_S, timeout: float = 30.0) -> AuditState:
-    """The audit state kept on ``client``'s cluster (empty before its first audit).
-
-    Cells of another window length are left out: changing the window starts the
-    tallies over (the positions too, so that everything is counted again).
-    """
+    """The audit state kept on ``client``'s cluster for ``window_s`` windows (empty before its first audit)."""
     state = AuditState(window_s, tallies=Tallies(window_s))
-    stored_window: int | None = None
+    prefix = f"w{window_s}|"
     for msg in read_whole(client, AUDIT_TOPIC, f"{AUDIT_TOPIC}.reader", timeout):
         key = msg.key().decode()
+        if not key.startswith(prefix):
+            continue  # another window length
         value = None if msg.value() is None else json.loads(msg.value())
-        kind, _, rest = key.partition("|")
-        if kind == "window":
-            stored_window = None if value is None else int(value["s"])
-        elif kind == "pos":
+        kind, _, rest = key[len(prefix):].partition("|")
+        if kind == "pos":
             topic, _, partition = rest.rpartition("|")
             if value is None:
                 state.positions.pop((topic, int(partition)), None)
@@ -84,10 +79,6 @@ def read_state(client: ClusterClient, window_s: int = DEFAULT_WINDOW_S, timeout:
                 state.horizons.pop(rest, None)
             else:
                 state.horizons[rest] = int(value["ms"])
-    if stored_window is not None and stored_window != window_s:
-        log.warning("%s: the audit's window changed from %ds to %ds: every topic is counted again from its first "
-                    "offset", client.name, stored_window, window_s)
-        return AuditState(window_s, tallies=Tallies(window_s))
     return state
 
 
@@ -101,12 +92,13 @@ def write_topic(client: ClusterClient, window_s: int, topic: str, positions: Map
     ensure_compacted(client, AUDIT_TOPIC, TOPIC_CONFIG, timeout)
     producer = Producer(client.producer(**{"transactional.id": f"{AUDIT_TOPIC}.{client.name}.{topic}",
                                            "linger.ms": 5}))
-    records: list[tuple[str, dict | None]] = [("window", {"s": window_s})]
-    records += [(f"pos|{topic}|{p}", {"next": pos.next, "topic_id": pos.topic_id}) for p, pos in positions.items()]
-    records += [(f"cell|{cell.encode()}", None) for cell in sorted(dropped)]
-    records += [(f"cell|{cell.encode()}", tally.to_dict()) for cell, tally in sorted(cells.items())]
+    w = f"w{window_s}"
+    records: list[tuple[str, dict | None]] = [
+        (f"{w}|pos|{topic}|{p}", {"next": pos.next, "topic_id": pos.topic_id}) for p, pos in positions.items()]
+    records += [(f"{w}|cell|{cell.encode()}", None) for cell in sorted(dropped)]
+    records += [(f"{w}|cell|{cell.encode()}", tally.to_dict()) for cell, tally in sorted(cells.items())]
     if horizon is not None:
-        records.append((f"horizon|{topic}", {"ms": horizon}))
+        records.append((f"{w}|horizon|{topic}", {"ms": horizon}))
     try:
         producer.init_transactions(timeout)
         producer.begin_transaction()

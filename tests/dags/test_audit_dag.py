@@ -18,8 +18,19 @@ pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 NAMES = ["c1", "c2", "c3", "c4"]
 
 
+@pytest.fixture
+def audit_result_cleared(airflow_home):
+    """The Variable the audit leaves for the lag monitor is this test's: later tests' monitors must not see it."""
+    from airflow.models import Variable
+
+    from mirrorflow_airflow.steps.audit import RESULT_VARIABLE
+
+    yield
+    Variable.delete(RESULT_VARIABLE)
+
+
 def test_the_audit_dag_finds_the_tree_complete_under_traffic_and_fails_naming_a_loss(kafka_clusters, make_topic,
-                                                                                     airflow_home):
+                                                                                     audit_result_cleared):
     topic = topic_everywhere(make_topic)
     topo = topology(kafka_clusters, FOUR, [topic], extra="audit: {window_minutes: 10, grace_minutes: 1}\n")
     settings = clients(kafka_clusters, topo)
@@ -64,3 +75,12 @@ def test_the_audit_dag_finds_the_tree_complete_under_traffic_and_fails_naming_a_
     assert (difference["topic"], difference["origin"], difference["cluster"]) == (topic, "c1", "c4")
     assert difference["window_ms"] == hour_ago - hour_ago % 600_000
     assert difference["expected"] - difference["held"] == 1 and difference["missing_count"] >= 1
+
+    # the lag monitor counts the audit's difference as an SLA violation, naming it
+    from mirrorflow_airflow.factories.lag_monitor import build_lag_monitor_dag
+    from mirrorflow_airflow.steps.lag_monitor import read_lag_snapshot
+
+    monitored = build_lag_monitor_dag(topo).test()
+    assert monitored.state == "failed"
+    [violation] = [v for v in read_lag_snapshot()["violations"] if v.startswith("completeness audit of ")]
+    assert f"topic {topic} window " in violation and "origin c1 on c4" in violation

@@ -2,26 +2,33 @@
 
 Counting and judging are apart, like the lag monitor's measure and check: the
 counts are stored on the clusters (``_mirrorflow.audit``) and logged even when a
-window differs, and the failure names every difference with its messages.
+window differs, and the failure names every difference with its messages. The
+latest summary is also kept in the Airflow Variable ``mirrorflow_audit_result``,
+where the lag monitor finds it: an audit violation is an SLA violation there too.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow.sdk import Variable
 from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow.completeness.run import run_audit
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
+from mirrorflow_airflow.state import read_variable
 
 log = logging.getLogger(__name__)
 
 #: Differences per table in the task log and in the failure (the XCom has all that were drilled).
 LOG_ROWS = 50
+#: Airflow Variable holding the latest audit summary (JSON).
+RESULT_VARIABLE = "mirrorflow_audit_result"
 
 
 class AuditViolation(AirflowFailException, MirrorflowError):
@@ -40,18 +47,34 @@ def audit_clusters(topology: Topology, run_id: str = "") -> dict[str, Any]:
     for row in _table(summary["differences"])[:LOG_ROWS]:
         log.warning("%s", row)
     summary["checked_at"] = datetime.now(UTC).isoformat()
+    Variable.set(RESULT_VARIABLE, json.dumps(summary, sort_keys=True),
+                 description="mirrorflow: latest completeness audit (written by mirror_audit; docs/audit.md)")
     return summary
 
 
 def check_audit(summary: dict[str, Any]) -> dict[str, Any]:
     """Fail, naming every difference (and every cluster not audited), when there is one."""
-    problems = [f"{name} not audited: {why}" for name, why in sorted(summary["unreachable"].items())]
-    problems += _table(summary["differences"])
+    problems = audit_problems(summary)
     if problems:
         shown = problems[:LOG_ROWS] + ([f"... and {len(problems) - LOG_ROWS} more"] if len(problems) > LOG_ROWS
                                        else [])
         raise AuditViolation("completeness audit: " + str(len(problems)) + " problem(s)\n  " + "\n  ".join(shown))
     return summary
+
+
+def audit_problems(summary: dict[str, Any]) -> list[str]:
+    """Every problem of an audit summary, one line each: clusters not audited, then the differences."""
+    problems = [f"{name} not audited: {why}" for name, why in sorted(summary.get("unreachable", {}).items())]
+    return problems + _table(summary.get("differences", []))
+
+
+def latest_problems() -> list[str]:
+    """The problems of the latest audit (``mirrorflow_audit_result``), for the lag monitor; none before one ran."""
+    raw = read_variable(RESULT_VARIABLE)
+    if not raw:
+        return []
+    summary = json.loads(raw) if isinstance(raw, str) else dict(raw)
+    return [f"completeness audit of {summary.get('checked_at')}: {p}" for p in audit_problems(summary)]
 
 
 def _table(differences: list[dict[str, Any]]) -> list[str]:

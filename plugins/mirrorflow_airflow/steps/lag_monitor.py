@@ -23,6 +23,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.state import link_targets, read_variable
+from mirrorflow_airflow.steps.audit import latest_problems
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,11 @@ def measure_lag(topology: Topology, now: datetime | None = None) -> dict[str, An
     """What the ``measure`` task does: snapshot, log, store, audit; returns the snapshot as a dict."""
     snap = take_snapshot(topology, now)
     data = snap.to_dict()
+    audited = latest_problems()  # an audit violation is an SLA violation (docs/audit.md)
+    if audited:
+        data["violations"] = list(data["violations"]) + audited
+        data["totals"]["violations"] = data["totals"].get("violations", 0) + len(audited)
+        data["ok"] = False
     totals = data["totals"]
     for link_id, s in data["per_link"].items():
         log.info("link %-16s %s -> %s: %d records pending over %d partitions, oldest %.0fs%s", link_id, s["source"],

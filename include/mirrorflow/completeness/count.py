@@ -19,18 +19,21 @@ cluster's tallies incomplete, and both are said, never hidden:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from mirrorflow.completeness.store import AuditState, Position, write_topic
-from mirrorflow.completeness.tally import Tallies, Tally, WindowKey, origin_of
-from mirrorflow.copy.copies import CopyScanner
+from mirrorflow import provenance
+from mirrorflow.completeness.store import AUDIT_TOPIC, AuditState, Position, write_topic
+from mirrorflow.completeness.tally import Tallies, Tally, WindowKey
+from mirrorflow.errors import KafkaOperationError
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics, topic_ids
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 
 log = logging.getLogger(__name__)
 
@@ -97,27 +100,25 @@ def _count_topic(client: ClusterClient, state: AuditState, topic: str, partition
     positions: dict[int, Position] = {}
     horizon = state.horizons.get(topic)
     first_audit = all(pos is None for pos in stored.values())
-    with CopyScanner(client) as scanner:
-        for p in range(partitions):
-            low, end = lows[(topic, p)], ends[(topic, p)]
-            pos = stored[p]
-            start = low if pos is None else pos.next
-            hole = first_audit and low > 0
-            if low > start:
-                result.unaudited += low - start
-                start = low
-            first_ts = None
-            for origin, msg in scanner.records(topic, p, timeout, first=start, end=end):
-                _, ts = msg.timestamp()  # the origin's: copies are produced with it
-                if first_ts is None:
-                    first_ts = ts
-                new.add(origin if origin is not None else origin_of(None, client.name, topic, p, msg.offset()), ts)
-                result.read += 1
-            if hole:  # what retention deleted before was never counted: from here on (or now, if nothing is left)
-                since = first_ts if first_ts is not None else int(time.time() * 1000)
-                horizon = since if horizon is None else max(horizon, since)
-            if pos is None or end != pos.next or pos.topic_id != topic_id:
-                positions[p] = Position(max(start, end), topic_id)
+    ranges: dict[int, tuple[int, int]] = {}
+    for p in range(partitions):
+        low, end = lows[(topic, p)], ends[(topic, p)]
+        pos = stored[p]
+        start = low if pos is None else pos.next
+        if low > start:
+            result.unaudited += low - start
+            start = low
+        ranges[p] = (start, max(start, end))
+        if pos is None or end != pos.next or pos.topic_id != topic_id:
+            positions[p] = Position(max(start, end), topic_id)
+    own = {p: f"{client.name}:{topic}:{p}:".encode() for p in ranges}
+    read, first_ts = _tally(_read_ranges(client, topic, ranges, timeout), new, own, topic)
+    result.read += read
+    for p in ranges:
+        if first_audit and lows[(topic, p)] > 0:
+            # what retention deleted before the first audit was never counted: from here on (or now, if none is left)
+            since = first_ts.get(p, int(time.time() * 1000))
+            horizon = since if horizon is None else max(horizon, since)
     if result.unaudited and not first_audit:
         log.warning("%s %s: %d records were deleted before an audit read them: they count as missing here",
                     client.name, topic, result.unaudited)
@@ -134,3 +135,96 @@ def _count_topic(client: ClusterClient, state: AuditState, topic: str, partition
     for p, pos in positions.items():
         state.positions[(topic, p)] = pos
     return result
+
+
+_ORIGIN = provenance.HEADER
+_MASK = (1 << 64) - 1
+
+
+def _tally(messages: Iterable[Any], tallies: Tallies, own: Mapping[int, bytes],
+           topic: str) -> tuple[int, dict[int, int]]:
+    """Add ``messages`` (a topic's) to ``tallies``; returns how many, and each partition's first timestamp.
+
+    The hot loop of an audit, so it works on the origin header's bytes as they are
+    (``Origin.encode()``'s form, kept unchanged by every hop) instead of keeping an
+    object per record: the identity hash is the same (:func:`tally.identity_hash_of`).
+    A record without an origin header (produced on this cluster) is its own origin,
+    ``own[partition]`` + its offset; so is one whose header is not a valid origin, as
+    :func:`mirrorflow.provenance.find` reads it.
+    """
+    size = tallies.window_s * 1000
+    sums: dict[tuple[bytes, int], list[int]] = {}
+    blake2b = hashlib.blake2b
+    checked: dict[bytes, bool] = {}  # origin header prefixes (cluster:topic:partition) -> valid
+    count, first_ts = 0, {}
+    for msg in messages:
+        value = None
+        for key, header in msg.headers() or ():
+            if key == _ORIGIN:
+                value = header
+                break
+        if value is not None:  # valid as provenance.decode reads it? The prefix is checked once per origin partition
+            head, _, tail = value.rpartition(b":")
+            valid = checked.get(head)
+            if valid is None:
+                valid = checked[head] = provenance.decode(head + b":0") is not None
+            if not (valid and tail.isdigit()):
+                value = None
+        if value is None:
+            value = own[msg.partition()] + str(msg.offset()).encode()
+        ts = msg.timestamp()[1]  # the origin's: copies are produced with it
+        if msg.partition() not in first_ts:
+            first_ts[msg.partition()] = ts
+        cell = (value[:value.index(b":")], ts - ts % size)
+        h = int.from_bytes(blake2b(value, digest_size=8).digest(), "big")
+        found = sums.get(cell)
+        if found is None:
+            sums[cell] = [1, h]
+        else:
+            found[0] += 1
+            found[1] = (found[1] + h) & _MASK
+        count += 1
+    for (cluster, window), (n, total) in sums.items():
+        key = WindowKey(topic, cluster.decode(), window)
+        tallies.cells[key] = tallies.cells[key].merge(Tally(n, total)) if key in tallies.cells else Tally(n, total)
+    return count, first_ts
+
+
+def _read_ranges(client: ClusterClient, topic: str, ranges: Mapping[int, tuple[int, int]],
+                 timeout: float) -> Iterator[Any]:
+    """The records of ``topic`` in ``ranges[partition] = (start, end)``, every partition at once (one consumer,
+    ``read_committed``), each partition in order. Fails naming the cluster when nothing arrives for ``timeout``."""
+    wanted = {p: r for p, r in ranges.items() if r[0] < r[1]}
+    if not wanted:
+        return
+    consumer = Consumer(client.consumer(f"{AUDIT_TOPIC}.reader", **{"enable.partition.eof": True}))
+    try:
+        consumer.assign([TopicPartition(topic, p, start) for p, (start, _) in sorted(wanted.items())])
+        progressed = time.monotonic()
+        while wanted:
+            msgs = consumer.consume(1000, timeout=CONSUME_WAIT_S)
+            if msgs:
+                progressed = time.monotonic()
+            elif time.monotonic() - progressed > timeout:
+                raise KafkaOperationError(client.name, f"audit read of {topic}", KafkaError(
+                    KafkaError._TIMED_OUT, f"no record for {timeout:.0f}s; partitions left {sorted(wanted)}"))
+            for msg in msgs:
+                p = msg.partition()
+                if p not in wanted:
+                    continue
+                err = msg.error()
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaOperationError(client.name, f"audit read of {topic}[{p}]", err)
+                    del wanted[p]  # at its end (which is at or past the run's): only markers or aborted records left
+                    continue
+                if msg.offset() >= wanted[p][1]:
+                    del wanted[p]
+                    continue
+                yield msg
+                if msg.offset() + 1 >= wanted[p][1]:
+                    del wanted[p]
+    except KafkaException as exc:
+        raise KafkaOperationError(client.name, f"audit read of {topic}", exc.args[0]) from exc
+    finally:
+        consumer.close()

@@ -30,7 +30,12 @@ _MOD = 1 << 64
 
 def identity_hash(origin: provenance.Origin) -> int:
     """A 64-bit hash of a message's identity (its origin), the same on every cluster and machine."""
-    return int.from_bytes(hashlib.blake2b(origin.encode(), digest_size=8).digest(), "big")
+    return identity_hash_of(origin.encode())
+
+
+def identity_hash_of(encoded: bytes) -> int:
+    """:func:`identity_hash` of an origin as its header carries it (``Origin.encode()``'s bytes)."""
+    return int.from_bytes(hashlib.blake2b(encoded, digest_size=8).digest(), "big")
 
 
 def window_of(timestamp_ms: int, window_s: int) -> int:

@@ -61,6 +61,12 @@ class CopyScanner:
     def records(self, topic: str, partition: int, timeout: float, *, first: int = 0,
                 end: int | None = None) -> Iterator[tuple[provenance.Origin | None, Any]]:
         """The records of ``topic[partition]`` in ``[first, end)`` (default: all) with their origins, in order."""
+        for msg in self.messages(topic, partition, timeout, first=first, end=end):
+            yield provenance.find(msg.headers()), msg
+
+    def messages(self, topic: str, partition: int, timeout: float, *, first: int = 0,
+                 end: int | None = None) -> Iterator[Any]:
+        """The records of ``topic[partition]`` in ``[first, end)`` (default: all), in order, as they come."""
         consumer = self._consumer
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
         start, stop = max(low, first), high if end is None else min(high, end)
@@ -84,7 +90,7 @@ class CopyScanner:
                 if msg.offset() >= stop:
                     return
                 position = msg.offset() + 1
-                yield provenance.find(msg.headers()), msg
+                yield msg
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,12 @@ def find(headers: Sequence[tuple[str, bytes | None]] | None) -> Origin | None:
     return None
 
 
+def origin_of(headers: Sequence[tuple[str, bytes | None]] | None, cluster: str, topic: str, partition: int,
+              offset: int) -> Origin:
+    """A record's identity: the origin stamped on it, or its own position on ``cluster`` when it has none."""
+    return find(headers) or Origin(cluster, topic, partition, offset)
+
+
 def stamp(headers: list[tuple[str, bytes | None]], origin: Origin) -> list[tuple[str, bytes | None]]:
     """``headers`` with ``origin`` appended unless the message already carries a valid origin.
 

@@ -15,8 +15,9 @@ from mirrorflow.archive.errors import ArchiveError
 from mirrorflow.archive.job import ARCHIVE_ENV, ArchiveSpec
 from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.archive.progress import validate
-from mirrorflow.archive.records import SCHEMA, ArchivedRecord, from_table, origin_of, to_table
+from mirrorflow.archive.records import SCHEMA, ArchivedRecord, from_table, to_table
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.provenance import origin_of
 
 
 def test_data_key_is_hive_style_and_sorts_by_offset():

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from mirrorflow.completeness.compare import Difference, compare, final
-from mirrorflow.completeness.tally import Tallies, Tally, WindowKey, identity_hash, origin_of, window_of
-from mirrorflow.provenance import Origin
+from mirrorflow.completeness.tally import Tallies, Tally, WindowKey, identity_hash, window_of
+from mirrorflow.provenance import Origin, origin_of
 
 W = 600  # seconds
 T0 = 1_800_000_000_000  # a window start (ms), divisible by W * 1000

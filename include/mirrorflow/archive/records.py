@@ -51,12 +51,6 @@ class ArchivedRecord:
     origin: provenance.Origin
 
 
-def origin_of(headers: Sequence[tuple[str, bytes | None]] | None, cluster: str, topic: str, partition: int,
-              offset: int) -> provenance.Origin:
-    """The message's provenance header, or the archived position itself when it has none."""
-    return provenance.find(headers) or provenance.Origin(cluster, topic, partition, offset)
-
-
 def to_table(records: Sequence[ArchivedRecord], topic: str, partition: int,
              metadata: dict[str, str] | None = None) -> pa.Table:
     """One Parquet-ready table of ``records`` (all of one topic-partition)."""

@@ -28,9 +28,10 @@ from typing import Any
 import pyarrow.parquet as pq
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 
+from mirrorflow import provenance
 from mirrorflow.archive import layout
 from mirrorflow.archive.location import ArchiveLocation
-from mirrorflow.archive.records import ArchivedRecord, origin_of, to_table
+from mirrorflow.archive.records import ArchivedRecord, to_table
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 
@@ -202,7 +203,7 @@ def _read(task: ArchiveTask, consumer: Consumer, objects: _Objects, result: Arch
             headers = list(msg.headers() or [])
             key, value = msg.key(), msg.value()
             record = ArchivedRecord(offset, ts, ts_type, key, value, headers,
-                                    origin_of(headers, task.cluster, task.topic, task.partition, offset))
+                                    provenance.origin_of(headers, task.cluster, task.topic, task.partition, offset))
             objects.add(layout.utc_date(ts), record)
             crc = zlib.crc32(value or b"", zlib.crc32(key or b"", crc))
             count += 1

@@ -18,9 +18,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from mirrorflow import provenance
 from mirrorflow.completeness.compare import Difference
 from mirrorflow.completeness.store import Position
-from mirrorflow.completeness.tally import origin_of
 from mirrorflow.copy.copies import CopyScanner
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
@@ -76,11 +76,11 @@ def _identities(client: ClusterClient, cell: Difference, positions: Mapping[tupl
             first, end = firsts.get(p), positions[(cell.topic, p)].next
             if first is None or first >= end:
                 continue
-            for origin, msg in scanner.records(cell.topic, p, timeout, first=first, end=end):
+            for msg in scanner.messages(cell.topic, p, timeout, first=first, end=end):
                 _, ts = msg.timestamp()
                 if not start <= ts < stop:
                     continue
-                identity = origin if origin is not None else origin_of(None, client.name, cell.topic, p, msg.offset())
+                identity = provenance.origin_of(msg.headers(), client.name, cell.topic, p, msg.offset())
                 if identity.cluster == cell.origin and identity.topic == cell.topic:
                     found[(identity.partition, identity.offset)] += 1
     return found

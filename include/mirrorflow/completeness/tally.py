@@ -18,7 +18,7 @@ message falls into the same window on every cluster. Pure: no Kafka here.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from mirrorflow import provenance
@@ -107,9 +107,3 @@ class Tallies:
     def __iter__(self) -> Iterator[tuple[WindowKey, Tally]]:
         return iter(sorted(self.cells.items()))
 
-
-def origin_of(headers: Iterable[tuple[str, bytes | None]] | None, cluster: str, topic: str, partition: int,
-              offset: int) -> provenance.Origin:
-    """A record's identity: the origin stamped on it, or itself when it was produced on ``cluster``."""
-    found = provenance.find(list(headers) if headers is not None else None)
-    return found if found is not None else provenance.Origin(cluster, topic, partition, offset)

@@ -422,3 +422,69 @@ def test_resume_from_counts_the_copies_a_link_passes_on_not_only_its_sources_own
     c1, c2 = ClusterClient("c1", settings["c1"]), ClusterClient("c2", settings["c2"])
     with pytest.raises(ResolveRefused, match=r"resuming at 0 would copy again 20 message\(s\)"):
         resolve("c1.L1", 1, c1, c2, topic, 0, "resume_from", requested=0, dry_run=True)
+
+
+def _values(bootstrap, topic, partition):
+    return [r.value.decode() for r in read_all(bootstrap, topic, 2) if r.partition == partition]
+
+
+def test_on_gap_restore_heals_a_gap_from_the_archive_or_stops_naming_what_it_lacks(kafka_clusters, make_topic,
+                                                                                   s3_bucket, caplog):
+    from mirrorflow.archive.job import ArchiveSpec, run_archive
+    from mirrorflow.copy.resolve import ResolveRefused, resolve
+
+    topic = _topic_pair(make_topic, partitions=2)
+    c1, c2 = _clients(kafka_clusters)
+    b1, b2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
+    for p in (0, 1):
+        produce(b1, topic, _records(20, f"a{p}-"), partition=p)
+    spec = JobSpec(level=1, run_id="heal-1", topics=(topic,),
+                   links=(LinkJob(LINK, 1, "c1", "c2", on_gap="restore"),),
+                   clusters={"c1": dict(c1.settings), "c2": dict(c2.settings)},
+                   archive=s3_bucket.to_dict(), archived=("c1",))
+    assert run_job(spec).ok  # the link holds 0..19 of both partitions
+    for p in (0, 1):
+        produce(b1, topic, _records(20, f"b{p}-"), partition=p)
+    archived = run_archive(ArchiveSpec(run_id="a1", clusters={"c1": dict(c1.settings)}, archived=("c1",),
+                                       topics=(topic,), location=s3_bucket))
+    assert archived.ok and archived.count == 80
+    produce(b1, topic, _records(10, "c1-"), partition=1)  # 40..49 of partition 1: never archived
+    _delete_before(b1, topic, 0, 30)  # gap 20..29: the archive holds it
+    _delete_before(b1, topic, 1, 45)  # gap 20..44: the archive holds 20..39, not 40..44
+
+    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
+    healed = run_job(JobSpec(**{**spec.__dict__, "run_id": "heal-2"}))
+    [stopped] = healed.errors
+    assert (stopped.topic, stopped.partition, stopped.offset) == (topic, 1, 20)
+    assert (f"offsets 40..44 (5) of c1 {topic}[1] are in no archive (the archive of c1 holds 20..39 of the lost "
+            f"20..44); nothing restored, the partition stops at 20") in stopped.error
+    [p0] = [r for r in healed.partitions if r["partition"] == 0]
+    assert (p0["restored"], p0["restored_offsets"], p0["copied"], p0["next_offset"]) == (10, [20, 29], 20, 40)
+    assert _values(b2, topic, 0) == [f"a0-{i}" for i in range(20)] + [f"b0-{i}" for i in range(20)]
+    assert _values(b2, topic, 1) == [f"a1-{i}" for i in range(20)]  # nothing restored of a partial gap
+    assert (_checkpoint(b2, topic, 0), _checkpoint(b2, topic, 1)) == (40, 20)
+    gaps = {line["partition"]: line for _, line in _gap_lines(caplog)}
+    assert gaps[0]["action"].startswith("restored from the archive of c1") and gaps[0]["restored"] == 10
+    assert gaps[1]["missing"] == [[40, 44]] and gaps[1]["archived"] == [[20, 39]]
+
+    # the operator's restore is refused for the same reason, by name; nothing changes
+    with pytest.raises(ResolveRefused, match=r"offsets 40\.\.44 \(5\) .* are in no archive"):
+        resolve(LINK, 1, c1, c2, topic, 1, "restore", archive=s3_bucket.to_dict(), archived=True)
+    assert _checkpoint(b2, topic, 1) == 20
+
+    # a gap after the archive ran again: mirror_resolve_gap's restore heals it; a dry run changes nothing
+    produce(b1, topic, _records(10, "d0-"), partition=0)  # 40..49
+    assert run_archive(ArchiveSpec(run_id="a2", clusters={"c1": dict(c1.settings)}, archived=("c1",),
+                                   topics=(topic,), location=s3_bucket)).ok
+    _delete_before(b1, topic, 0, 50)
+    dry = resolve(LINK, 1, c1, c2, topic, 0, "restore", archive=s3_bucket.to_dict(), archived=True, dry_run=True)
+    assert (dry.position, dry.restored) == (50, 0) and _checkpoint(b2, topic, 0) == 40
+    done = resolve(LINK, 1, c1, c2, topic, 0, "restore", archive=s3_bucket.to_dict(), archived=True)
+    assert (done.position, done.restored) == (50, 10) and _checkpoint(b2, topic, 0) == 50
+    with pytest.raises(ResolveRefused, match="there is no gap"):
+        resolve(LINK, 1, c1, c2, topic, 0, "restore", archive=s3_bucket.to_dict(), archived=True)
+    after = run_job(JobSpec(**{**spec.__dict__, "run_id": "heal-3"}))
+    assert [e.partition for e in after.errors] == [1]  # partition 0 has nothing left to copy
+    assert _values(b2, topic, 0) == ([f"a0-{i}" for i in range(20)] + [f"b0-{i}" for i in range(20)]
+                                     + [f"d0-{i}" for i in range(10)])
+

@@ -88,6 +88,15 @@ def coverage(location: ArchiveLocation, cluster: str, topic: str, partition: int
     return _merge(ranges)
 
 
+def coverages(location: ArchiveLocation, cluster: str, partitions: list[tuple[str, int]], *,
+              s3: Any = None) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """:func:`coverage` of several partitions of one cluster, reading its manifests once."""
+    manifests = read_manifests(location, cluster, s3=s3)
+    return {(topic, partition): _merge([(e["start"], e["next"]) for _, e in _entries(manifests, topic, partition)
+                                        if not e.get("error")])
+            for topic, partition in partitions}
+
+
 def lost(location: ArchiveLocation, cluster: str, topic: str, partition: int, *,
          s3: Any = None) -> list[tuple[int, int]]:
     """``(from, to)`` ranges the source deleted before the archive read them, as the manifests recorded."""

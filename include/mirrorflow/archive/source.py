@@ -18,7 +18,8 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 from mirrorflow.archive.location import ArchiveLocation
-from mirrorflow.archive.reader import iter_archived
+from mirrorflow.archive.errors import ArchiveError
+from mirrorflow.archive.reader import coverage, iter_archived
 
 
 class _Archived:
@@ -79,7 +80,20 @@ class ArchiveSource:
         self._done = False
 
     def assign(self, partitions: list[Any]) -> None:
+        """Start at ``partitions[0].offset``; :class:`ArchiveError` if the archive does not hold every offset to the end.
+
+        The end-of-range event says every offset up to ``end`` was read, so a hole
+        would be stepped over in silence: the planners check coverage first, and
+        this checks it again where the records are read.
+        """
         start = partitions[0].offset
+        at = start
+        for first, nxt in coverage(self.location, self.cluster, self.topic, self.partition):
+            if first <= at < nxt:
+                at = nxt
+        if at < self.end:
+            raise ArchiveError(f"the archive of {self.cluster} does not hold offset {at} of {self.topic}"
+                               f"[{self.partition}] (restoring {start}..{self.end - 1}); nothing restored past it")
         self._rows = iter_archived(self.location, self.cluster, self.topic, self.partition, start, self.end)
         self._done = False
 

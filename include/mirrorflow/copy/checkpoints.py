@@ -258,7 +258,8 @@ def copy_start(committed: int | None, earliest: int, *, start_offset: int | None
     copied yet. With ``on_gap="skip"`` the copy starts at the earliest offset and
     reports the loss; with ``"fail"`` (or ``require_contiguous``, an onboarding
     from the archive) it refuses to copy past the hole, so nothing is lost in
-    silence. ``source`` names the cluster in the sentences.
+    silence; so does ``"restore"`` here, where no restore was planned for the
+    hole (mirrorflow.copy.heal plans them). ``source`` names the cluster in the sentences.
     """
     position, initialised = committed, False
     if position is None and start_offset is not None:
@@ -275,6 +276,10 @@ def copy_start(committed: int | None, earliest: int, *, start_offset: int | None
         error = (f"retention gap: offsets {position}..{earliest - 1} ({start.lost}) are no longer on {source} "
                  f"and were never copied; the partition stops at {position} (on_gap: fail; on_gap: skip steps "
                  f"over them with a recorded loss)")
+    elif on_gap == "restore":  # the planner found the gap too late to plan its restore: the next run does
+        error = (f"retention gap: offsets {position}..{earliest - 1} ({start.lost}) are no longer on {source} "
+                 f"and were never copied; the partition stops at {position} (on_gap: restore: the next run "
+                 f"restores them from the archive of {source})")
     else:
         return start
     return Start(position, earliest, initialised, lost=start.lost, error=error, source=source)

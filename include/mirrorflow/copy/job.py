@@ -50,6 +50,7 @@ from mirrorflow.copy.checkpoints import (
 )
 from mirrorflow.copy.copies import find_copies
 from mirrorflow.copy.executor import copy_bins, copy_tasks
+from mirrorflow.copy.heal import Heal, heal_plans, unavailable
 from mirrorflow.copy.held import held_on_target
 from mirrorflow.copy.history import shorter
 from mirrorflow.copy.recovery import recover_position
@@ -110,6 +111,11 @@ class JobSpec:
     align_configs: bool = False
     #: Partitions each Spark task copies at the same time (``replication.copy_threads``).
     copy_threads: int = DEFAULT_COPY_THREADS
+    #: The S3 archive (``ArchiveLocation.to_dict()``, credentials included: hidden), for links with
+    #: ``on_gap: restore``; ``None``: no link heals from it in this run.
+    archive: Mapping[str, Any] | None = field(default=None, repr=False)
+    #: The archived clusters (topology key ``archive.clusters``).
+    archived: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         links = ", ".join(f"{l.link_id}->{l.target}" for l in self.links)
@@ -144,6 +150,8 @@ class JobSpec:
                 slots=slots,
                 align_configs=bool(data.get("align_configs", False)),
                 copy_threads=threads,
+                archive=_archive(data.get("archive")),
+                archived=tuple(str(c) for c in data.get("archived") or ()),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
@@ -162,6 +170,12 @@ class JobSpec:
             return ClusterClient(cluster, dict(self.clusters[cluster]))
         except KeyError:
             raise MirrorflowError(f"job spec has no client settings for cluster {cluster!r}") from None
+
+
+def _archive(value: Any) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, dict):
+        raise TypeError("archive must be an archive location object or null")
+    return value
 
 
 # --------------------------------------------------------------------------- results
@@ -323,6 +337,10 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
     starts: dict[tuple[str, int], int] = {}  # recovered resume points of lost checkpoints
     held: dict[tuple[str, int], tuple[tuple[str, int], ...]] = {}  # after a recreated source (copy.held)
     step("offsets_retention")
+    heals = _heals(spec, link, checkpoints, lows, ids)
+    if heals:
+        step("archive_coverage")
+    restores: dict[tuple[str, int], dict[str, Any]] = {}
 
     for tp in tps:
         key = (tp.topic, tp.partition)
@@ -352,6 +370,14 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
                 starts[key] = recovered
         begin = copy_start(committed, low, start_offset=EARLIEST if reason else recovered, on_gap=link.on_gap,
                            source=link.source)
+        heal = heals.get(key) if begin.lost else None
+        if heal is not None:
+            if not heal.ok:
+                plan.errors.append(_unhealed(spec, link, heal))
+                continue
+            assert spec.archive is not None  # heal_plans: no location, nothing ok
+            restores[key] = heal.restore(spec.archive)
+            log.warning("%s %s[%d]: %s", link.link_id, tp.topic, tp.partition, heal.why)
         # A gap is planned from the link's position, so that its copy runs even when the source holds
         # nothing past the gap: it fails the partition by name (``fail``) or records the loss (``skip``).
         start = begin.position if begin.lost and begin.position is not None else begin.offset
@@ -389,8 +415,37 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             keep_alive=(work.topic, work.partition) in keep_alive,
             start_offset=starts.get((work.topic, work.partition)),
             held=held.get((work.topic, work.partition)),
+            restore=restores.get((work.topic, work.partition)),
         ))
     return plan
+
+
+def _heals(spec: JobSpec, link: LinkJob, checkpoints: Mapping[tuple[str, int], tuple[int | None, str]],
+           lows: Mapping[tuple[str, int], int], ids: Mapping[str, Mapping[str, str | None]]
+           ) -> dict[tuple[str, int], Heal]:
+    """For ``on_gap: restore``: what the archive restores of each partition's retention gap (mirrorflow.copy.heal)."""
+    if link.on_gap != "restore":
+        return {}
+    gaps = {key: (committed, lows[key]) for key, (committed, metadata) in checkpoints.items()
+            if committed is not None and key in lows and committed < lows[key]
+            and set_aside(metadata, ids["source"].get(key[0]), ids["target"].get(key[0])) is None}
+    try:
+        return heal_plans(spec.archive, link.source in spec.archived, link.source, gaps)
+    except Exception as exc:  # the archive unreachable or unreadable: those partitions stop, by name
+        why = f"the archive cannot be read: {type(exc).__name__}: {exc}"
+        log.error("%s: %s", link.link_id, why)
+        return {key: unavailable(link.source, key[0], key[1], pos, low, why) for key, (pos, low) in gaps.items()}
+
+
+def _unhealed(spec: JobSpec, link: LinkJob, heal: Heal) -> PartitionError:
+    """A gap the archive does not hold whole: nothing restored, the partition stops naming what is missing."""
+    audit_warning("gap", run_id=spec.run_id, link=_link_fields(link), topic=heal.topic, partition=heal.partition,
+                  lost_offsets=[heal.position, heal.earliest - 1], lost=heal.earliest - heal.position,
+                  on_gap=link.on_gap, action="stopped: the archive does not hold the whole gap; nothing restored",
+                  missing=[[a, b - 1] for a, b in heal.missing], archived=[[a, b - 1] for a, b in heal.covered],
+                  unavailable=heal.unavailable)
+    log.error("%s %s[%d]: %s", link.link_id, heal.topic, heal.partition, heal.why)
+    return PartitionError(link.link_id, link.source, link.target, heal.topic, heal.partition, heal.position, heal.why)
 
 
 def _held(link: LinkJob, target: ClusterClient, tp: TopicPartition, timeout: float) -> dict[str, int]:
@@ -576,6 +631,7 @@ def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None
         duration_s=r["duration_s"],
         throttled_s=r.get("throttled_s", 0.0),
         lost_to_retention=r["lost_to_retention"],
+        restored=r.get("restored", 0),
         set_aside=r.get("set_aside"),
         kept_alive=r.get("kept_alive", False),
         error=r["error"],
@@ -596,6 +652,12 @@ def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None
             action=("stopped: nothing copied past the gap" if r["error"]
                     else "skipped: copied on from the source's first offset"),
         )
+    if r.get("restored_offsets"):
+        first, last = r["restored_offsets"]
+        audit_warning("gap", run_id=spec.run_id, link=_link_fields(link), topic=r["topic"], partition=r["partition"],
+                      lost_offsets=[first, last], lost=0, on_gap=link.on_gap, restored=r["restored"],
+                      action=f"restored from the archive of {link.source}; copied on from Kafka"
+                      + (f" (stopped: {r['error']})" if r["error"] else ""))
 
 
 def _link_fields(link: LinkJob) -> dict[str, Any]:

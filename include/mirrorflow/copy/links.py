@@ -78,9 +78,18 @@ def link_job(topology: Topology, link: Distributor) -> LinkJob:
     )
 
 
+def heals_from_archive(topology: Topology, links: list[Distributor]) -> bool:
+    """Whether any of ``links`` heals a retention gap from the archive (``on_gap: restore``): its job needs the location."""
+    return any(topology.link_settings(link.link_id).on_gap == "restore" for link in links)
+
+
 def build_spec(topology: Topology, level: int, run_id: str, links: list[Distributor],
-               clusters: Mapping[str, Mapping[str, Any]], slots: int | None = None) -> JobSpec:
-    """The job spec for ``links`` (already switched and window-filtered); ``clusters`` holds client settings."""
+               clusters: Mapping[str, Mapping[str, Any]], slots: int | None = None,
+               archive: Mapping[str, Any] | None = None) -> JobSpec:
+    """The job spec for ``links`` (already switched and window-filtered); ``clusters`` holds client settings.
+
+    ``archive``: the archive's location (``ArchiveLocation.to_dict()``), for links with ``on_gap: restore``.
+    """
     needed = sorted({c for link in links for c in (link.source, link.default_target)})
     missing = [c for c in needed if c not in clusters]
     if missing:
@@ -90,4 +99,6 @@ def build_spec(topology: Topology, level: int, run_id: str, links: list[Distribu
         links=tuple(link_job(topology, link) for link in links),
         clusters={c: dict(clusters[c]) for c in needed}, slots=slots,
         copy_threads=topology.replication.copy_threads,
+        archive=dict(archive) if archive is not None else None,
+        archived=tuple(topology.archive.archived(topology.leaves)) if archive is not None else (),
     )

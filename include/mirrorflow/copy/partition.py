@@ -178,7 +178,8 @@ class _PartitionCopy:
 
     def restore(self, start: int) -> None:
         """Copy ``[start, restore end)`` from the S3 archive, through the same transactions as Kafka data."""
-        from mirrorflow.archive.source import ArchiveSource  # executor side; only onboarding needs boto3
+        from mirrorflow.archive.errors import ArchiveError  # executor side; only a restore needs boto3
+        from mirrorflow.archive.source import ArchiveSource
 
         task, result = self.task, self.result
         assert task.restore is not None
@@ -188,8 +189,13 @@ class _PartitionCopy:
         result.start_offset = result.next_offset = start
         before = result.copied + result.skipped
         archive = ArchiveSource(task.restore, task.source, task.topic, task.partition, start, end)
-        self.copy_range(start, end, reader=archive)
+        try:
+            self.copy_range(start, end, reader=archive)
+        except ArchiveError as exc:  # a hole, an unreadable object: stop at the checkpoint, by name
+            result.error, result.error_offset = str(exc), result.next_offset
+            log.error("%s %s[%d]: %s", task.link_id, task.topic, task.partition, exc)
         result.restored = result.copied + result.skipped - before
+        result.restored_offsets = [start, result.next_offset - 1]
 
     def find_refused(self, span_end: int, end: int) -> None:
         """After a refused copy somewhere in ``[result.error_offset, span_end)``: find it, or get past the failure.

@@ -15,7 +15,11 @@ source still holds nor copy again what the target already holds:
 - ``rewind``: after the source was truncated and written again
   (:mod:`mirrorflow.copy.history`), back to the first offset whose record is no
   longer the one copied, so that the records written again are copied; the
-  copies of the records the source lost stay on the target.
+  copies of the records the source lost stay on the target;
+- ``restore``: past a retention gap by copying it from the source's S3 archive
+  (:mod:`mirrorflow.copy.heal`), through the link's own transactions, up to the
+  source's first offset; refused, naming what is missing, unless the archive
+  holds the whole gap.
 
 :func:`decide` is the rule (pure); :func:`resolve` reads the positions, applies it
 and writes the audit line.
@@ -24,6 +28,7 @@ and writes the audit line.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -31,8 +36,10 @@ from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit_warning
 from mirrorflow.copy.checkpoints import CheckpointMeta, read_checkpoints, source_recreated
+from mirrorflow.copy.heal import heal_plans
 from mirrorflow.copy.held import Held
 from mirrorflow.copy.history import Difference, first_difference
+from mirrorflow.copy.partition import copy_partition
 from mirrorflow.copy.recovery import range_copies
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.transactions import fenced_commit
@@ -42,8 +49,8 @@ from mirrorflow.kafka.config import ClusterClient
 
 log = logging.getLogger(__name__)
 
-Action = Literal["skip", "resume_from", "rewind"]
-ACTIONS: tuple[Action, ...] = ("skip", "resume_from", "rewind")
+Action = Literal["skip", "resume_from", "rewind", "restore"]
+ACTIONS: tuple[Action, ...] = ("skip", "resume_from", "rewind", "restore")
 
 
 class ResolveRefused(MirrorflowError):
@@ -139,21 +146,30 @@ class Resolution:
     position: int
     lost: list[int] | None
     dry_run: bool
-    #: How the decision was found (``rewind``: where the history differs).
+    #: How the decision was found (``rewind``: where the history differs; ``restore``: what the archive holds).
     note: str | None = None
+    #: Records restored from the archive (``restore``).
+    restored: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def resolve(link_id: str, level: int, source: ClusterClient, target: ClusterClient, topic: str, partition: int,
-            action: str, *, requested: int | None = None, dry_run: bool = False,
-            timeout: float = 30.0) -> Resolution:
-    """Apply ``action`` to the link's checkpoint of ``topic[partition]`` on ``target`` (not in a dry run)."""
+            action: str, *, requested: int | None = None, dry_run: bool = False, timeout: float = 30.0,
+            archive: Mapping[str, Any] | None = None, archived: bool = False) -> Resolution:
+    """Apply ``action`` to the link's checkpoint of ``topic[partition]`` on ``target`` (not in a dry run).
+
+    ``archive`` and ``archived`` are for ``restore``: the archive's location
+    (``ArchiveLocation.to_dict()``) and whether the source cluster is archived.
+    """
     tp = TopicPartition(topic, partition)
     checkpoint, metadata = read_checkpoints(target, link_id, [tp], timeout).get((topic, partition), (None, ""))
     lows, ends = earliest_and_stable(source, [tp], timeout)
     earliest, end = lows[(topic, partition)], ends[(topic, partition)]
+    if action == "restore":
+        return _restore(link_id, level, source, target, topic, partition, checkpoint, earliest, end, archive,
+                        archived, dry_run, timeout)
     difference = None
     if action == "rewind" and checkpoint is not None:
         meta = CheckpointMeta.decode(metadata)
@@ -174,6 +190,41 @@ def resolve(link_id: str, level: int, source: ClusterClient, target: ClusterClie
                      difference.why if difference else None)
     if not dry_run:
         _commit(link_id, level, source, target, topic, partition, decision.position, metadata, timeout)
+    audit_warning("gap_resolved", **out.to_dict())
+    return out
+
+
+def _restore(link_id: str, level: int, source: ClusterClient, target: ClusterClient, topic: str, partition: int,
+             checkpoint: int | None, earliest: int, end: int, archive: Mapping[str, Any] | None, archived: bool,
+             dry_run: bool, timeout: float) -> Resolution:
+    """Copy the gap ``[checkpoint, earliest)`` from the archive of ``source``, exactly once, or refuse naming why."""
+    if checkpoint is None:
+        raise ResolveRefused("the link has no checkpoint here: there is no gap to restore (its first copy starts at "
+                             "the source's first offset by itself)")
+    if checkpoint >= earliest:
+        raise ResolveRefused(f"there is no gap: the checkpoint {checkpoint} is inside the source's log "
+                             f"({earliest}..{end}); the next level run copies from there")
+    heal = heal_plans(archive, archived, source.name, {(topic, partition): (checkpoint, earliest)})[(topic, partition)]
+    if not heal.ok:
+        raise ResolveRefused(heal.why)
+    out = Resolution(link_id, source.name, target.name, topic, partition, "restore", checkpoint, earliest, end,
+                     earliest, None, dry_run, heal.why)
+    if not dry_run:
+        assert archive is not None  # heal_plans: nothing is ok without a location
+        ids_source, ids_target = topic_ids(source, [topic], timeout), topic_ids(target, [topic], timeout)
+        task = PartitionTask(link_id=link_id, level=level, source=source.name, target=target.name, topic=topic,
+                             partition=partition, end_offset=earliest, restore=heal.restore(archive),
+                             on_gap="restore", source_topic_id=ids_source.get(topic),
+                             target_topic_id=ids_target.get(topic))
+        result = copy_partition(task, source, target, op_timeout=timeout)
+        out.position, out.restored = result.next_offset, result.restored
+        if result.error is not None:  # fenced by a level run, the archive unreadable: a retry goes on from here
+            audit_warning("gap_resolved", **out.to_dict(), error=result.error)
+            raise MirrorflowError(f"{link_id} {topic}[{partition}]: the restore stopped at source offset "
+                                  f"{result.error_offset}: {result.error}")
+        log.info("%s %s[%d]: restored %d record(s) of offsets %d..%d from the archive of %s; the checkpoint on %s "
+                 "is now %d", link_id, topic, partition, result.restored, checkpoint, earliest - 1, source.name,
+                 target.name, result.next_offset)
     audit_warning("gap_resolved", **out.to_dict())
     return out
 

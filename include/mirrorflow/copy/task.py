@@ -14,7 +14,7 @@ from mirrorflow import copyflags
 from mirrorflow.defaults import DEFAULT_ON_GAP, DEFAULT_TXN_RECORDS, TXN_SECONDS
 
 #: The ``on_gap`` policies.
-OnGap = Literal["fail", "skip"]
+OnGap = Literal["fail", "skip", "restore"]
 
 
 @dataclass(frozen=True)
@@ -52,13 +52,16 @@ class PartitionTask:
     #: backfill brings history the new cluster never had, and the bits make sure the
     #: new cluster's own distributors never send it on (see mirrorflow.onboard).
     backfill_flags: int | None = None
-    #: Onboarding only. Restore ``[start, end)`` from the S3 archive of the source cluster
-    #: before reading Kafka: ``{"location": ArchiveLocation dict, "end": next archived offset}``.
+    #: Restore ``[start, end)`` from the S3 archive of the source cluster before reading Kafka:
+    #: ``{"location": ArchiveLocation dict, "end": next archived offset}`` (onboarding from the
+    #: archive; a retention gap healed with ``on_gap: restore``, mirrorflow.copy.heal).
     restore: dict[str, Any] | None = None
     #: Onboarding from the archive: the copy must reach the source's first offset without a hole.
     require_contiguous: bool = False
     #: When the source no longer holds offsets the link has not copied: ``fail`` stops the partition
-    #: naming the lost range; ``skip`` steps over them with a recorded loss (``replication`` key ``on_gap``).
+    #: naming the lost range; ``skip`` steps over them with a recorded loss; ``restore`` reads them from
+    #: the source's archive (``restore`` above, planned by mirrorflow.copy.heal), and stops like ``fail``
+    #: when the planner could not (``replication`` key ``on_gap``).
     on_gap: OnGap = DEFAULT_ON_GAP
     #: The planner's estimate of the records this range holds (0: not estimated). The executor
     #: copies large ranges one at a time per Spark task (mirrorflow.copy.executor).
@@ -105,8 +108,10 @@ class PartitionResult:
     #: ``[first, last]`` (``None``: no loss).
     lost_to_retention: int = 0
     lost_offsets: list[int] | None = None
-    #: Records restored from the S3 archive (onboarding with ``backfill: archive``).
+    #: Records restored from the S3 archive (onboarding with ``backfill: archive``, ``on_gap: restore``),
+    #: and the source offsets ``[first, last]`` they were read for.
     restored: int = 0
+    restored_offsets: list[int] | None = None
     #: The checkpoint this copy started without one and committed (onboarding hand-over).
     initialised: bool = False
     #: The source offset whose record is no longer the one the link read before its checkpoint

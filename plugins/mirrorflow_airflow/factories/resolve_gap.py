@@ -7,7 +7,9 @@ the link past the gap to the source's first offset and records the loss;
 ``resume_from`` moves it to a given offset, refused if that would drop what the
 source still holds or copy again what the target already holds. ``rewind``
 answers a truncated source (the run names it ``truncated source``): it moves the
-link back to the first offset whose record is no longer the one copied. The checkpoint
+link back to the first offset whose record is no longer the one copied. ``restore``
+copies a retention gap from the source cluster's S3 archive through the link's own
+transactions, or is refused naming the offsets no archive holds. The checkpoint
 moves fenced, like a copy; a dry run shows the decision and changes nothing.
 Every decision is an audit line (``gap_resolved``).
 """
@@ -28,8 +30,8 @@ def build_resolve_gap_dag(topology: Topology) -> DAG:
     links = sorted(d.link_id for d in topology.all_links())
     with mirror_dag(
         DAG_ID,
-        description=("Resolve a partition a level run stopped on: skip a retention gap, resume from an offset, "
-                     "rewind after a truncation"),
+        description=("Resolve a partition a level run stopped on: skip or restore a retention gap, resume from "
+                     "an offset, rewind after a truncation"),
         schedule=None,
         tags=("operations",),
         doc_md=__doc__,
@@ -40,7 +42,8 @@ def build_resolve_gap_dag(topology: Topology) -> DAG:
             "action": Param("skip", type="string", enum=list(ACTIONS), title="Action",
                             description="skip: past the gap to the source's first offset; "
                                         "resume_from: to the offset below; rewind: after a truncated source, "
-                                        "back to the first offset that differs from what was copied"),
+                                        "back to the first offset that differs from what was copied; "
+                                        "restore: copy the gap from the source's S3 archive"),
             "offset": Param(None, type=["null", "integer"], title="Offset",
                             description="For resume_from; for rewind, optional: the offset its dry run names"),
             "dry_run": Param(False, type="boolean", title="Dry run", description="Show the decision, change nothing"),

@@ -8,7 +8,8 @@ see ``MirrorSparkJobOperator``). What this operator adds:
 
 - it builds the job spec at run time from the topology, the links the ``plan``
   task let through, and each cluster's client settings resolved from Airflow
-  connections. The spec (credentials included) goes to ``spark-submit`` in the
+  connections (and, for links with ``on_gap: restore``, the archive's location from
+  its AWS connection). The spec (credentials included) goes to ``spark-submit`` in the
   ``MIRRORFLOW_JOB`` environment variable only: never in the command line, the
   rendered template fields or the task log;
 - the driver writes its result to a private temporary file; this operator logs
@@ -23,9 +24,10 @@ import logging
 from typing import Any
 
 from mirrorflow.copy.job import JOB_ENV, run_job
-from mirrorflow.copy.links import build_spec, effective_links
+from mirrorflow.copy.links import build_spec, effective_links, heals_from_archive
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
+from mirrorflow_airflow.hooks.archive import archive_location
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator
 from mirrorflow_airflow.spark import JOB_SCRIPT
@@ -57,7 +59,8 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator):
             return {"level": self.level, "ok": True, "links": [], "copied": 0, "errors": []}
         clusters = {c: dict(MirrorClusterHook(self.topology, c).client().settings)
                     for c in sorted({x for l in links for x in (l.source, l.default_target)})}
-        spec = build_spec(self.topology, self.level, context["run_id"], links, clusters)
+        archive = archive_location(self.topology).to_dict() if heals_from_archive(self.topology, links) else None
+        spec = build_spec(self.topology, self.level, context["run_id"], links, clusters, archive=archive)
 
         result = self.submit(context, spec)
         result.pop("partitions", None)

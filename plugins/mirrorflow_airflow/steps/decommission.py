@@ -15,7 +15,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow.audit import audit
 from mirrorflow.copy.job import run_job
-from mirrorflow.copy.links import build_spec, effective_links
+from mirrorflow.copy.links import build_spec, effective_links, heals_from_archive
 from mirrorflow.copy.switch import SwitchError, switch_target
 from mirrorflow.decommission import DecommissionPlan, DecommissionRefused, plan_decommission
 from mirrorflow.errors import MirrorflowError
@@ -23,6 +23,7 @@ from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.offsets.groups import describe_groups
 from mirrorflow.topology import Topology
 from mirrorflow.topology.changes import remove_event
+from mirrorflow_airflow.hooks.archive import archive_location
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.state import link_targets, record_change, set_link_targets
 
@@ -103,8 +104,10 @@ def drain(topology: Topology, raw: dict[str, Any], run_id: str) -> dict[str, Any
         clusters = {c: dict(MirrorClusterHook(topology, c).client().settings)
                     for c in {x for l in links for x in (l.source, l.default_target)}}
         copied[level] = 0
+        archive = archive_location(topology).to_dict() if heals_from_archive(topology, links) else None
         for attempt in range(DRAIN_PASSES):
-            result = run_job(build_spec(topology, level, f"{run_id}-drain-{level}-{attempt}", links, clusters))
+            result = run_job(build_spec(topology, level, f"{run_id}-drain-{level}-{attempt}", links, clusters,
+                                        archive=archive))
             # a scheduled level run copying the same link at the same time fences this one (or the other
             # way round): both are exactly once; the next pass picks up where the winner stopped
             raced = [e for e in result.errors if "fenced" in e.error.lower()]

@@ -16,6 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from mirrorflow.copy.links import effective_links
 from mirrorflow.copy.resolve import ResolveRefused, resolve
 from mirrorflow.topology import Topology
+from mirrorflow_airflow.hooks.archive import archive_location
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.state import link_targets
 
@@ -31,9 +32,13 @@ def run_resolve(topology: Topology, link_id: str, topic: str, partition: int, ac
     target = MirrorClusterHook(topology, link.default_target).client()
     log.info("link %s (%s -> %s) %s[%d]: %s%s%s", link_id, link.source, link.default_target, topic, partition, action,
              "" if offset is None else f" {offset}", " [dry run]" if dry_run else "")
+    archive = None
+    if action == "restore":  # the archive's location comes from its AWS connection, only when needed
+        archive = archive_location(topology).to_dict()
     try:
         done = resolve(link_id, level, source, target, topic, int(partition), action, requested=offset,
-                       dry_run=dry_run)
+                       dry_run=dry_run, archive=archive,
+                       archived=link.source in topology.archive.archived(topology.leaves))
     except ResolveRefused as exc:
         raise AirflowFailException(f"{link_id} {topic}[{partition}] {action}: refused, nothing changed: "
                                    f"{exc}") from None
@@ -43,4 +48,6 @@ def run_resolve(topology: Topology, link_id: str, topic: str, partition: int, ac
              done.earliest, done.end, lost)
     if done.note:
         log.info("%s", done.note)
+    if done.restored:
+        log.info("%d record(s) restored from the archive of %s", done.restored, done.source)
     return done.to_dict()

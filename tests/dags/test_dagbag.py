@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from airflow.dag_processing.dagbag import DagBag
 
 pytestmark = pytest.mark.airflow

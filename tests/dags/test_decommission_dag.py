@@ -12,8 +12,16 @@ from mirrorflow_airflow.factories.decommission import build_decommission_dag
 from mirrorflow_airflow.state import CHANGES_VARIABLE, TARGETS_VARIABLE
 from mirrorflow_airflow.steps.decommission import run_preflight
 from tests.dags.test_level_dags import xcom
-from tests.integration.mirroring import (FOUR, Traffic, assert_exactly_once, clients, converge,
-                                         topic_everywhere, topology, traffic)
+from tests.integration.mirroring import (
+    FOUR,
+    Traffic,
+    assert_exactly_once,
+    clients,
+    converge,
+    topic_everywhere,
+    topology,
+    traffic,
+)
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC
 
 import pytest
 
@@ -99,10 +100,10 @@ def test_unreachable_cluster_fails_the_run_naming_it(airflow_home, kafka_cluster
 
 def test_links_outside_their_window_skip_the_run_and_say_when_it_opens(airflow_home, kafka_clusters, make_topic,
                                                                         caplog):
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     topic = make_topic("c1")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     start, end = now + timedelta(hours=2), now + timedelta(hours=3)
     window = f"{start:%H:%M}-{end:%H:%M}"
     topo = topology(kafka_clusters, FOUR, [topic], extra=f"""

@@ -16,19 +16,28 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.copy.checkpoints import checkpoint_group
-
+from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.offsets.distribute import distribute
 from mirrorflow.offsets.sync import publish_owned
 from mirrorflow.offsets.topic import ensure_topic
-from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.topology.changes import apply_changes
 from mirrorflow_airflow.factories.onboard import build_onboard_dag
 from mirrorflow_airflow.state import CHANGES_VARIABLE, ONBOARDING_VARIABLE, OWNERS_VARIABLE, TARGETS_VARIABLE
 from tests.dags.test_level_dags import xcom
 from tests.integration.groups import consume_and_commit, read_from_committed
 from tests.integration.kafka_io import stable_end_offsets
-from tests.integration.mirroring import (THREE, LevelRuns, Traffic, assert_exactly_once, clients, converge,
-                                         partitions_of, topic_everywhere, topology, traffic)
+from tests.integration.mirroring import (
+    THREE,
+    LevelRuns,
+    Traffic,
+    assert_exactly_once,
+    clients,
+    converge,
+    partitions_of,
+    topic_everywhere,
+    topology,
+    traffic,
+)
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 

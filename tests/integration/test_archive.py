@@ -6,7 +6,7 @@ import io
 import json
 import logging
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pyarrow.parquet as pq
 import pytest
@@ -247,7 +247,7 @@ def test_two_objects_disagreeing_about_an_offset_are_named(s3_bucket):
 def test_a_manifest_key_in_use_is_never_replaced(s3_bucket):
     # a retry of the same run id within the same second must not overwrite a committed manifest
     spec = ArchiveSpec(run_id="manual__x", clusters={}, archived=(), topics=(), location=s3_bucket)
-    at = datetime(2024, 5, 1, 10, 0, 0, tzinfo=timezone.utc)
+    at = datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC)
     s3 = s3_bucket.client()
     first = _unused_manifest_key(spec, "c1", at, s3)
     assert first == "mirrorflow/manifests/cluster=c1/20240501T100000-manual__x.json"

@@ -14,14 +14,13 @@ from collections import Counter
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from mirrorflow.copy.checkpoints import checkpoint_group
+from mirrorflow.copy.checkpoints import EARLIEST, checkpoint_group
 from mirrorflow.copy.clients import CopyClients
-from mirrorflow.defaults import LARGE_GROUP_RECORDS
 from mirrorflow.copy.executor import by_txn_group, copy_tasks, large
 from mirrorflow.copy.group import copy_group
-from mirrorflow.copy.checkpoints import EARLIEST
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_group import TXN_GROUPS, transactional_id
+from mirrorflow.defaults import LARGE_GROUP_RECORDS
 from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all
 

@@ -11,6 +11,7 @@ pytestmark = pytest.mark.spark
 
 def _probe(_):
     import confluent_kafka  # version() is the client version string in 2.16
+
     import mirrorflow
 
     yield (sys.executable, confluent_kafka.version(), mirrorflow.__version__)

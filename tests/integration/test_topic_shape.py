@@ -18,6 +18,7 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, ResourceType
 
+from mirrorflow.audit import AUDIT_LOGGER
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import (
@@ -30,7 +31,6 @@ from mirrorflow.kafka.topics import (
     plan_shape,
     sync_topic_shapes,
 )
-from mirrorflow.audit import AUDIT_LOGGER
 from mirrorflow.topology import Topology
 from mirrorflow_dev.kafka import LocalCluster
 from tests.fixtures.kafka import wait_for_topic

@@ -18,8 +18,9 @@ import binascii
 import copy
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest

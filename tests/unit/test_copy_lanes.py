@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-from mirrorflow.defaults import LARGE_GROUP_RECORDS
 from mirrorflow.copy.executor import in_lanes, large
 from mirrorflow.copy.task import PartitionTask
+from mirrorflow.defaults import LARGE_GROUP_RECORDS
 
 WAIT_S = 10.0  # a deadline for conditions that must come true, never a pause
 

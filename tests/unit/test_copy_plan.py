@@ -5,9 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirrorflow.copy.txn_group import txn_unit
+from mirrorflow.copy.txn_group import TXN_GROUPS, transactional_id, txn_group, txn_unit
 from mirrorflow.work import PartitionWork, cap, pack
-from mirrorflow.copy.txn_group import TXN_GROUPS, transactional_id, txn_group
 
 
 def _w(p, records, size=0.0, link="c1.L1"):

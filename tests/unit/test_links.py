@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -33,7 +33,7 @@ replication:
   copy_threads: 6
 """
 
-UTC = timezone.utc
+UTC = UTC
 NOON = datetime(2024, 3, 10, 12, 0, tzinfo=UTC)
 NIGHT = datetime(2024, 3, 10, 23, 0, tzinfo=UTC)
 

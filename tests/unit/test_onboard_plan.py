@@ -6,7 +6,7 @@ decisions it is built from.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -130,7 +130,7 @@ def test_backfill_since_needs_a_timestamp():
 def test_backfill_since_with_a_timestamp():
     req = OnboardRequest.from_params(form(backfill="since", since="2026-11-22T10:00:00Z"))
     assert req.backfill == "since"
-    assert req.since_ms() == int(datetime(2026, 11, 22, 10, tzinfo=timezone.utc).timestamp() * 1000)
+    assert req.since_ms() == int(datetime(2026, 11, 22, 10, tzinfo=UTC).timestamp() * 1000)
 
 
 def test_since_is_ignored_unless_the_backfill_is_since():
@@ -162,7 +162,7 @@ def test_parse_since_epoch_milliseconds():
 
 
 def test_parse_since_iso_8601():
-    utc = int(datetime(2026, 11, 22, 10, tzinfo=timezone.utc).timestamp() * 1000)
+    utc = int(datetime(2026, 11, 22, 10, tzinfo=UTC).timestamp() * 1000)
     assert parse_since("2026-11-22T10:00:00Z") == utc
     assert parse_since("2026-11-22T10:00:00+00:00") == utc
     assert parse_since("2026-11-22T10:00:00") == utc  # naive means UTC

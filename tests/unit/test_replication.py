@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from datetime import datetime, time, timedelta, timezone
+from datetime import UTC, datetime, time, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
@@ -21,7 +21,7 @@ from mirrorflow.topology.replication import (
     window_open,
 )
 
-UTC = timezone.utc
+UTC = UTC
 DAY = datetime(2024, 3, 10, tzinfo=UTC)
 PYDANTIC_NOISE = ("validation error", "pydantic", "Input should", "For further information", "type=")
 LINK_FIELDS = ("max_bytes_per_second", "max_records_per_run", "max_bytes_per_run", "txn_records")

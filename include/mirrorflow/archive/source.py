@@ -17,8 +17,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
-from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.archive.errors import ArchiveError
+from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.archive.reader import coverage, iter_archived
 
 
@@ -80,7 +80,7 @@ class ArchiveSource:
         self._done = False
 
     def assign(self, partitions: list[Any]) -> None:
-        """Start at ``partitions[0].offset``; :class:`ArchiveError` if the archive does not hold every offset to the end.
+        """Start at ``partitions[0].offset``; :class:`ArchiveError` unless the archive holds every offset to the end.
 
         The end-of-range event says every offset up to ``end`` was read, so a hole
         would be stepped over in silence: the planners check coverage first, and

@@ -116,12 +116,9 @@ def heal_plans(location: Mapping[str, Any] | None, archived: bool, source: str,
     """
     if not gaps:
         return {}
-    reason = None
-    if location is None:
-        reason = "no archive is configured (topology key archive, and its Airflow AWS connection)"
-    elif not archived:
-        reason = f"{source} is not archived (topology key archive.clusters)"
-    if reason is not None:
+    if location is None or not archived:
+        reason = (f"{source} is not archived (topology key archive.clusters)" if location is not None
+                  else "no archive is configured (topology key archive, and its Airflow AWS connection)")
         return {tp: unavailable(source, tp[0], tp[1], pos, low, reason) for tp, (pos, low) in gaps.items()}
     from mirrorflow.archive.location import ArchiveLocation  # driver side only: boto3 and pyarrow
     from mirrorflow.archive.reader import coverages

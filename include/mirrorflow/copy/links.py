@@ -79,7 +79,7 @@ def link_job(topology: Topology, link: Distributor) -> LinkJob:
 
 
 def heals_from_archive(topology: Topology, links: list[Distributor]) -> bool:
-    """Whether any of ``links`` heals a retention gap from the archive (``on_gap: restore``): its job needs the location."""
+    """Whether any of ``links`` heals a gap from the archive (``on_gap: restore``): its job needs the location."""
     return any(topology.link_settings(link.link_id).on_gap == "restore" for link in links)
 
 

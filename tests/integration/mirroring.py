@@ -97,21 +97,23 @@ def partitions_of(kafka_clusters, cluster: str, topic: str) -> int:
 
 
 def run_level(topology: Topology, level: int, cluster_settings: Mapping[str, Mapping], spark=None,
-              targets: Mapping[str, str] | None = None) -> JobResult:
+              targets: Mapping[str, str] | None = None, archive: Mapping | None = None) -> JobResult:
+    """One run of ``level``; ``archive``: the archive's location, for links with ``on_gap: restore``."""
     links = effective_links(topology, level, targets)
-    spec = build_spec(topology, level, f"test-{uuid.uuid4().hex[:8]}", links, cluster_settings)
+    spec = build_spec(topology, level, f"test-{uuid.uuid4().hex[:8]}", links, cluster_settings, archive=archive)
     return run_job(spec, spark)
 
 
 def converge(topology: Topology, cluster_settings: Mapping[str, Mapping], spark=None,
              targets: Mapping[str, str] | None = None, max_rounds: int = 8,
-             runner: Callable[[int], JobResult] | None = None) -> list[JobResult]:
+             runner: Callable[[int], JobResult] | None = None, archive: Mapping | None = None) -> list[JobResult]:
     """Run every level, lowest first, round after round, until a whole round copies nothing."""
     results: list[JobResult] = []
     for _ in range(max_rounds):
         copied = 0
         for level in topology.levels:
-            result = runner(level) if runner else run_level(topology, level, cluster_settings, spark, targets)
+            result = (runner(level) if runner
+                      else run_level(topology, level, cluster_settings, spark, targets, archive=archive))
             assert result.ok, result.summary()["errors"]
             results.append(result)
             copied += result.copied

@@ -132,8 +132,8 @@ class _PartitionCopy:
         if task.restore is not None and begin.position is not None and begin.position < int(task.restore["end"]):
             self.last = None  # the archive's records are not compared with the source's
             self.restore(begin.position)
-            if result.error is not None:
-                return
+            if result.error is not None or result.next_offset >= task.end_offset:
+                return  # stopped, or the task was the restore alone (mirror_resolve_gap)
             begin = copy_start(result.next_offset, low, require_contiguous=task.require_contiguous,
                                on_gap=task.on_gap, source=task.source)
         if not record_start(result, begin, set_aside_because):

@@ -19,7 +19,9 @@ source still holds nor copy again what the target already holds:
 - ``restore``: past a retention gap by copying it from the source's S3 archive
   (:mod:`mirrorflow.copy.heal`), through the link's own transactions, up to the
   source's first offset; refused, naming what is missing, unless the archive
-  holds the whole gap.
+  holds the whole gap;
+- ``restore_and_skip``: the same for what the archive holds, stepping over only
+  the offsets it lacks (each such range is recorded as lost).
 
 :func:`decide` is the rule (pure); :func:`resolve` reads the positions, applies it
 and writes the audit line.
@@ -49,8 +51,8 @@ from mirrorflow.kafka.config import ClusterClient
 
 log = logging.getLogger(__name__)
 
-Action = Literal["skip", "resume_from", "rewind", "restore"]
-ACTIONS: tuple[Action, ...] = ("skip", "resume_from", "rewind", "restore")
+Action = Literal["skip", "resume_from", "rewind", "restore", "restore_and_skip"]
+ACTIONS: tuple[Action, ...] = ("skip", "resume_from", "rewind", "restore", "restore_and_skip")
 
 
 class ResolveRefused(MirrorflowError):
@@ -148,8 +150,10 @@ class Resolution:
     dry_run: bool
     #: How the decision was found (``rewind``: where the history differs; ``restore``: what the archive holds).
     note: str | None = None
-    #: Records restored from the archive (``restore``).
+    #: Records restored from the archive (``restore``, ``restore_and_skip``).
     restored: int = 0
+    #: ``[first, last]`` ranges no archive held, stepped over and lost (``restore_and_skip``).
+    missing: list[list[int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -160,16 +164,16 @@ def resolve(link_id: str, level: int, source: ClusterClient, target: ClusterClie
             archive: Mapping[str, Any] | None = None, archived: bool = False) -> Resolution:
     """Apply ``action`` to the link's checkpoint of ``topic[partition]`` on ``target`` (not in a dry run).
 
-    ``archive`` and ``archived`` are for ``restore``: the archive's location
+    ``archive`` and ``archived`` are for the restores: the archive's location
     (``ArchiveLocation.to_dict()``) and whether the source cluster is archived.
     """
     tp = TopicPartition(topic, partition)
     checkpoint, metadata = read_checkpoints(target, link_id, [tp], timeout).get((topic, partition), (None, ""))
     lows, ends = earliest_and_stable(source, [tp], timeout)
     earliest, end = lows[(topic, partition)], ends[(topic, partition)]
-    if action == "restore":
+    if action in ("restore", "restore_and_skip"):
         return _restore(link_id, level, source, target, topic, partition, checkpoint, earliest, end, archive,
-                        archived, dry_run, timeout)
+                        archived, dry_run, timeout, metadata, action)
     difference = None
     if action == "rewind" and checkpoint is not None:
         meta = CheckpointMeta.decode(metadata)
@@ -196,8 +200,12 @@ def resolve(link_id: str, level: int, source: ClusterClient, target: ClusterClie
 
 def _restore(link_id: str, level: int, source: ClusterClient, target: ClusterClient, topic: str, partition: int,
              checkpoint: int | None, earliest: int, end: int, archive: Mapping[str, Any] | None, archived: bool,
-             dry_run: bool, timeout: float) -> Resolution:
-    """Copy the gap ``[checkpoint, earliest)`` from the archive of ``source``, exactly once, or refuse naming why."""
+             dry_run: bool, timeout: float, metadata: str, action: str) -> Resolution:
+    """Copy the gap ``[checkpoint, earliest)`` from the archive of ``source``, exactly once, or refuse naming why.
+
+    ``restore_and_skip`` restores what the archive holds and steps over only the
+    offsets it lacks, each stepped-over range recorded as lost.
+    """
     if checkpoint is None:
         raise ResolveRefused("the link has no checkpoint here: there is no gap to restore (its first copy starts at "
                              "the source's first offset by itself)")
@@ -205,26 +213,43 @@ def _restore(link_id: str, level: int, source: ClusterClient, target: ClusterCli
         raise ResolveRefused(f"there is no gap: the checkpoint {checkpoint} is inside the source's log "
                              f"({earliest}..{end}); the next level run copies from there")
     heal = heal_plans(archive, archived, source.name, {(topic, partition): (checkpoint, earliest)})[(topic, partition)]
-    if not heal.ok:
-        raise ResolveRefused(heal.why)
-    out = Resolution(link_id, source.name, target.name, topic, partition, "restore", checkpoint, earliest, end,
-                     earliest, None, dry_run, heal.why)
+    if not heal.ok and (action == "restore" or heal.unavailable is not None or not heal.covered):
+        hint = ("; restore_and_skip restores what the archive holds and steps over only the rest"
+                if action == "restore" and heal.covered and heal.unavailable is None else "")
+        raise ResolveRefused(heal.why + hint)
+    missing = [[a, b - 1] for a, b in heal.missing] or None
+    out = Resolution(link_id, source.name, target.name, topic, partition, action, checkpoint, earliest, end,
+                     earliest, None, dry_run, heal.why, missing=missing)
     if not dry_run:
         assert archive is not None  # heal_plans: nothing is ok without a location
         ids_source, ids_target = topic_ids(source, [topic], timeout), topic_ids(target, [topic], timeout)
-        task = PartitionTask(link_id=link_id, level=level, source=source.name, target=target.name, topic=topic,
-                             partition=partition, end_offset=earliest, restore=heal.restore(archive),
-                             on_gap="restore", source_topic_id=ids_source.get(topic),
-                             target_topic_id=ids_target.get(topic))
-        result = copy_partition(task, source, target, op_timeout=timeout)
-        out.position, out.restored = result.next_offset, result.restored
-        if result.error is not None:  # fenced by a level run, the archive unreadable: a retry goes on from here
-            audit_warning("gap_resolved", **out.to_dict(), error=result.error)
-            raise MirrorflowError(f"{link_id} {topic}[{partition}]: the restore stopped at source offset "
-                                  f"{result.error_offset}: {result.error}")
+        at = checkpoint
+        for first, nxt in heal.covered:
+            if first > at:  # a hole in the archive: given up, fenced like a skip
+                _commit(link_id, level, source, target, topic, partition, first, metadata, timeout)
+                log.warning("%s %s[%d]: offsets %d..%d are in no archive: stepped over, lost", link_id, topic,
+                            partition, at, first - 1)
+            task = PartitionTask(link_id=link_id, level=level, source=source.name, target=target.name, topic=topic,
+                                 partition=partition, end_offset=nxt,
+                                 restore={**heal.restore(archive), "end": nxt}, on_gap="restore",
+                                 source_topic_id=ids_source.get(topic), target_topic_id=ids_target.get(topic))
+            result = copy_partition(task, source, target, op_timeout=timeout)
+            out.position, out.restored = result.next_offset, out.restored + result.restored
+            if result.error is not None:  # fenced by a level run, the archive unreadable: a retry goes on from here
+                audit_warning("gap_resolved", **out.to_dict(), error=result.error)
+                raise MirrorflowError(f"{link_id} {topic}[{partition}]: the restore stopped at source offset "
+                                      f"{result.error_offset}: {result.error}")
+            at = nxt
+            metadata = read_checkpoints(target, link_id, [TopicPartition(topic, partition)], timeout).get(
+                (topic, partition), (None, ""))[1]
+        if at < earliest:
+            _commit(link_id, level, source, target, topic, partition, earliest, metadata, timeout)
+            log.warning("%s %s[%d]: offsets %d..%d are in no archive: stepped over, lost", link_id, topic, partition,
+                        at, earliest - 1)
+        out.position = earliest
         log.info("%s %s[%d]: restored %d record(s) of offsets %d..%d from the archive of %s; the checkpoint on %s "
-                 "is now %d", link_id, topic, partition, result.restored, checkpoint, earliest - 1, source.name,
-                 target.name, result.next_offset)
+                 "is now %d", link_id, topic, partition, out.restored, checkpoint, earliest - 1, source.name,
+                 target.name, earliest)
     audit_warning("gap_resolved", **out.to_dict())
     return out
 

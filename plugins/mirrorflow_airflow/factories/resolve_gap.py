@@ -9,7 +9,8 @@ source still holds or copy again what the target already holds. ``rewind``
 answers a truncated source (the run names it ``truncated source``): it moves the
 link back to the first offset whose record is no longer the one copied. ``restore``
 copies a retention gap from the source cluster's S3 archive through the link's own
-transactions, or is refused naming the offsets no archive holds. The checkpoint
+transactions, or is refused naming the offsets no archive holds; ``restore_and_skip``
+restores what the archive holds and steps over only those offsets. The checkpoint
 moves fenced, like a copy; a dry run shows the decision and changes nothing.
 Every decision is an audit line (``gap_resolved``).
 """
@@ -43,7 +44,8 @@ def build_resolve_gap_dag(topology: Topology) -> DAG:
                             description="skip: past the gap to the source's first offset; "
                                         "resume_from: to the offset below; rewind: after a truncated source, "
                                         "back to the first offset that differs from what was copied; "
-                                        "restore: copy the gap from the source's S3 archive"),
+                                        "restore: copy the gap from the source's S3 archive; "
+                                        "restore_and_skip: restore what the archive holds, skip only the rest"),
             "offset": Param(None, type=["null", "integer"], title="Offset",
                             description="For resume_from; for rewind, optional: the offset its dry run names"),
             "dry_run": Param(False, type="boolean", title="Dry run", description="Show the decision, change nothing"),

@@ -33,7 +33,7 @@ def run_resolve(topology: Topology, link_id: str, topic: str, partition: int, ac
     log.info("link %s (%s -> %s) %s[%d]: %s%s%s", link_id, link.source, link.default_target, topic, partition, action,
              "" if offset is None else f" {offset}", " [dry run]" if dry_run else "")
     archive = None
-    if action == "restore":  # the archive's location comes from its AWS connection, only when needed
+    if action in ("restore", "restore_and_skip"):  # the archive's location, from its AWS connection
         archive = archive_location(topology).to_dict()
     try:
         done = resolve(link_id, level, source, target, topic, int(partition), action, requested=offset,
@@ -50,4 +50,7 @@ def run_resolve(topology: Topology, link_id: str, topic: str, partition: int, ac
         log.info("%s", done.note)
     if done.restored:
         log.info("%d record(s) restored from the archive of %s", done.restored, done.source)
+    if done.missing:
+        log.warning("offsets %s are in no archive and %s", ", ".join(f"{a}..{b}" for a, b in done.missing),
+                    "would be given up" if dry_run else "were given up")
     return done.to_dict()

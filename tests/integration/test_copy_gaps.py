@@ -469,7 +469,7 @@ def test_on_gap_restore_heals_a_gap_from_the_archive_or_stops_naming_what_it_lac
 
     # the operator's restore is refused for the same reason, by name; nothing changes
     with pytest.raises(ResolveRefused, match=r"offsets 40\.\.44 \(5\) .* are in no archive"):
-        resolve(LINK, 1, c1, c2, topic, 1, "restore", archive=s3_bucket.to_dict(), archived=True)
+        resolve(LINK, 1, c1, c2, topic, 1, "restore", archive=s3_bucket.to_dict(), archived=["c1"])
     assert _checkpoint(b2, topic, 1) == 20
 
     # a gap after the archive ran again: mirror_resolve_gap's restore heals it; a dry run changes nothing
@@ -477,14 +477,81 @@ def test_on_gap_restore_heals_a_gap_from_the_archive_or_stops_naming_what_it_lac
     assert run_archive(ArchiveSpec(run_id="a2", clusters={"c1": dict(c1.settings)}, archived=("c1",),
                                    topics=(topic,), location=s3_bucket)).ok
     _delete_before(b1, topic, 0, 50)
-    dry = resolve(LINK, 1, c1, c2, topic, 0, "restore", archive=s3_bucket.to_dict(), archived=True, dry_run=True)
+    dry = resolve(LINK, 1, c1, c2, topic, 0, "restore", archive=s3_bucket.to_dict(), archived=["c1"], dry_run=True)
     assert (dry.position, dry.restored) == (50, 0) and _checkpoint(b2, topic, 0) == 40
-    done = resolve(LINK, 1, c1, c2, topic, 0, "restore", archive=s3_bucket.to_dict(), archived=True)
+    done = resolve(LINK, 1, c1, c2, topic, 0, "restore", archive=s3_bucket.to_dict(), archived=["c1"])
     assert (done.position, done.restored) == (50, 10) and _checkpoint(b2, topic, 0) == 50
     with pytest.raises(ResolveRefused, match="there is no gap"):
-        resolve(LINK, 1, c1, c2, topic, 0, "restore", archive=s3_bucket.to_dict(), archived=True)
+        resolve(LINK, 1, c1, c2, topic, 0, "restore", archive=s3_bucket.to_dict(), archived=["c1"])
     after = run_job(JobSpec(**{**spec.__dict__, "run_id": "heal-3"}))
     assert [e.partition for e in after.errors] == [1]  # partition 0 has nothing left to copy
     assert _values(b2, topic, 0) == ([f"a0-{i}" for i in range(20)] + [f"b0-{i}" for i in range(20)]
                                      + [f"d0-{i}" for i in range(10)])
 
+
+
+def test_a_gap_the_sources_archive_never_saw_is_restored_by_provenance_from_another_clusters_archive(
+        kafka_clusters, make_topic, s3_bucket):
+    """c1 is not archived; c3 is. c1.L1 (to c2) passes on c1's own messages and those c3 and c4 send to c1."""
+    from mirrorflow.archive.job import ArchiveSpec, run_archive
+    from mirrorflow.copy.links import build_spec, effective_links
+    from mirrorflow.copy.resolve import ResolveRefused, resolve
+    from tests.integration.kafka_io import stable_end_offsets
+
+    topic = topic_everywhere(make_topic)
+    topo = topology(kafka_clusters, FOUR, [topic], extra=(
+        "replication: {links: {c1.L1: {on_gap: restore}}}\narchive: {clusters: [c3]}\n"))
+    settings = clients(kafka_clusters, topo)
+    location = s3_bucket.to_dict()
+
+    def all_but_c1_l1(level):
+        links = [l for l in effective_links(topo, level) if l.link_id != "c1.L1"]
+        return run_job(build_spec(topo, level, f"t-{level}-{time.monotonic_ns()}", links, settings))
+
+    def archive_c3(run_id):
+        done = run_archive(ArchiveSpec(run_id=run_id, clusters={"c3": settings["c3"]}, archived=("c3",),
+                                       topics=(topic,), location=s3_bucket))
+        assert done.ok, done.errors
+
+    every = []
+    for origin, n in (("c1", 40), ("c3", 20), ("c4", 20)):
+        every += traffic(kafka_clusters, origin, topic, n)
+    converge(topo, settings)
+    for origin, n in (("c1", 40), ("c3", 20), ("c4", 20)):  # c1.L1 stands still: c2 waits for all of these
+        every += traffic(kafka_clusters, origin, topic, n, start=100)
+    converge(topo, settings, runner=all_but_c1_l1)
+    archive_c3("a1")
+    b1 = kafka_clusters["c1"].bootstrap
+    admin = AdminClient({"bootstrap.servers": b1})
+    ends = stable_end_offsets(b1, topic, 2)
+    for future in admin.delete_records([TopicPartition(topic, p, e) for p, e in enumerate(ends)],
+                                       request_timeout=30).values():
+        future.result(timeout=30)  # c1 loses everything c1.L1 never copied; no archive of c1 exists
+
+    def dry_restore():
+        return resolve("c1.L1", 1, ClusterClient("c1", settings["c1"]), ClusterClient("c2", settings["c2"]), topic,
+                       0, "restore", archive=location, archived=["c3"], dry_run=True)
+
+    # nothing of c3 on c1 past the gap yet: where c3's messages in the gap end cannot be known
+    with pytest.raises(ResolveRefused, match="c3's messages cannot be bounded: c1 holds none of them past the gap"):
+        dry_restore()
+    for origin, n in (("c1", 10), ("c3", 10), ("c4", 10)):
+        every += traffic(kafka_clusters, origin, topic, n, start=200)
+    converge(topo, settings, runner=all_but_c1_l1)
+    # bounded now, but c3's archive ends where the gap ends: it does not prove it holds the whole of it
+    with pytest.raises(ResolveRefused, match=r"c1's messages after origin offset \d+ and before \d+ \(archives of c3"):
+        dry_restore()
+    archive_c3("a2")
+    assert "c1: " in dry_restore().note  # proven: a dry run names what each archive gives
+    healed = run_level(topo, 1, settings, archive=location)
+    assert healed.ok, healed.summary()["errors"]
+    restored = {p["partition"]: p for p in healed.partitions if p["link_id"] == "c1.L1"}
+    assert sum(p["restored"] for p in restored.values()) > 0
+    assert [restored[p]["restored_offsets"][0] for p in (0, 1)] == [restored[p]["start_offset"] for p in (0, 1)]
+    converge(topo, settings, archive=location)
+    assert_exactly_once(kafka_clusters, ["c2", "c3", "c4"], topic, every)
+    # restored copies carry what c1.L1's copies carry: c1's own crossed level 1, c3's levels 3 and 1 (c4's
+    # reach c2 straight from c4.L3)
+    flags = {(v.split("|")[0], dict(r.headers)["mirror.copy.flags"])
+             for r in read_all(kafka_clusters["c2"].bootstrap, topic, 2) if not (v := r.value.decode()).startswith("c2")}
+    assert flags == {("c1", b"1"), ("c3", b"5"), ("c4", b"4")}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from mirrorflow.copy.checkpoints import copy_start
@@ -47,12 +49,17 @@ def test_ranges_read_as_operators_read_offsets():
     assert ranges_text([(0, 10), (15, 16)]) == "0..9, 15"
 
 
-def test_without_an_archive_of_the_source_nothing_is_looked_up_and_the_reason_is_named():
+def test_without_an_archive_of_the_source_the_others_are_named_for_a_restore_by_provenance():
     gaps = {("orders", 0): (10, 20)}
-    [none] = heal_plans(None, True, "c1", gaps).values()
+    [none] = heal_plans(None, ["c1"], "c1", gaps).values()
     assert not none.ok and "no archive is configured" in none.why and "offsets 10..19 (10)" in none.why
-    [unarchived] = heal_plans({"bucket": "bkt"}, False, "c1", gaps).values()
-    assert "c1 is not archived (topology key archive.clusters)" in unarchived.why
+    [alone] = heal_plans({"bucket": "bkt"}, ["c2"], "c1", gaps).values()
+    assert alone.ok and alone.by_origin == ("c2",)
+    assert alone.restore({"bucket": "bkt"}) == {"location": {"bucket": "bkt"}, "end": 20, "by_origin": ["c2"]}
+    assert ("c1 is not archived (topology key archive.clusters): what the link copies of them is looked for by "
+            "provenance in the archives of c2") in alone.why
+    partial = replace(plan_heal("c1", "orders", 0, 10, 20, [(0, 15)]), by_origin=("c2", "c3"))
+    assert partial.ok and "the archive of c1 does not hold 15..19" in partial.why
 
 
 def test_at_copy_time_a_gap_without_a_planned_restore_stops_the_partition_like_fail():
@@ -61,16 +68,9 @@ def test_at_copy_time_a_gap_without_a_planned_restore_stops_the_partition_like_f
     assert "on_gap: restore: the next run restores them from the archive of c1" in start.error
 
 
-def test_on_gap_restore_needs_the_links_source_archived_and_the_error_names_the_key():
-    assert parse_topology(BASE + "replication: {defaults: {on_gap: restore}}\n").link_settings("c1.L1").on_gap == (
-        "restore")
-    with pytest.raises(TopologyError) as info:
-        parse_topology(BASE + "replication: {defaults: {on_gap: restore}}\narchive: {clusters: [c1]}\n")
-    assert "replication.defaults.on_gap" in str(info.value) and "link c2.L1 reads c2" in str(info.value)
-    with pytest.raises(TopologyError) as info:
-        parse_topology(BASE + "replication: {links: {c3.L3: {on_gap: restore}}}\narchive: {clusters: [c1]}\n")
-    assert "replication.links.c3.L3.on_gap" in str(info.value)
-    parse_topology(BASE + "replication: {links: {c1.L1: {on_gap: restore}}}\narchive: {clusters: [c1]}\n")
+def test_on_gap_restore_is_a_replication_setting_and_a_wrong_value_names_the_key():
+    topo = parse_topology(BASE + "replication: {defaults: {on_gap: restore}}\narchive: {clusters: [c3]}\n")
+    assert topo.link_settings("c1.L1").on_gap == "restore"  # c1 unarchived: c3's archive may hold it by provenance
     with pytest.raises(TopologyError, match="on_gap"):
         parse_topology(BASE + "replication: {defaults: {on_gap: heal}}\n")
 

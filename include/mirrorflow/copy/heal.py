@@ -11,13 +11,15 @@ at ``earliest``. A killed heal resumes at its checkpoint like any copy.
 Nothing is restored unless the archive holds the whole gap: a partial restore
 would leave a hole that looks healed. :func:`plan_heal` is the rule (pure) and
 names what is missing; :func:`heal_plans` reads the archive's coverage once per
-source cluster.
+source cluster. Where the source's archive falls short and other clusters are
+archived, the copier looks for the gap's messages there by provenance
+(:mod:`mirrorflow.copy.heal_origin`), and stops naming what no archive proves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 Range = tuple[int, int]
@@ -43,10 +45,13 @@ class Heal:
     missing: tuple[Range, ...]
     #: Why nothing can be looked up (no archive configured, the source is not archived).
     unavailable: str | None = None
+    #: The source's archive falls short: other archived clusters to look in by provenance.
+    by_origin: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return not self.missing and self.unavailable is None
+        """Whether a restore is planned: from the source's archive, or by provenance from the others."""
+        return (not self.missing and self.unavailable is None) or bool(self.by_origin)
 
     @property
     def missing_offsets(self) -> int:
@@ -60,6 +65,12 @@ class Heal:
     def why(self) -> str:
         """A sentence for logs and errors: what is restored, or exactly what is missing."""
         gap = ranges_text([(self.position, self.earliest)])
+        if self.by_origin:
+            short = (self.unavailable if self.unavailable is not None
+                     else f"the archive of {self.source} does not hold {ranges_text(self.missing)}")
+            return (f"retention gap: offsets {gap} ({self.earliest - self.position}) are no longer on {self.where} "
+                    f"and {short}: what the link copies of them is looked for by provenance in the archives of "
+                    f"{', '.join(self.by_origin)}")
         if self.unavailable is not None:
             return (f"retention gap: offsets {gap} ({self.earliest - self.position}) are no longer on {self.where} "
                     f"and cannot be restored: {self.unavailable}; the partition stops at {self.position}")
@@ -74,13 +85,16 @@ class Heal:
 
     def restore(self, location: Mapping[str, Any]) -> dict[str, Any]:
         """The copier's ``PartitionTask.restore``: read ``[position, earliest)`` from the archive."""
-        return {"location": dict(location), "end": self.earliest}
+        out: dict[str, Any] = {"location": dict(location), "end": self.earliest}
+        if self.by_origin:
+            out["by_origin"] = list(self.by_origin)
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "topic": self.topic, "partition": self.partition,
                 "lost": [self.position, self.earliest - 1], "restorable": self.ok,
                 "archived": [[a, b - 1] for a, b in self.covered], "missing": [[a, b - 1] for a, b in self.missing],
-                "unavailable": self.unavailable}
+                "unavailable": self.unavailable, "by_origin": list(self.by_origin)}
 
 
 def plan_heal(source: str, topic: str, partition: int, position: int, earliest: int,
@@ -106,22 +120,27 @@ def unavailable(source: str, topic: str, partition: int, position: int, earliest
     return Heal(source, topic, partition, position, earliest, (), ((position, earliest),), reason)
 
 
-def heal_plans(location: Mapping[str, Any] | None, archived: bool, source: str,
+def heal_plans(location: Mapping[str, Any] | None, archived: Sequence[str], source: str,
                gaps: Mapping[tuple[str, int], Range]) -> dict[tuple[str, int], Heal]:
     """Per ``(topic, partition)``: what the archive of ``source`` restores of its gap ``(position, earliest)``.
 
     ``location``: the archive's (``ArchiveLocation.to_dict()``; ``None``: none is
-    configured); ``archived``: whether ``source`` is among the archived clusters.
-    The manifests are read once for all the gaps.
+    configured); ``archived``: the archived clusters. Where the source's archive
+    falls short, the others are named for a restore by provenance. The
+    manifests are read once for all the gaps.
     """
     if not gaps:
         return {}
-    if location is None or not archived:
+    others = tuple(c for c in archived if c != source)
+    if location is None or source not in archived:
         reason = (f"{source} is not archived (topology key archive.clusters)" if location is not None
                   else "no archive is configured (topology key archive, and its Airflow AWS connection)")
-        return {tp: unavailable(source, tp[0], tp[1], pos, low, reason) for tp, (pos, low) in gaps.items()}
+        return {tp: replace(unavailable(source, tp[0], tp[1], pos, low, reason),
+                            by_origin=others if location is not None else ())
+                for tp, (pos, low) in gaps.items()}
     from mirrorflow.archive.location import ArchiveLocation  # driver side only: boto3 and pyarrow
     from mirrorflow.archive.reader import coverages
 
     held = coverages(ArchiveLocation.from_dict(location, where="archive"), source, list(gaps))
-    return {tp: plan_heal(source, tp[0], tp[1], pos, low, held[tp]) for tp, (pos, low) in gaps.items()}
+    plans = {tp: plan_heal(source, tp[0], tp[1], pos, low, held[tp]) for tp, (pos, low) in gaps.items()}
+    return {tp: heal if heal.ok or not others else replace(heal, by_origin=others) for tp, heal in plans.items()}

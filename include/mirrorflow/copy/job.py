@@ -430,7 +430,7 @@ def _heals(spec: JobSpec, link: LinkJob, checkpoints: Mapping[tuple[str, int], t
             if committed is not None and key in lows and committed < lows[key]
             and set_aside(metadata, ids["source"].get(key[0]), ids["target"].get(key[0])) is None}
     try:
-        return heal_plans(spec.archive, link.source in spec.archived, link.source, gaps)
+        return heal_plans(spec.archive, spec.archived, link.source, gaps)
     except Exception as exc:  # the archive unreachable or unreadable: those partitions stop, by name
         why = f"the archive cannot be read: {type(exc).__name__}: {exc}"
         log.error("%s: %s", link.link_id, why)

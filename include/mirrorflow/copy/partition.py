@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -40,6 +40,7 @@ from mirrorflow.copy.checkpoints import (
 )
 from mirrorflow.copy.clients import CopyClients
 from mirrorflow.copy.headers import CopyHeaders
+from mirrorflow.copy.heal_origin import NotProven, origin_source
 from mirrorflow.copy.held import Held, HeldUnknown, held_at_start, skipping_held
 from mirrorflow.copy.history import LastRead, last_read, verify
 from mirrorflow.copy.spans import note_target_offsets, target_end
@@ -76,7 +77,8 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
     started = time.monotonic()
     pool = clients if clients is not None else CopyClients()
     copy = _PartitionCopy(task, target, result, pool.producer(task, target), pool.checkpoint(task, target),
-                          *pool.reader(task, source), idle_timeout=idle_timeout, op_timeout=op_timeout)
+                          *pool.reader(task, source), idle_timeout=idle_timeout, op_timeout=op_timeout,
+                          source=source)
     abandoned = unexpected = False  # abandoned: a producer call still blocked in a helper thread; never touch it
     try:
         copy.run()
@@ -107,8 +109,8 @@ class _PartitionCopy:
 
     def __init__(self, task: PartitionTask, target: ClusterClient, result: PartitionResult, producer: Producer,
                  checkpoint: Consumer, reader: Consumer, kept_reader: bool, *, idle_timeout: float,
-                 op_timeout: float) -> None:
-        self.task, self.target, self.result = task, target, result
+                 op_timeout: float, source: ClusterClient) -> None:
+        self.task, self.source, self.target, self.result = task, source, target, result
         self.producer, self.checkpoint, self.reader, self.kept_reader = producer, checkpoint, reader, kept_reader
         self.idle_timeout, self.op_timeout = idle_timeout, op_timeout
         #: The last record read before the committed checkpoint (mirrorflow.copy.history).
@@ -184,18 +186,39 @@ class _PartitionCopy:
         task, result = self.task, self.result
         assert task.restore is not None
         end = int(task.restore["end"])
-        log.info("%s %s[%d]: restoring offsets %d..%d of %s from the archive", task.link_id, task.topic,
-                 task.partition, start, end - 1, task.source)
         result.start_offset = result.next_offset = start
         before = result.copied + result.skipped
-        archive = ArchiveSource(task.restore, task.source, task.topic, task.partition, start, end)
         try:
-            self.copy_range(start, end, reader=archive)
-        except ArchiveError as exc:  # a hole, an unreadable object: stop at the checkpoint, by name
+            if task.restore.get("by_origin"):
+                self.restore_by_origin(start, end)
+            else:
+                log.info("%s %s[%d]: restoring offsets %d..%d of %s from its archive", task.link_id, task.topic,
+                         task.partition, start, end - 1, task.source)
+                archive = ArchiveSource(task.restore, task.source, task.topic, task.partition, start, end)
+                self.copy_range(start, end, reader=archive)
+        except (ArchiveError, NotProven) as exc:  # a hole, nothing proven, an unreadable object: stop, by name
             result.error, result.error_offset = str(exc), result.next_offset
             log.error("%s %s[%d]: %s", task.link_id, task.topic, task.partition, exc)
         result.restored = result.copied + result.skipped - before
         result.restored_offsets = [start, result.next_offset - 1]
+
+    def restore_by_origin(self, start: int, end: int) -> None:
+        """``[start, end)`` from other archives by provenance, in one transaction (mirrorflow.copy.heal_origin).
+
+        One transaction, so that the checkpoint only ever moves from a real source
+        offset to the gap's end: the next attempt computes the same set again.
+        """
+        task = self.task
+        assert task.restore is not None
+        reader, said = origin_source(self.source, self.target, task.level, task.topic, task.partition, start, end,
+                                     task.restore, self.op_timeout)
+        log.warning("%s %s[%d]: restoring what the link copies of offsets %d..%d of %s by provenance (%s)",
+                    task.link_id, task.topic, task.partition, start, end - 1, task.source, said)
+        self.task = replace(task, txn_records=end - start + 1, txn_max_seconds=float("inf"), max_bytes=None)
+        try:
+            self.copy_range(start, end, reader=reader)
+        finally:
+            self.task = task
 
     def find_refused(self, span_end: int, end: int) -> None:
         """After a refused copy somewhere in ``[result.error_offset, span_end)``: find it, or get past the failure.

@@ -30,7 +30,7 @@ and writes the audit line.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -38,7 +38,8 @@ from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit_warning
 from mirrorflow.copy.checkpoints import CheckpointMeta, read_checkpoints, source_recreated
-from mirrorflow.copy.heal import heal_plans
+from mirrorflow.copy.heal import Heal, heal_plans
+from mirrorflow.copy.heal_origin import NotProven, origin_source
 from mirrorflow.copy.held import Held
 from mirrorflow.copy.history import Difference, first_difference
 from mirrorflow.copy.partition import copy_partition
@@ -161,11 +162,11 @@ class Resolution:
 
 def resolve(link_id: str, level: int, source: ClusterClient, target: ClusterClient, topic: str, partition: int,
             action: str, *, requested: int | None = None, dry_run: bool = False, timeout: float = 30.0,
-            archive: Mapping[str, Any] | None = None, archived: bool = False) -> Resolution:
+            archive: Mapping[str, Any] | None = None, archived: Sequence[str] = ()) -> Resolution:
     """Apply ``action`` to the link's checkpoint of ``topic[partition]`` on ``target`` (not in a dry run).
 
     ``archive`` and ``archived`` are for the restores: the archive's location
-    (``ArchiveLocation.to_dict()``) and whether the source cluster is archived.
+    (``ArchiveLocation.to_dict()``) and the archived clusters.
     """
     tp = TopicPartition(topic, partition)
     checkpoint, metadata = read_checkpoints(target, link_id, [tp], timeout).get((topic, partition), (None, ""))
@@ -199,8 +200,8 @@ def resolve(link_id: str, level: int, source: ClusterClient, target: ClusterClie
 
 
 def _restore(link_id: str, level: int, source: ClusterClient, target: ClusterClient, topic: str, partition: int,
-             checkpoint: int | None, earliest: int, end: int, archive: Mapping[str, Any] | None, archived: bool,
-             dry_run: bool, timeout: float, metadata: str, action: str) -> Resolution:
+             checkpoint: int | None, earliest: int, end: int, archive: Mapping[str, Any] | None,
+             archived: Sequence[str], dry_run: bool, timeout: float, metadata: str, action: str) -> Resolution:
     """Copy the gap ``[checkpoint, earliest)`` from the archive of ``source``, exactly once, or refuse naming why.
 
     ``restore_and_skip`` restores what the archive holds and steps over only the
@@ -217,6 +218,9 @@ def _restore(link_id: str, level: int, source: ClusterClient, target: ClusterCli
         hint = ("; restore_and_skip restores what the archive holds and steps over only the rest"
                 if action == "restore" and heal.covered and heal.unavailable is None else "")
         raise ResolveRefused(heal.why + hint)
+    if heal.by_origin:
+        return _restore_by_origin(link_id, level, source, target, topic, partition, checkpoint, earliest, end,
+                                  archive, heal, dry_run, timeout, action)
     missing = [[a, b - 1] for a, b in heal.missing] or None
     out = Resolution(link_id, source.name, target.name, topic, partition, action, checkpoint, earliest, end,
                      earliest, None, dry_run, heal.why, missing=missing)
@@ -250,6 +254,33 @@ def _restore(link_id: str, level: int, source: ClusterClient, target: ClusterCli
         log.info("%s %s[%d]: restored %d record(s) of offsets %d..%d from the archive of %s; the checkpoint on %s "
                  "is now %d", link_id, topic, partition, out.restored, checkpoint, earliest - 1, source.name,
                  target.name, earliest)
+    audit_warning("gap_resolved", **out.to_dict())
+    return out
+
+
+def _restore_by_origin(link_id: str, level: int, source: ClusterClient, target: ClusterClient, topic: str,
+                       partition: int, checkpoint: int, earliest: int, end: int, archive: Mapping[str, Any] | None,
+                       heal: Heal, dry_run: bool, timeout: float, action: str) -> Resolution:
+    """The gap from other clusters' archives by provenance (mirrorflow.copy.heal_origin): all of it, or refused."""
+    assert archive is not None  # heal_plans names other archives only with a location
+    restore = heal.restore(archive)
+    try:  # proven here first, so that a refusal is one (the copier proves it again, in its transaction)
+        _, said = origin_source(source, target, level, topic, partition, checkpoint, earliest, restore, timeout)
+    except NotProven as exc:
+        raise ResolveRefused(f"{heal.why}; refused: {exc}") from None
+    out = Resolution(link_id, source.name, target.name, topic, partition, action, checkpoint, earliest, end,
+                     earliest, None, dry_run, f"{heal.why}: {said}")
+    if not dry_run:
+        ids_source, ids_target = topic_ids(source, [topic], timeout), topic_ids(target, [topic], timeout)
+        task = PartitionTask(link_id=link_id, level=level, source=source.name, target=target.name, topic=topic,
+                             partition=partition, end_offset=earliest, restore=restore, on_gap="restore",
+                             source_topic_id=ids_source.get(topic), target_topic_id=ids_target.get(topic))
+        result = copy_partition(task, source, target, op_timeout=timeout)
+        out.position, out.restored = result.next_offset, result.restored
+        if result.error is not None:
+            audit_warning("gap_resolved", **out.to_dict(), error=result.error)
+            raise MirrorflowError(f"{link_id} {topic}[{partition}]: the restore stopped at source offset "
+                                  f"{result.error_offset}: {result.error}")
     audit_warning("gap_resolved", **out.to_dict())
     return out
 

@@ -302,7 +302,6 @@ class Topology(_Model):
                     hint = f"; did you mean {close[0]!r}?" if close else ""
                     problems.append((f"replication.links.{link_id}",
                                      f"unknown link id{hint} (links: {', '.join(links)})"))
-            problems += self._unarchived_restores(links)
             for link_id in self.lag.links:
                 if link_id not in links:
                     problems.append((f"lag.links.{link_id}", f"unknown link id (links: {', '.join(links)})"))
@@ -327,21 +326,6 @@ class Topology(_Model):
         self._distributors = distributors
         self._links = links
         return self
-
-    def _unarchived_restores(self, links: dict[str, Distributor]) -> list[tuple[str, str]]:
-        """``on_gap: restore`` reads the source's own archive: a link whose source is not archived cannot heal."""
-        problems = []
-        for link_id, dist in links.items():
-            if (self.archive.clusters is None or dist.source in self.archive.clusters
-                    or self.replication.link_settings(link_id).on_gap != "restore"):
-                continue
-            own = self.replication.links.get(link_id)
-            key = (f"replication.links.{link_id}.on_gap" if own is not None and own.on_gap is not None
-                   else "replication.defaults.on_gap")
-            problems.append((key, f"restore: link {link_id} reads {dist.source}, which archive.clusters does not "
-                                  f"archive ({', '.join(self.archive.clusters)}); archive {dist.source} or give "
-                                  f"this link on_gap fail or skip"))
-        return problems
 
     # ----------------------------------------------------------------- queries
 

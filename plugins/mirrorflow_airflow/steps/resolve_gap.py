@@ -38,7 +38,7 @@ def run_resolve(topology: Topology, link_id: str, topic: str, partition: int, ac
     try:
         done = resolve(link_id, level, source, target, topic, int(partition), action, requested=offset,
                        dry_run=dry_run, archive=archive,
-                       archived=link.source in topology.archive.archived(topology.leaves))
+                       archived=topology.archive.archived(topology.leaves))
     except ResolveRefused as exc:
         raise AirflowFailException(f"{link_id} {topic}[{partition}] {action}: refused, nothing changed: "
                                    f"{exc}") from None

@@ -43,8 +43,14 @@ def test_the_audit_finds_converged_clusters_complete_reads_only_new_data_and_nam
     assert first.ok, first.summary()
     assert {n: first.counts[n].read for n in NAMES} == dict.fromkeys(NAMES, 40)
     assert first.comparison.judged >= 2 and first.comparison.complete == first.comparison.judged
+    # each cluster keeps how its cells compared (the history); a run writes only what is new or changed
+    assert set(first.verdicts_written) == set(NAMES)
+    kept = read_state(cluster["c2"]).verdicts
+    assert len(kept) == first.verdicts_written["c2"] and all(v["complete"] for v in kept.values())
+    assert {k.origin for k in kept} == {"c1"}
     second = audit()
     assert second.ok and {n: second.counts[n].read for n in NAMES} == dict.fromkeys(NAMES, 0)
+    assert second.verdicts_written == {} and second.summary()["verdicts_written"] == {}
 
     traffic(kafka_clusters, "c2", topic, 10, start=20)
     converge(topo, settings)
@@ -74,6 +80,9 @@ def test_the_audit_finds_converged_clusters_complete_reads_only_new_data_and_nam
     assert {(d.cluster, d.origin) for d in fourth.comparison.differences} == {("c2", "c1"), ("c1", "c2")}
     lacking = [d for d in fourth.comparison.differences if d.cluster == "c2"]
     assert sum(d.expected - d.held for d in lacking) == len(unaudited)  # the tallies: what was never counted
+    history = read_state(cluster["c2"]).verdicts
+    assert {(k.window_ms, v["expected"], v["held"], v["complete"]) for k, v in history.items() if not v["complete"]} == {
+        (d.window_ms, d.expected, d.held, False) for d in lacking}
     # the drill-down names what c2 lacks now, in the differing windows: every c1 message its partition 0 held there
     windows = {d.window_ms for d in lacking}
     gone = sorted((o.partition, o.offset) for r in on_c2 for o in [provenance.find(list(r.headers))]

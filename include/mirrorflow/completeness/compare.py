@@ -12,7 +12,7 @@ windows cannot be compared). Pure: the tallies come from :mod:`mirrorflow.comple
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mirrorflow.completeness.tally import Tallies, Tally, WindowKey
@@ -41,6 +41,18 @@ class Difference:
 
 
 @dataclass(frozen=True)
+class Verdict:
+    """How one cluster's cell compares with its origin's: what is kept per window for the history."""
+
+    expected: int
+    held: int
+    complete: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Comparison:
     """The judged cells (complete or not) and the differences found among them."""
 
@@ -53,6 +65,8 @@ class Comparison:
     before_horizon: int
     #: Cells whose origin cluster was not audited in this run (unreachable, or not in the topology).
     no_reference: int = 0
+    #: Every judged cell of every cluster but its origin, complete or not: ``(cluster, cell) -> verdict``.
+    verdicts: Mapping[tuple[str, WindowKey], Verdict] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -81,6 +95,7 @@ def compare(tallies: Mapping[str, Tallies], holders: Mapping[str, list[str]], *,
     cells: set[WindowKey] = {key for t in tallies.values() for key in t.cells}
     judged = complete = pending = before = unjudged = 0
     differences: list[Difference] = []
+    verdicts: dict[tuple[str, WindowKey], Verdict] = {}
     for key in sorted(cells):
         clusters = holders.get(key.topic, [])
         if not final(key.window_ms, window_s, now_ms, grace_s):
@@ -102,6 +117,7 @@ def compare(tallies: Mapping[str, Tallies], holders: Mapping[str, list[str]], *,
             if key.window_ms < (horizons or {}).get((cluster, key.topic), 0):
                 continue  # this cluster was not counted that far back
             held = tallies[cluster].cells.get(key, Tally())
+            verdicts[(cluster, key)] = Verdict(reference.count, held.count, held == reference)
             if held == reference:
                 continue
             found.append(Difference(key.topic, key.window_ms, key.origin, cluster, reference.count, held.count))
@@ -109,5 +125,5 @@ def compare(tallies: Mapping[str, Tallies], holders: Mapping[str, list[str]], *,
             differences.extend(found)
         else:
             complete += 1
-    return Comparison(judged, complete, tuple(differences), pending, before, unjudged)
+    return Comparison(judged, complete, tuple(differences), pending, before, unjudged, verdicts)
 

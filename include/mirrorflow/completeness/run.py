@@ -21,8 +21,8 @@ from mirrorflow.audit import audit, audit_warning
 from mirrorflow.completeness.compare import Comparison, compare
 from mirrorflow.completeness.count import ClusterCount, count_cluster
 from mirrorflow.completeness.drill import Drill, drill
-from mirrorflow.completeness.store import Position, read_state
-from mirrorflow.completeness.tally import DEFAULT_WINDOW_S, Tallies
+from mirrorflow.completeness.store import Position, read_state, write_verdicts
+from mirrorflow.completeness.tally import DEFAULT_WINDOW_S, Tallies, WindowKey
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.config import ClusterClient
 
@@ -40,6 +40,8 @@ class AuditResult:
     unreachable: dict[str, str] = field(default_factory=dict)
     comparison: Comparison | None = None
     drills: list[Drill] = field(default_factory=list)
+    #: Per cluster: verdicts stored in this run (new or changed).
+    verdicts_written: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -54,6 +56,7 @@ class AuditResult:
             "unreachable": self.unreachable,
             "judged": c.judged if c else 0, "complete": c.complete if c else 0,
             "pending": c.pending if c else 0, "before_horizon": c.before_horizon if c else 0,
+            "verdicts_written": {name: n for name, n in sorted(self.verdicts_written.items()) if n},
             "differences": [d.to_dict() for d in self.drills] or ([x.to_dict() for x in c.differences] if c else []),
         }
 
@@ -66,6 +69,7 @@ def run_audit(clients: Mapping[str, ClusterClient], selects: Callable[[str], boo
     positions: dict[str, dict[tuple[str, int], Position]] = {}
     tallies: dict[str, Tallies] = {}
     horizons: dict[tuple[str, str], int] = {}
+    stored: dict[str, dict[WindowKey, dict[str, Any]]] = {}
     for name, client in sorted(clients.items()):
         started = time.monotonic()
         try:
@@ -76,7 +80,7 @@ def run_audit(clients: Mapping[str, ClusterClient], selects: Callable[[str], boo
             log.error("%s: not audited: %s", name, exc)
             continue
         result.counts[name] = counted
-        positions[name], tallies[name] = state.positions, counted.tallies
+        positions[name], tallies[name], stored[name] = state.positions, counted.tallies, state.verdicts
         for topic, ms in counted.horizons.items():
             horizons[(name, topic)] = ms
         log.info("%s: %d new records counted in %.1fs (%s)", name, counted.read, time.monotonic() - started,
@@ -86,6 +90,7 @@ def run_audit(clients: Mapping[str, ClusterClient], selects: Callable[[str], boo
     now = int(time.time() * 1000) if now_ms is None else now_ms
     comparison = compare(tallies, holders, now_ms=now, grace_s=grace_s, horizons=horizons)
     result.comparison = comparison
+    _store_verdicts(result, clients, comparison, stored, window_s, timeout)
     for difference in comparison.differences[:DRILL_LIMIT]:
         result.drills.append(drill(difference, clients, positions, window_s, timeout))
     line = dict(run_id=run_id, window_s=window_s, grace_s=grace_s, **result.summary())
@@ -94,3 +99,18 @@ def run_audit(clients: Mapping[str, ClusterClient], selects: Callable[[str], boo
     else:
         audit_warning("completeness", **line)
     return result
+
+
+def _store_verdicts(result: AuditResult, clients: Mapping[str, ClusterClient], comparison: Comparison,
+                    stored: Mapping[str, Mapping[WindowKey, Mapping[str, Any]]], window_s: int,
+                    timeout: float) -> None:
+    """Each cluster keeps the verdicts of its cells that are new or changed since they were last stored."""
+    changed: dict[str, dict[WindowKey, dict[str, Any]]] = {}
+    for (cluster, cell), verdict in comparison.verdicts.items():
+        if stored.get(cluster, {}).get(cell) != (value := verdict.to_dict()):
+            changed.setdefault(cluster, {})[cell] = value
+    for cluster, verdicts in sorted(changed.items()):
+        try:
+            result.verdicts_written[cluster] = write_verdicts(clients[cluster], window_s, verdicts, timeout)
+        except MirrorflowError as exc:  # the comparison stands; the history catches up on the next run
+            log.error("%s: the audit's verdicts were not stored: %s", cluster, exc)

@@ -8,7 +8,10 @@ tallies, counted from the start, and the old one is simply no longer read.
   is counted) and the topic's id when it was read (a recreated topic starts over);
 - ``w<s>|cell|<topic>|<origin>|<window ms>``: the tally of one cell (count, hash sum);
 - ``w<s>|horizon|<topic>``: the timestamp before which this cluster was never
-  counted (its oldest retained record when it was first audited).
+  counted (its oldest retained record when it was first audited);
+- ``w<s>|verdict|<topic>|<origin>|<window ms>``: how this cluster's cell compared
+  with its origin's when last judged (expected, held, complete), written when it
+  changes: the history a status page shows.
 
 A run writes the new positions and the changed cells of a topic in one Kafka
 transaction, so a run killed half way counts nothing twice: the next one starts
@@ -21,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
@@ -50,6 +54,8 @@ class AuditState:
     positions: dict[tuple[str, int], Position] = field(default_factory=dict)
     tallies: Tallies = field(default_factory=Tallies)
     horizons: dict[str, int] = field(default_factory=dict)
+    #: The last verdict stored per cell (``Verdict.to_dict()``).
+    verdicts: dict[WindowKey, dict[str, Any]] = field(default_factory=dict)
 
 
 def read_state(client: ClusterClient, window_s: int = DEFAULT_WINDOW_S, timeout: float = 30.0) -> AuditState:
@@ -79,7 +85,23 @@ def read_state(client: ClusterClient, window_s: int = DEFAULT_WINDOW_S, timeout:
                 state.horizons.pop(rest, None)
             else:
                 state.horizons[rest] = int(value["ms"])
+        elif kind == "verdict":
+            if value is None:
+                state.verdicts.pop(WindowKey.decode(rest), None)
+            else:
+                state.verdicts[WindowKey.decode(rest)] = dict(value)
     return state
+
+
+def write_verdicts(client: ClusterClient, window_s: int, verdicts: Mapping[WindowKey, Mapping[str, Any]],
+                   timeout: float = 30.0) -> int:
+    """Store the changed verdicts of ``client``'s cells in one transaction; returns how many."""
+    if not verdicts:
+        return 0
+    ensure_compacted(client, AUDIT_TOPIC, TOPIC_CONFIG, timeout)
+    records = [(f"w{window_s}|verdict|{cell.encode()}", dict(v)) for cell, v in sorted(verdicts.items())]
+    _write(client, f"{AUDIT_TOPIC}-verdicts.{client.name}", records, timeout, "the audit's verdicts")
+    return len(records)
 
 
 def write_topic(client: ClusterClient, window_s: int, topic: str, positions: Mapping[int, Position],
@@ -90,8 +112,6 @@ def write_topic(client: ClusterClient, window_s: int, topic: str, positions: Map
     ``dropped``: cells to delete (tombstones), those of a recreated topic's earlier incarnation.
     """
     ensure_compacted(client, AUDIT_TOPIC, TOPIC_CONFIG, timeout)
-    producer = Producer(client.producer(**{"transactional.id": f"{AUDIT_TOPIC}.{client.name}.{topic}",
-                                           "linger.ms": 5}))
     w = f"w{window_s}"
     records: list[tuple[str, dict | None]] = [
         (f"{w}|pos|{topic}|{p}", {"next": pos.next, "topic_id": pos.topic_id}) for p, pos in positions.items()]
@@ -99,6 +119,14 @@ def write_topic(client: ClusterClient, window_s: int, topic: str, positions: Map
     records += [(f"{w}|cell|{cell.encode()}", tally.to_dict()) for cell, tally in sorted(cells.items())]
     if horizon is not None:
         records.append((f"{w}|horizon|{topic}", {"ms": horizon}))
+    _write(client, f"{AUDIT_TOPIC}.{client.name}.{topic}", records, timeout, f"the audit state of {topic}")
+    return len(records)
+
+
+def _write(client: ClusterClient, transactional_id: str, records: list[tuple[str, dict | None]], timeout: float,
+           what: str) -> None:
+    """``records`` (key, JSON value or tombstone) to the audit topic in one transaction."""
+    producer = Producer(client.producer(**{"transactional.id": transactional_id, "linger.ms": 5}))
     try:
         producer.init_transactions(timeout)
         producer.begin_transaction()
@@ -108,6 +136,4 @@ def write_topic(client: ClusterClient, window_s: int, topic: str, positions: Map
             producer.poll(0)
         producer.commit_transaction(timeout)
     except KafkaException as exc:
-        raise KafkaOperationError(client.name, f"write the audit state of {topic} to {AUDIT_TOPIC}",
-                                  exc.args[0]) from exc
-    return len(records)
+        raise KafkaOperationError(client.name, f"write {what} to {AUDIT_TOPIC}", exc.args[0]) from exc

@@ -99,7 +99,8 @@ def write_verdicts(client: ClusterClient, window_s: int, verdicts: Mapping[Windo
     if not verdicts:
         return 0
     ensure_compacted(client, AUDIT_TOPIC, TOPIC_CONFIG, timeout)
-    records = [(f"w{window_s}|verdict|{cell.encode()}", dict(v)) for cell, v in sorted(verdicts.items())]
+    records: list[tuple[str, dict | None]] = [(f"w{window_s}|verdict|{cell.encode()}", dict(v))
+                                               for cell, v in sorted(verdicts.items())]
     _write(client, f"{AUDIT_TOPIC}-verdicts.{client.name}", records, timeout, "the audit's verdicts")
     return len(records)
 

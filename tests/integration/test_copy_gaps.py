@@ -488,6 +488,17 @@ def test_on_gap_restore_heals_a_gap_from_the_archive_or_stops_naming_what_it_lac
     assert _values(b2, topic, 0) == ([f"a0-{i}" for i in range(20)] + [f"b0-{i}" for i in range(20)]
                                      + [f"d0-{i}" for i in range(10)])
 
+    # partition 1: c2's archive (by provenance) proves nothing either; restore_and_skip restores what c1's archive
+    # holds and steps over only the 5 offsets no archive holds
+    both = ["c1", "c2"]
+    with pytest.raises(ResolveRefused, match="looked for by provenance in the archives of c2; refused"):
+        resolve(LINK, 1, c1, c2, topic, 1, "restore", archive=s3_bucket.to_dict(), archived=both)
+    partial = resolve(LINK, 1, c1, c2, topic, 1, "restore_and_skip", archive=s3_bucket.to_dict(), archived=both)
+    assert (partial.restored, partial.missing, partial.position) == (20, [[40, 44]], 45)
+    assert run_job(JobSpec(**{**spec.__dict__, "run_id": "heal-4"})).ok
+    assert _values(b2, topic, 1) == ([f"a1-{i}" for i in range(20)] + [f"b1-{i}" for i in range(20)]
+                                     + [f"c1-{i}" for i in range(5, 10)])
+
 
 
 def test_a_gap_the_sources_archive_never_saw_is_restored_by_provenance_from_another_clusters_archive(

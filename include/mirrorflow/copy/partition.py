@@ -198,9 +198,11 @@ class _PartitionCopy:
                 self.copy_range(start, end, reader=archive)
         except (ArchiveError, NotProven) as exc:  # a hole, nothing proven, an unreadable object: stop, by name
             result.error, result.error_offset = str(exc), result.next_offset
+            result.lost_to_retention, result.lost_offsets = end - result.next_offset, [result.next_offset, end - 1]
             log.error("%s %s[%d]: %s", task.link_id, task.topic, task.partition, exc)
         result.restored = result.copied + result.skipped - before
-        result.restored_offsets = [start, result.next_offset - 1]
+        if result.next_offset > start:
+            result.restored_offsets = [start, result.next_offset - 1]
 
     def restore_by_origin(self, start: int, end: int) -> None:
         """``[start, end)`` from other archives by provenance, in one transaction (mirrorflow.copy.heal_origin).

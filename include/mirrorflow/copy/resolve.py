@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from confluent_kafka import TopicPartition
@@ -219,8 +219,15 @@ def _restore(link_id: str, level: int, source: ClusterClient, target: ClusterCli
                 if action == "restore" and heal.covered and heal.unavailable is None else "")
         raise ResolveRefused(heal.why + hint)
     if heal.by_origin:
-        return _restore_by_origin(link_id, level, source, target, topic, partition, checkpoint, earliest, end,
-                                  archive, heal, dry_run, timeout, action)
+        try:
+            return _restore_by_origin(link_id, level, source, target, topic, partition, checkpoint, earliest, end,
+                                      archive, heal, dry_run, timeout, action)
+        except ResolveRefused as exc:
+            if action != "restore_and_skip" or not heal.covered:
+                raise
+            log.warning("%s %s[%d]: %s; restoring what the archive of %s holds and stepping over the rest", link_id,
+                        topic, partition, exc, source.name)
+            heal = replace(heal, by_origin=())
     missing = [[a, b - 1] for a, b in heal.missing] or None
     out = Resolution(link_id, source.name, target.name, topic, partition, action, checkpoint, earliest, end,
                      earliest, None, dry_run, heal.why, missing=missing)

@@ -33,7 +33,6 @@ replication:
   copy_threads: 6
 """
 
-UTC = UTC
 NOON = datetime(2024, 3, 10, 12, 0, tzinfo=UTC)
 NIGHT = datetime(2024, 3, 10, 23, 0, tzinfo=UTC)
 

@@ -21,7 +21,6 @@ from mirrorflow.topology.replication import (
     window_open,
 )
 
-UTC = UTC
 DAY = datetime(2024, 3, 10, tzinfo=UTC)
 PYDANTIC_NOISE = ("validation error", "pydantic", "Input should", "For further information", "type=")
 LINK_FIELDS = ("max_bytes_per_second", "max_records_per_run", "max_bytes_per_run", "txn_records")

@@ -28,6 +28,7 @@ from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import (
     FOUR,
+    THREE,
     assert_exactly_once,
     clients,
     converge,
@@ -566,3 +567,47 @@ def test_a_gap_the_sources_archive_never_saw_is_restored_by_provenance_from_anot
     flags = {(v.split("|")[0], dict(r.headers)["mirror.copy.flags"])
              for r in read_all(kafka_clusters["c2"].bootstrap, topic, 2) if not (v := r.value.decode()).startswith("c2")}
     assert flags == {("c1", b"1"), ("c3", b"5"), ("c4", b"4")}
+
+
+def test_a_top_level_link_heals_by_provenance_although_another_link_of_its_level_writes_to_its_target(
+        kafka_clusters, make_topic, s3_bucket):
+    """THREE: c1.L3 and c2.L3 both send to c3, whose level-3 copies of c2's messages are not c1.L3's to restore."""
+    from mirrorflow.archive.job import ArchiveSpec, run_archive
+    from mirrorflow.copy.links import build_spec, effective_links
+    from tests.integration.kafka_io import stable_end_offsets
+
+    names = ("c1", "c2", "c3")
+    topic = topic_everywhere(make_topic, names)
+    topo = topology(kafka_clusters, THREE, [topic], names=names, extra=(
+        "replication: {links: {c1.L3: {on_gap: restore}}}\narchive: {clusters: [c2]}\n"))
+    settings = clients(kafka_clusters, topo)
+    location = s3_bucket.to_dict()
+    assert {l.link_id: l.default_target for l in effective_links(topo, 3)}["c2.L3"] == "c3"
+
+    def all_but_c1_l3(level):
+        links = [l for l in effective_links(topo, level) if l.link_id != "c1.L3"]
+        return run_job(build_spec(topo, level, f"t-{level}-{time.monotonic_ns()}", links, settings))
+
+    def archive_c2(run_id):
+        assert run_archive(ArchiveSpec(run_id=run_id, clusters={"c2": settings["c2"]}, archived=("c2",),
+                                       topics=(topic,), location=s3_bucket)).ok
+
+    every = traffic(kafka_clusters, "c1", topic, 40) + traffic(kafka_clusters, "c2", topic, 20)
+    converge(topo, settings)
+    every += traffic(kafka_clusters, "c1", topic, 40, start=100) + traffic(kafka_clusters, "c2", topic, 20, start=100)
+    converge(topo, settings, runner=all_but_c1_l3)
+    b1 = kafka_clusters["c1"].bootstrap
+    ends = stable_end_offsets(b1, topic, 2)
+    admin = AdminClient({"bootstrap.servers": b1})
+    for future in admin.delete_records([TopicPartition(topic, p, e) for p, e in enumerate(ends)],
+                                       request_timeout=30).values():
+        future.result(timeout=30)  # c1.L3 never copied c1's second batch, and c1 is not archived
+    every += traffic(kafka_clusters, "c1", topic, 10, start=200) + traffic(kafka_clusters, "c2", topic, 10, start=200)
+    converge(topo, settings, runner=all_but_c1_l3)
+    archive_c2("a1")  # c2 holds c1's messages on both sides of the gap
+
+    healed = run_level(topo, 3, settings, archive=location)
+    assert healed.ok, healed.summary()["errors"]
+    assert sum(p["restored"] for p in healed.partitions if p["link_id"] == "c1.L3") > 0
+    converge(topo, settings, archive=location)
+    assert_exactly_once(kafka_clusters, ["c2", "c3"], topic, every)

@@ -18,7 +18,10 @@ names its origin. What is missing is known per origin, not per source offset:
 
 An origin the target holds nothing of, or the source holds nothing of past the
 gap, cannot be bounded: the restore is refused naming it, as it is when no
-archive proves a range. The restored messages carry the flags the link's earlier
+archive proves a range. Copies on the target from other links of the same level
+(several clusters sending to one leaf) are told apart by the source: an origin
+it holds past the gap with a lower level's flag never passes through this link.
+The restored messages carry the flags the link's earlier
 copies of the same origin carry and their origin stamp, and go through the
 copier in ONE transaction with the checkpoint moving to the gap's end, so a
 killed restore leaves nothing and the next one computes the same set.
@@ -88,18 +91,25 @@ def needed_origins(source: ClusterClient, target: ClusterClient, level: int, top
             if origin.offset > after.get(origin.cluster, -1):
                 after[origin.cluster], flags_of[origin.cluster] = origin.offset, flags & ~own
     before: dict[str, int] = {source.name: end}  # the source's own messages in the gap end where it does
+    elsewhere: set[str] = set()  # origins reaching the source through a lower level: this link never passes them on
     with CopyScanner(source) as scanner:
         for origin, msg in scanner.records(topic, partition, timeout, first=end):
-            if origin is None or origin.cluster in before or (origin.topic, origin.partition) != (topic, partition):
+            if (origin is None or origin.cluster in before or origin.cluster in elsewhere
+                    or (origin.topic, origin.partition) != (topic, partition)):
                 continue
             flags, malformed, _, _ = copyflags.read_flags(msg.headers())
-            if not malformed and flags & lower == 0:  # passed on by the link
+            if malformed:
+                continue
+            if flags & lower == 0:  # passed on by the link
                 before[origin.cluster] = origin.offset
                 flags_of.setdefault(origin.cluster, flags)
+            else:  # its copies on the target came through another link of this level
+                elsewhere.add(origin.cluster)
+                after.pop(origin.cluster, None)
             if set(after) <= set(before):
                 break
     after.setdefault(source.name, position - 1)  # the link copied all of its source's own messages before
-    unbounded = sorted(set(after) ^ set(before))
+    unbounded = sorted((set(after) ^ set(before)) - elsewhere)
     if unbounded:
         raise NotProven("; ".join(
             f"{o}'s messages cannot be bounded: "

@@ -22,7 +22,7 @@ from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.archive.reader import coverage, iter_archived
 
 
-class _Archived:
+class ArchivedMessage:
     """One archived record, looking like a consumed ``Message``."""
 
     __slots__ = ("_rec", "_topic", "_partition")
@@ -55,7 +55,7 @@ class _Archived:
         return self._rec.timestamp_type, self._rec.timestamp
 
 
-class _EndOfArchive:
+class EndOfRange:
     """The end of the restored range, like Kafka's partition-EOF event at ``end``."""
 
     def __init__(self, end: int) -> None:
@@ -104,10 +104,10 @@ class ArchiveSource:
         if self._done:
             return out
         for rec in self._rows:
-            out.append(_Archived(rec, self.topic, self.partition))
+            out.append(ArchivedMessage(rec, self.topic, self.partition))
             if len(out) >= num_messages:
                 return out
-        out.append(_EndOfArchive(self.end))
+        out.append(EndOfRange(self.end))
         self._done = True
         return out
 

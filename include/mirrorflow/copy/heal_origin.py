@@ -32,10 +32,8 @@ from __future__ import annotations
 import heapq
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
-
-from confluent_kafka import KafkaError
 
 from mirrorflow import copyflags, provenance
 from mirrorflow.copy.copies import CopyScanner
@@ -207,9 +205,11 @@ class OriginSource:
         if len(messages) > end - start:
             raise NotProven(f"{len(messages)} messages to restore for offsets {start}..{end - 1}: more than the gap "
                             "held; the archives disagree with the source")
-        self._messages = [_Restored(row, headers, topic, partition, start + i)
+        from mirrorflow.archive.source import ArchivedMessage, EndOfRange  # restores only: pyarrow
+
+        self._messages = [ArchivedMessage(replace(row, offset=start + i, headers=headers), topic, partition)
                           for i, (row, headers) in enumerate(messages)]
-        self.end = end
+        self._end = EndOfRange(end)
         self._done = False
 
     def assign(self, partitions: list[Any]) -> None:
@@ -219,52 +219,10 @@ class OriginSource:
         if self._done:
             return []
         self._done = True
-        return [*self._messages, _End(self.end)]
+        return [*self._messages, self._end]
 
     def close(self) -> None:
         self._messages = []
-
-
-class _Restored:
-    __slots__ = ("_row", "_headers", "_topic", "_partition", "_offset")
-
-    def __init__(self, row: Any, headers: list, topic: str, partition: int, offset: int) -> None:
-        self._row, self._headers, self._topic, self._partition, self._offset = row, headers, topic, partition, offset
-
-    def error(self) -> None:
-        return None
-
-    def offset(self) -> int:
-        return self._offset
-
-    def topic(self) -> str:
-        return self._topic
-
-    def partition(self) -> int:
-        return self._partition
-
-    def key(self) -> bytes | None:
-        return self._row.key
-
-    def value(self) -> bytes | None:
-        return self._row.value
-
-    def headers(self) -> list:
-        return self._headers
-
-    def timestamp(self) -> tuple[int, int]:
-        return self._row.timestamp_type, self._row.timestamp
-
-
-class _End:
-    def __init__(self, end: int) -> None:
-        self._end = end
-
-    def error(self) -> KafkaError:
-        return KafkaError(KafkaError._PARTITION_EOF)
-
-    def offset(self) -> int:
-        return self._end
 
 
 def origin_source(source: ClusterClient, target: ClusterClient, level: int, topic: str, partition: int,

@@ -61,6 +61,7 @@ from mirrorflow_dev.maven import (
     require_tool,
 )
 from mirrorflow_dev.process import HOST, NoFreePortError, free_port, pid_alive, port_accepts, port_free, wait_pid_exit
+from mirrorflow_dev.secured import ADMIN_PRINCIPAL, BROKER_PRINCIPAL, SecuredListeners
 
 __all__ = [
     "KAFKA_VERSION",
@@ -377,12 +378,12 @@ def log_diagnosis(path: Path, lines: int = 40) -> str:
     return "\n".join(parts)
 
 
-def _quiet_admin(bootstrap: str) -> Any:
+def _quiet_admin(client: Mapping[str, Any]) -> Any:
     from confluent_kafka.admin import AdminClient
 
     return AdminClient(
         {
-            "bootstrap.servers": bootstrap,
+            **client,
             "reconnect.backoff.ms": 50,
             "reconnect.backoff.max.ms": 250,
             "socket.connection.setup.timeout.ms": 3000,
@@ -418,11 +419,13 @@ class LocalCluster:
         auto_ports: bool = False,
         jvm_options: Sequence[str] = (),
         progress: Progress = _stderr,
+        security: SecuredListeners | None = None,
     ) -> None:
         self.name = name
         self.directory = Path(directory).resolve()
         self.port = port
         self.controller_port = controller_port
+        self.security = security
         self.distribution = distribution
         self.config = dict(config or {})
         self.heap_max = heap_max
@@ -438,6 +441,17 @@ class LocalCluster:
 
     def __repr__(self) -> str:
         return f"LocalCluster({self.name!r}, bootstrap={self.bootstrap!r}, pid={self.pid})"
+
+    @property
+    def secured(self) -> bool:
+        return self.security is not None
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        """The mutual-TLS listener of a secured cluster (the principal is the certificate's CN)."""
+        if self.security is None:
+            raise ValueError(f"cluster {self.name} is not secured: it has no TLS listener")
+        return f"{HOST}:{self.security.ssl_port}"
 
     # -- where things are
     @property
@@ -472,7 +486,9 @@ class LocalCluster:
         return None
 
     def client_config(self, **overrides: Any) -> dict[str, Any]:
-        """A confluent-kafka config dict pointing at this cluster."""
+        """A confluent-kafka config dict pointing at this cluster (a secured one: as its super user)."""
+        if self.security is not None:
+            return {**self.security.admin_config(self.ssl_bootstrap), **overrides}
         return {"bootstrap.servers": self.bootstrap, **overrides}
 
     def broker_properties(self) -> dict[str, str]:
@@ -492,6 +508,9 @@ class LocalCluster:
                 "log.dirs": str(self.data_dir),
             }
         )
+        if self.security is not None:
+            props.update(self.security.broker_properties(self.port, self.controller_port,
+                                                         self.directory / "broker.pem"))
         return props
 
     # -- process state
@@ -553,6 +572,8 @@ class LocalCluster:
             + "".join(f"{k}={v}\n" for k, v in sorted(self.broker_properties().items()))
         )
         (self.directory / "log4j2.xml").write_text(LOG4J2_XML.format(log_name="server.log", root_level="INFO"))
+        if self.security is not None and not (self.directory / "broker.pem").exists():
+            self.security.authority().write_keystore(BROKER_PRINCIPAL, self.directory / "broker.pem")
         existing = self.cluster_id
         if existing is not None:
             return existing
@@ -643,8 +664,8 @@ class LocalCluster:
                     f"cluster {self.name} ({self.bootstrap}): not ready after {timeout:.0f}s (pid {pid}).\n"
                     f"{self.diagnosis()}"
                 )
-            if admin is None and port_accepts(self.port):
-                admin = _quiet_admin(self.bootstrap)
+            if admin is None and port_accepts(self.security.ssl_port if self.security else self.port):
+                admin = _quiet_admin(self.client_config())
             if admin is not None:
                 try:
                     metadata = admin.list_topics(timeout=min(2.0, max(remaining, 0.1)))
@@ -674,6 +695,8 @@ class LocalCluster:
                 self.progress(f"{self.name}: port {self.port}/{self.controller_port} was taken, retrying")
                 self._started_once = False
                 self.port, self.controller_port = free_port(), free_port()
+                if self.security:
+                    self.security = SecuredListeners(free_port(), self.security.pki_dir)
         self.last_start_seconds = time.monotonic() - started
 
     def _signal(self, sig: signal.Signals, timeout: float) -> bool:
@@ -714,6 +737,7 @@ class LocalCluster:
             "controller_port": self.controller_port,
             "pid": self.pid,
             "cluster_id": self.cluster_id,
+            "ssl_port": self.security.ssl_port if self.security else None,
             "directory": str(self.directory),
             "log": str(self.log_path),
         }
@@ -751,8 +775,10 @@ class LocalKafka(Mapping[str, LocalCluster]):
         jvm_options: Sequence[str] = (),
         owner_pid: int | None = None,
         progress: Progress = _stderr,
+        secured: bool = False,
     ) -> None:
         self.run_dir = Path(run_dir).resolve()
+        self.secured = secured
         self.version = distribution.version if distribution else version
         self._distribution = distribution
         self.startup_timeout = startup_timeout
@@ -766,12 +792,17 @@ class LocalKafka(Mapping[str, LocalCluster]):
         if len(set(wanted)) != len(wanted):
             raise ValueError(f"duplicate cluster names: {wanted}")
         recorded = self._read_state().get("clusters", {})
+        if secured:
+            # One CA and one admin certificate for the set, made here (clusters start in threads).
+            SecuredListeners(0, self.run_dir / "pki").client_certificate(ADMIN_PRINCIPAL)
         self.clusters: dict[str, LocalCluster] = {}
         for name in wanted:
             old = recorded.get(name, {})
             port = ports.get(name) or old.get("port")
             controller_port = old.get("controller_port")
             auto = ports.get(name) is None and not old
+            security = (SecuredListeners(old.get("ssl_port") or free_port(), self.run_dir / "pki")
+                        if secured else None)
             self.clusters[name] = LocalCluster(
                 name,
                 self.run_dir / name,
@@ -784,6 +815,7 @@ class LocalKafka(Mapping[str, LocalCluster]):
                 auto_ports=auto,
                 jvm_options=jvm_options,
                 progress=progress,
+                security=security,
             )
 
     # -- Mapping
@@ -822,6 +854,7 @@ class LocalKafka(Mapping[str, LocalCluster]):
         state = {
             "version": self.version,
             "owner_pid": self.owner_pid,
+            "secured": self.secured,
             "clusters": {name: c.describe() for name, c in self.clusters.items()},
         }
         tmp = self.state_path.with_suffix(".tmp")
@@ -844,6 +877,7 @@ class LocalKafka(Mapping[str, LocalCluster]):
             version=state.get("version", KAFKA_VERSION),
             owner_pid=state.get("owner_pid"),
             progress=progress,
+            secured=bool(state.get("secured")),
         )
 
     # -- lifecycle
@@ -851,11 +885,14 @@ class LocalKafka(Mapping[str, LocalCluster]):
         for c in selected:
             if c.is_running():
                 continue
+            extra = [c.security.ssl_port] if c.security else []
             if c.auto_ports and not c._started_once:
-                if not (port_free(c.port) and port_free(c.controller_port)):
+                if not all(port_free(p) for p in (c.port, c.controller_port, *extra)):
                     c.port, c.controller_port = free_port(), free_port()
+                    if c.security:
+                        c.security = SecuredListeners(free_port(), c.security.pki_dir)
                 continue
-            for port in (c.port, c.controller_port):
+            for port in (c.port, c.controller_port, *extra):
                 if not port_free(port):
                     raise PortInUseError(
                         f"cluster {c.name}: port {port} on {HOST} is already in use by another process "

@@ -210,6 +210,24 @@ class ClusterUnreachable(MirrorflowError):
         return (ClusterUnreachable, (self.cluster, self.bootstrap, self.detail))
 
 
+class ClusterLoginFailed(ClusterUnreachable):
+    """A cluster answered but would not let this client in: credentials, certificates or protocol.
+
+    A :class:`ClusterUnreachable` so that every place that sets an unreachable
+    cluster aside does so for this one too, with the cause in its reason.
+    """
+
+    def __init__(self, cluster: str, bootstrap: str, detail: str) -> None:
+        super().__init__(cluster, bootstrap, detail)
+        self.args = (f"cluster {cluster} ({bootstrap}) refused the connection: {detail}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self):
+        return (ClusterLoginFailed, (self.cluster, self.bootstrap, self.detail))
+
+
 def _call(obj: Any, name: str) -> Any:
     attr = getattr(obj, name, None)
     if callable(attr):

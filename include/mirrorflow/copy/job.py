@@ -57,8 +57,15 @@ from mirrorflow.copy.recovery import recover_position
 from mirrorflow.copy.task import OnGap, PartitionTask
 from mirrorflow.copy.txn_group import txn_unit
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP, DEFAULT_TXN_RECORDS, KEEP_ALIVE_FRACTION
-from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.admin import earliest_and_stable, group_ids, list_topics, offsets_retention_s, topic_ids
+from mirrorflow.errors import ClusterLoginFailed, ClusterUnreachable, MirrorflowError
+from mirrorflow.kafka.admin import (
+    earliest_and_stable,
+    group_ids,
+    list_topics,
+    offsets_retention_s,
+    probe,
+    topic_ids,
+)
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
 from mirrorflow.spark_run import parallelism, run_bins
@@ -531,13 +538,36 @@ def _former_links(link: LinkJob, target: ClusterClient, tp: TopicPartition, time
     return out
 
 
+def _refused_clusters(spec: JobSpec) -> dict[str, ClusterLoginFailed]:
+    """The clusters of the spec's links that refuse this client (credentials, certificates, protocol).
+
+    Probed once each before planning, so that a wrong password fails the links
+    that need it at once, saying so, instead of timing out somewhere inside planning.
+    A cluster that is merely down is left to planning, which names it as before.
+    """
+    refused: dict[str, ClusterLoginFailed] = {}
+    for name in sorted({c for link in spec.links for c in (link.source, link.target)}):
+        try:
+            probe(ClusterClient(name, spec.clusters[name]), timeout=10.0)
+        except ClusterLoginFailed as exc:
+            refused[name] = exc
+            log.error("%s", exc)
+        except ClusterUnreachable:
+            pass
+    return refused
+
+
 def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
     """Plan every link of the spec; a link whose clusters fail is reported, the others still planned."""
     selector = TopicSelector(spec.topics)
     plans = []
     retention: dict[str, tuple[float, str | None]] = {}  # read once per target cluster
+    refused = _refused_clusters(spec)
     for link in spec.links:
         try:
+            for name in (link.source, link.target):
+                if name in refused:
+                    raise refused[name]
             plans.append(plan_link(spec, link, selector, slots, retention=retention))
         except MirrorflowError as exc:
             report = LinkReport(link.link_id, link.source, link.target, error=str(exc))

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
-from mirrorflow.errors import ClusterUnreachable, KafkaOperationError
+from mirrorflow.errors import ClusterLoginFailed, ClusterUnreachable, KafkaOperationError
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.handshake import HandshakeWatch, plaintext_at_tls_port
 
 
 @dataclass(frozen=True)
@@ -34,14 +35,29 @@ def _admin(client: ClusterClient) -> AdminClient:
 
 
 def probe(client: ClusterClient, timeout: float = 10.0) -> ClusterInfo:
-    """Check that a cluster answers, and say which cluster it is."""
-    admin_client = _admin(client)  # keep a reference: a collected client cancels its futures
+    """Check that a cluster answers, and say which cluster it is.
+
+    A refused login or TLS handshake ends the probe at the first attempt, as
+    :class:`~mirrorflow.errors.ClusterLoginFailed` naming the cause (handshake.py);
+    a cluster that is down is waited for until ``timeout``.
+    """
+    watch = HandshakeWatch(client.settings)
+    admin_client = AdminClient(client.admin(error_cb=watch))  # kept referenced: a collected client cancels
+    future = admin_client.describe_cluster(request_timeout=timeout)
+    deadline = time.monotonic() + timeout + 5
+    asked_port = False
+    while not future.done() and watch.reason is None and time.monotonic() < deadline:
+        admin_client.poll(0.05)  # serves the error callback
+        if watch.all_down and not asked_port:
+            asked_port = True
+            watch.reason = plaintext_at_tls_port(client.settings)
+    if watch.reason is not None:
+        raise ClusterLoginFailed(client.name, client.bootstrap, watch.reason)
     try:
-        desc = admin_client.describe_cluster(request_timeout=timeout).result(timeout=timeout + 5)
-    except KafkaException as exc:
-        raise ClusterUnreachable(client.name, client.bootstrap, str(exc.args[0])) from exc
-    except Exception as exc:  # a future timing out raises concurrent.futures.TimeoutError
-        raise ClusterUnreachable(client.name, client.bootstrap, f"{type(exc).__name__}: {exc}") from exc
+        desc = future.result(timeout=max(0.0, deadline - time.monotonic()))
+    except Exception as exc:  # KafkaException, or a future timing out (concurrent.futures.TimeoutError)
+        detail = str(exc.args[0]) if isinstance(exc, KafkaException) else f"{type(exc).__name__}: {exc}"
+        raise ClusterUnreachable(client.name, client.bootstrap, detail) from exc
     controller = desc.controller.id if desc.controller is not None else None
     return ClusterInfo(client.name, desc.cluster_id, len(desc.nodes), controller)
 

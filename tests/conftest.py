@@ -60,4 +60,5 @@ pytest_plugins = [
     "tests.fixtures.registry",
     "tests.fixtures.s3",
     "tests.fixtures.operator_state",
+    "tests.fixtures.secured",
 ]

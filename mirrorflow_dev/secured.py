@@ -4,15 +4,15 @@ A secured cluster (``LocalKafka(..., secured=True)``) listens on
 
 - ``SASL_SSL`` (its ``port``): SCRAM-SHA-512 over TLS, the usual production setting;
 - ``SSL`` (its ``ssl_port``): mutual TLS, a client certificate is required and its
-  common name is the principal (``CN=mirrorflow`` is ``User:mirrorflow``). The
+  subject is the principal (Kafka's default mapping: ``User:CN=mirrorflow``). The
   broker's own connections to itself (transaction markers) use it too, with the
   broker's certificate;
 - ``CONTROLLER``: TLS with the broker's certificate.
 
 The standard KRaft authorizer refuses whatever no ACL allows
-(``allow.everyone.if.no.acl.found=false``); ``User:broker`` and ``User:admin`` are
-super users. The harness acts as ``admin`` through a client certificate, so no
-set-up password exists at all: SCRAM users are created afterwards through the
+(``allow.everyone.if.no.acl.found=false``); the broker's and the harness's
+certificates are super users (``User:CN=broker``, ``User:CN=admin``). The
+harness acts as ``admin`` through its certificate, so no set-up password exists: SCRAM users are created afterwards through the
 admin API (``AlterUserScramCredentials``), which keeps every password out of
 process arguments (``kafka-storage format --add-scram`` would put it there; it is
 needed only when brokers talk to each other over SCRAM, and these do not).
@@ -63,9 +63,9 @@ class SecuredListeners:
             "listener.name.sasl_ssl.ssl.client.auth": "none",
             "listener.name.ssl.ssl.client.auth": "required",
             "listener.name.controller.ssl.client.auth": "required",
-            "ssl.principal.mapping.rules": "RULE:^CN=([^,]+)$/$1/,DEFAULT",
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": f"User:{BROKER_PRINCIPAL};User:{ADMIN_PRINCIPAL}",
+            # Kafka's default principal of a certificate is its whole subject: CN=<name> here.
+            "super.users": f"User:CN={BROKER_PRINCIPAL};User:CN={ADMIN_PRINCIPAL}",
             "allow.everyone.if.no.acl.found": "false",
         }
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
@@ -25,9 +27,14 @@ class Record:
         return next((v for k, v in self.headers if k == name), None)
 
 
-def produce(bootstrap: str, topic: str, records, partition: int | None = None) -> None:
+def client_conf(bootstrap: str | Mapping[str, Any]) -> dict[str, Any]:
+    """A bootstrap address (plaintext clusters) or a whole client config (secured ones) as a config dict."""
+    return {"bootstrap.servers": bootstrap} if isinstance(bootstrap, str) else dict(bootstrap)
+
+
+def produce(bootstrap: str | Mapping[str, Any], topic: str, records, partition: int | None = None) -> None:
     """Produce ``(key, value, headers, timestamp_ms)`` tuples and wait for every ack."""
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    producer = Producer({**client_conf(bootstrap), "enable.idempotence": True, "linger.ms": 5})
     failures: list[str] = []
 
     def delivered(err, msg) -> None:
@@ -45,9 +52,10 @@ def produce(bootstrap: str, topic: str, records, partition: int | None = None) -
     assert not failures, f"{len(failures)} messages failed: {failures[:3]}"
 
 
-def stable_end_offsets(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> list[int]:
+def stable_end_offsets(bootstrap: str | Mapping[str, Any], topic: str, partitions: int,
+                       timeout: float = 30.0) -> list[int]:
     """High watermarks, once the last stable offset has caught up with them (no open transaction)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_conf(bootstrap))
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     deadline = time.monotonic() + timeout
     while True:
@@ -64,10 +72,10 @@ def stable_end_offsets(bootstrap: str, topic: str, partitions: int, timeout: flo
         _pause.wait(0.05)
 
 
-def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> list[Record]:
+def read_all(bootstrap: str | Mapping[str, Any], topic: str, partitions: int, timeout: float = 60.0) -> list[Record]:
     """Every committed record of the topic, in partition/offset order."""
     ends = stable_end_offsets(bootstrap, topic, partitions)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-reader", "enable.auto.commit": False,
+    consumer = Consumer({**client_conf(bootstrap), "group.id": "test-reader", "enable.auto.commit": False,
                          "isolation.level": "read_committed", "enable.partition.eof": True,
                          # an offset reset must never jump to the end and hide records
                          "auto.offset.reset": "earliest"})

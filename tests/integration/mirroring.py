@@ -86,12 +86,12 @@ def traffic(kafka_clusters, origin: str, topic: str, count: int, keys: int = 5, 
         value = f"{origin}|{key}|{i:06d}{tag}"
         ids.append(value)
         records.append((key.encode(), value.encode(), [("test.id", value.encode())], now - 1000 + i % 1000))
-    produce(kafka_clusters[origin].bootstrap, topic, records)
+    produce(kafka_clusters[origin].client_config(), topic, records)
     return ids
 
 
 def partitions_of(kafka_clusters, cluster: str, topic: str) -> int:
-    md = AdminClient({"bootstrap.servers": kafka_clusters[cluster].bootstrap}).list_topics(topic=topic, timeout=10)
+    md = AdminClient(kafka_clusters[cluster].client_config()).list_topics(topic=topic, timeout=10)
     tm = md.topics.get(topic)
     return 0 if tm is None or tm.error is not None else len(tm.partitions)
 
@@ -131,7 +131,7 @@ def assert_exactly_once(kafka_clusters, clusters: Iterable[str], topic: str, exp
     for cluster in clusters:
         partitions = partitions_of(kafka_clusters, cluster, topic)
         assert partitions > 0, f"{cluster}: topic {topic} is missing"
-        records = read_all(kafka_clusters[cluster].bootstrap, topic, partitions)
+        records = read_all(kafka_clusters[cluster].client_config(), topic, partitions)
         got = Counter(r.value.decode() for r in records)
         missing = sorted(set(wanted) - set(got))
         extra = sorted(set(got) - set(wanted))

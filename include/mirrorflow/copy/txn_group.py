@@ -41,7 +41,12 @@ def transactional_id(link_id: str, topic: str, partition: int) -> str:
     packing may change from run to run without two copies of a partition escaping
     each other's fencing.
     """
-    return f"{INTERNAL_TOPIC_PREFIX}.{link_id}.{topic}.g{partition % TXN_GROUPS}"
+    return f"{transactional_id_prefix(link_id)}{topic}.g{partition % TXN_GROUPS}"
+
+
+def transactional_id_prefix(link_id: str) -> str:
+    """What every ``transactional.id`` of a link's copies starts with (a prefixed ACL grants them all)."""
+    return f"{INTERNAL_TOPIC_PREFIX}.{link_id}."
 
 
 def txn_unit(work: PartitionWork) -> tuple[str, str, int]:

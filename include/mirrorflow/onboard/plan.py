@@ -307,17 +307,22 @@ def preflight(topology: Topology, req: OnboardRequest, new_client: ClusterClient
     return plan
 
 
+def preflight_transactional_id(cluster: str) -> str:
+    """The ``transactional.id`` with which preflight proves that ``cluster`` takes transactions."""
+    return f"{INTERNAL_TOPIC_PREFIX}.preflight.{cluster}"
+
+
 def _check_transactions(client: ClusterClient, name: str, timeout: float) -> None:
     """The copier needs transactions (Kafka 0.11+, and the right ACLs): prove it once, up front."""
-    producer = Producer(client.producer(**{"transactional.id": f"{INTERNAL_TOPIC_PREFIX}.preflight.{name}",
+    producer = Producer(client.producer(**{"transactional.id": preflight_transactional_id(name),
                                            "transaction.timeout.ms": 10000}))
     try:
         producer.init_transactions(timeout)
     except KafkaException as exc:
         err = exc.args[0]
         raise OnboardRefused(f"preflight: cluster {name} refuses transactional producers ({err.name()}: "
-                             f"{err.str()}); exactly-once copies need Kafka 0.11+ transactions and the "
-                             "TransactionalId Write / IdempotentWrite ACLs") from None
+                             f"{err.str()}); exactly-once copies need Kafka 0.11+ transactions and WRITE on "
+                             f"the transactional id {preflight_transactional_id(name)} (docs/security.md)") from None
     finally:
         producer.flush(1)
 

@@ -39,6 +39,7 @@ LAYERS: list[set[str]] = [
     {"copy"},
     {"offsets", "lag", "decommission", "completeness"},
     {"onboard"},
+    {"acls"},
 ]
 FORBIDDEN_IN_CORE = ("airflow", "mirrorflow_airflow", "mirrorflow_dev")
 

@@ -131,7 +131,7 @@ def _without_implied(roles: dict[_Key, set[str]]) -> dict[_Key, set[str]]:
         for implying in _IMPLIED.get(operation, ()):
             stronger = (*resource, implying)
             if stronger in out:
-                out[stronger] |= out.pop(key)  # type: ignore[index]
+                out[stronger] |= out.pop(key)
                 break
     return out
 

@@ -59,7 +59,6 @@ def test_a_pair_needs_the_source_and_target_rights_named_after_its_links():
         # b is the source of b.L1 ...
         ("b", "TOPIC", "literal", "orders", "READ"),
         ("b", "TOPIC", "prefixed", "payments.", "READ"),
-        ("b", "TOPIC", "literal", "_mirrorflow.offsets", "READ"),
         ("b", "GROUP", "prefixed", "_mirrorflow", "DESCRIBE"),
         # ... and the target of a.L1: topics made and written, the checkpoint group, the transactions
         ("b", "TOPIC", "literal", "orders", "CREATE"), ("b", "TOPIC", "literal", "orders", "ALTER"),
@@ -67,7 +66,6 @@ def test_a_pair_needs_the_source_and_target_rights_named_after_its_links():
         ("b", "TOPIC", "prefixed", "payments.", "CREATE"), ("b", "TOPIC", "prefixed", "payments.", "ALTER"),
         ("b", "TOPIC", "prefixed", "payments.", "WRITE"),
         ("b", "TOPIC", "prefixed", "payments.", "DESCRIBE_CONFIGS"),
-        ("b", "TOPIC", "literal", "_mirrorflow.offsets", "WRITE"),
         ("b", "GROUP", "literal", "_mirrorflow.link.a.L1", "READ"),
         ("b", "TRANSACTIONAL_ID", "prefixed", "_mirrorflow.a.L1.", "WRITE"),
         ("b", "CLUSTER", "literal", "kafka-cluster", "DESCRIBE_CONFIGS"),

@@ -1,10 +1,8 @@
 """Whose ACLs: the Kafka principal of mirrorflow's connection to each cluster, where it can be known.
 
-SCRAM, PLAIN and OAUTHBEARER-less SASL logins name their user (``sasl.username``);
-a client certificate's principal is what the broker's
-``ssl.principal.mapping.rules`` make of its subject, and Kafka's default rule
-keeps the whole distinguished name (``User:CN=mirrorflow``). Brokers with other
-rules, Kerberos and OAuth need the principal given explicitly (``--principal``).
+The settings tell it for SCRAM, PLAIN and client certificates
+(:func:`mirrorflow.kafka.principal.principal_of`); brokers with their own mapping
+rules, Kerberos and OAuth need it given explicitly (``--principal``).
 
 The core never reads Airflow's connection store; an ``AIRFLOW_CONN_<ID>``
 variable in JSON form is plain text in the environment and is read here.
@@ -17,29 +15,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from mirrorflow.kafka.principal import principal_of
 from mirrorflow.topology import Topology
-
-
-def principal_of(settings: Mapping[str, Any]) -> str | None:
-    """``User:<name>`` for librdkafka settings whose login names its user, else ``None``."""
-    protocol = str(settings.get("security.protocol") or "PLAINTEXT").upper()
-    if protocol.startswith("SASL"):
-        mechanism = str(settings.get("sasl.mechanism") or settings.get("sasl.mechanisms") or "GSSAPI").upper()
-        user = settings.get("sasl.username")
-        if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") and user:
-            return f"User:{user}"
-        return None
-    if protocol == "SSL" and settings.get("ssl.certificate.pem"):
-        try:
-            from cryptography import x509
-
-            cert = x509.load_pem_x509_certificate(str(settings["ssl.certificate.pem"]).encode())
-        except Exception:  # noqa: BLE001 - an unreadable certificate: the principal is unknown
-            return None
-        return f"User:{cert.subject.rfc4514_string()}"
-    if protocol == "PLAINTEXT":
-        return "User:ANONYMOUS"
-    return None
 
 
 def connection_settings(conn_id: str, environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:

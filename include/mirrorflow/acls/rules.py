@@ -61,21 +61,27 @@ def required_acls(topology: Topology, principals: Mapping[str, str | None] | Non
     g = _Grants(roles)
 
     for link in topology.all_links():
+        checkpoints = ("literal", checkpoint_group(link.link_id))
+        producers = ("prefixed", transactional_id_prefix(link.link_id))
         # A source is read, and its topics' configurations travel with them.
         g.topics("source", link.source, topics, "READ", "DESCRIBE_CONFIGS")
-        g.add("source", link.source, "TOPIC", offsets_topic, "READ")
         g.add("source", link.source, "GROUP", internal_groups, "DESCRIBE")
+        # The offsets positions travel along every link, copied like a topic of the link's.
+        for role in ("offsets", "failover"):
+            g.add(role, link.source, "TOPIC", offsets_topic, "READ")
         # Any leaf of the sibling subtree may be the target (an operator may switch to it).
         for target in link.sibling_leaves:
             g.topics("target", target, topics, "CREATE", "ALTER", "WRITE", "READ", "DESCRIBE_CONFIGS")
-            g.add("target", target, "TOPIC", offsets_topic, "WRITE", "READ")
-            g.add("target", target, "GROUP", ("literal", checkpoint_group(link.link_id)), "READ")
-            g.add("target", target, "TRANSACTIONAL_ID", ("prefixed", transactional_id_prefix(link.link_id)), "WRITE")
+            g.add("target", target, "GROUP", checkpoints, "READ")
+            g.add("target", target, "TRANSACTIONAL_ID", producers, "WRITE")
             g.add("target", target, "GROUP", internal_groups, "DESCRIBE")
             g.add("target", target, "CLUSTER", ("literal", CLUSTER_RESOURCE), "DESCRIBE_CONFIGS")
-            g.add("switch", target, "GROUP", ("literal", checkpoint_group(link.link_id)), "DELETE", "READ")
-            g.add("switch", target, "TRANSACTIONAL_ID", ("prefixed", transactional_id_prefix(link.link_id)),
-                  "WRITE")
+            g.add("switch", target, "GROUP", checkpoints, "DELETE", "READ")
+            g.add("switch", target, "TRANSACTIONAL_ID", producers, "WRITE")
+            for role in ("offsets", "failover"):
+                g.add(role, target, "TOPIC", offsets_topic, "WRITE", "READ")
+                g.add(role, target, "GROUP", checkpoints, "READ")
+                g.add(role, target, "TRANSACTIONAL_ID", producers, "WRITE")
 
     for cluster in topology.leaves:
         for role in ("offsets", "failover"):

@@ -77,6 +77,11 @@ def new_producer(task: PartitionTask, target: ClusterClient) -> Producer:
     return Producer(target.producer(**conf))
 
 
+
+def reader_group(link_id: str) -> str:
+    """The group id of a link's source readers (they only assign partitions: nothing joins or commits)."""
+    return f"{INTERNAL_TOPIC_PREFIX}.reader.{link_id}"
+
 class CopyClients:
     """One copy thread's clients between ranges: take them with the getters, give them back with :meth:`release`."""
 
@@ -95,7 +100,7 @@ class CopyClients:
         kept = self._readers.pop((source.name, task.link_id), None)
         if kept is not None:
             return kept, True
-        return Consumer(source.consumer(f"{INTERNAL_TOPIC_PREFIX}.reader.{task.link_id}", **{
+        return Consumer(source.consumer(reader_group(task.link_id), **{
             "enable.partition.eof": True,
             **_unless_set(source.settings, **{"fetch.wait.max.ms": READER_FETCH_WAIT_MS,
                                               "max.partition.fetch.bytes": READER_PARTITION_FETCH_BYTES}),

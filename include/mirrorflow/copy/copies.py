@@ -21,9 +21,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from mirrorflow import provenance
-from mirrorflow.errors import KafkaOperationError, MirrorflowError
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
+from mirrorflow.kafka.refusals import Need, call_failed
+
+#: The group id of the provenance scans (they only assign partitions).
+SCAN_GROUP = f"{INTERNAL_TOPIC_PREFIX}.copy-scan"
 
 
 class ScanStalled(MirrorflowError):
@@ -35,8 +39,7 @@ class CopyScanner:
 
     def __init__(self, target: ClusterClient) -> None:
         self.target = target
-        self._consumer = Consumer(target.consumer(f"{INTERNAL_TOPIC_PREFIX}.copy-scan",
-                                                  **{"enable.partition.eof": True}))
+        self._consumer = Consumer(target.consumer(SCAN_GROUP, **{"enable.partition.eof": True}))
 
     def __enter__(self) -> CopyScanner:
         return self
@@ -84,7 +87,8 @@ class CopyScanner:
                 err = msg.error()
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF:
-                        raise KafkaOperationError(self.target.name, f"scan {topic}[{partition}]", err)
+                        raise call_failed(self.target, f"scan {topic}[{partition}]", err, Need("TOPIC", topic, "READ"),
+                                          Need("GROUP", SCAN_GROUP, "DESCRIBE"))
                     position = stop  # only markers or aborted records are left
                     continue
                 if msg.offset() >= stop:

@@ -43,6 +43,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from mirrorflow.copy.access import during, named, stage_of
 from mirrorflow.copy.checkpoints import LinkSwitchedAway, read_positions, record_start, task_start, trusted_last
 from mirrorflow.copy.clients import CopyClients
 from mirrorflow.copy.headers import CopyHeaders
@@ -95,11 +96,14 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
     clean = abandoned = refused = False
     try:
         if first.exactly_once:
-            producer.init_transactions(op_timeout)
+            with during("start"):
+                producer.init_transactions(op_timeout)
         # after fencing: nobody else moves them now
-        committed = read_positions(checkpoint, first.link_id, first.target, first.topic, [t.partition for t in tasks],
-                                   op_timeout)
-        earliest = _earliest(reader, first.topic, [t.partition for t in tasks], op_timeout)
+        with during("checkpoint"):
+            committed = read_positions(checkpoint, first.link_id, first.target, first.topic,
+                                       [t.partition for t in tasks], op_timeout)
+        with during("offsets"):
+            earliest = _earliest(reader, first.topic, [t.partition for t in tasks], op_timeout)
         ranges: dict[int, list[int]] = {}
         lasts: dict[int, LastRead | None] = {}
         held: dict[int, Held | None] = {}
@@ -132,16 +136,20 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
             results[p].diverged_at = check[p].offset
             log.error("%s %s[%d]: %s", first.link_id, first.topic, p, error)
         if ranges:
-            _copy_ranges(tasks, results, producer, checkpoint, reader, ranges, lasts, held, idle_timeout, op_timeout)
+            with during("read"):
+                _copy_ranges(tasks, results, producer, checkpoint, reader, ranges, lasts, held, idle_timeout,
+                             op_timeout)
         clean = all(r.error is None for r in results.values())  # a copy with an error keeps no client
     except _Refused:
         refused = True
     except KafkaException as exc:
         err = exc.args[0]
         abandoned = getattr(exc, "abandoned", False)
-        for result in results.values():
+        by_partition = {t.partition: t for t in tasks}
+        for p, result in results.items():
             if result.error is None and (result.next_offset < 0 or result.next_offset < result.end_offset):
-                result.error = f"{err.name()}: {err.str()}"
+                refused_by = named(by_partition[p], stage_of(exc), err, source, target)
+                result.error = str(refused_by) if refused_by is not None else f"{err.name()}: {err.str()}"
                 result.error_code = err.code()
                 result.fenced = err.code() in FENCED_CODES or err.fatal()
                 result.error_offset = result.next_offset
@@ -248,7 +256,8 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
 
     def commit() -> None:
         nonlocal in_txn, txn_started
-        unacknowledged = producer.flush(op_timeout)
+        with during("produce"):
+            unacknowledged = producer.flush(op_timeout)
         if failed.error is not None:
             raise _Refused()
         txn.require_acknowledged(unacknowledged)
@@ -256,7 +265,8 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
         for p, msg in last_msg.items():
             lasts[p] = last_read(msg)
         last_msg.clear()
-        txn.commit_positions([TopicPartition(topic, p, position[p]) for p in moved], lasts)
+        with during("commit"):
+            txn.commit_positions([TopicPartition(topic, p, position[p]) for p in moved], lasts)
         for p in moved:
             result, (copied, skipped, malformed, size) = results[p], counts[p]
             result.copied += copied

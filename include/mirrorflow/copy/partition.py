@@ -30,6 +30,7 @@ from typing import Any
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from mirrorflow.copy.access import during, named, stage_of
 from mirrorflow.copy.checkpoints import (
     LinkSwitchedAway,
     copy_start,
@@ -84,7 +85,8 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
         copy.run()
     except KafkaException as exc:
         err = exc.args[0]
-        result.error = f"{err.name()}: {err.str()}"
+        refused = named(task, stage_of(exc), err, source, target)
+        result.error = str(refused) if refused is not None else f"{err.name()}: {err.str()}"
         result.error_code = err.code()
         result.fenced = err.code() in FENCED_CODES or err.fatal()
         result.error_offset = result.next_offset
@@ -121,11 +123,14 @@ class _PartitionCopy:
     def run(self) -> None:
         task, result = self.task, self.result
         if task.exactly_once:
-            self.producer.init_transactions(self.op_timeout)
-        committed, metadata = read_positions(self.checkpoint, task.link_id, task.target, task.topic, [task.partition],
-                                             self.op_timeout)[task.partition]
-        low, _ = self.reader.get_watermark_offsets(TopicPartition(task.topic, task.partition),
-                                                   timeout=self.op_timeout)
+            with during("start"):
+                self.producer.init_transactions(self.op_timeout)
+        with during("checkpoint"):
+            committed, metadata = read_positions(self.checkpoint, task.link_id, task.target, task.topic,
+                                                 [task.partition], self.op_timeout)[task.partition]
+        with during("offsets"):
+            low, _ = self.reader.get_watermark_offsets(TopicPartition(task.topic, task.partition),
+                                                       timeout=self.op_timeout)
         begin, set_aside_because = task_start(task, committed, metadata, low)
         first_position = begin.initialised  # the link has no checkpoint (here) yet: commit where it starts
         if begin.initialised:
@@ -335,7 +340,8 @@ class _RangeCopy:
         before = target_end(self.checkpoint, task, self.op_timeout) if result.target_first_offset is None else None
         copied_before = result.copied
         try:
-            self.copy_until_end()
+            with during("read"):
+                self.copy_until_end()
         except _Abort:
             return self.aborted()
         except ProduceRejected as exc:
@@ -482,14 +488,16 @@ class _RangeCopy:
 
     def commit(self, next_offset: int) -> None:
         """Make everything since the last commit durable with ``next_offset`` as the checkpoint, then count it."""
-        unacknowledged = self.producer.flush(self.op_timeout)
+        with during("produce"):
+            unacknowledged = self.producer.flush(self.op_timeout)
         if self.batch.first_error is not None:
             raise _Abort()
         self.txn.require_acknowledged(unacknowledged)
         last = self.copy.last
         if self.last_msg is not None and self.last_msg.offset() < next_offset:
             last = last_read(self.last_msg)
-        self.txn.commit(next_offset, last)
+        with during("commit"):
+            self.txn.commit(next_offset, last)
         self.copy.last, self.last_msg = last, None
         result = self.result
         result.transactions += 1
@@ -506,13 +514,25 @@ class _RangeCopy:
 
     def aborted(self) -> int | None:
         """After a refused copy: abort the open transaction and say where the refusal lies."""
-        self.txn.abort()
         result = self.result
         assert self.batch.first_error is not None
         (first, span_end), err = self.batch.first_error
+        if err.code() == KafkaError._PURGE_QUEUE:  # the transaction failed, and took its copies along: why?
+            err = self.txn.failure() or err
+        refused = named(self.task, "produce", err, self.copy.source, self.copy.target)
+        try:
+            self.txn.abort()
+        except KafkaException:
+            if refused is None:
+                raise
+            # The coordinator never saw the refused partitions; the abort may be refused too (the
+            # producer is then unusable, and a result with an error keeps no producer).
         span_end = self.position if span_end < 0 else span_end  # refused before its chunk was all produced
         result.error_offset = first
         result.error_code = err.code()
+        if refused is not None:  # a missing permission, not one message: no use looking for the message
+            result.error = str(refused)
+            return None
         if span_end - first <= 1:
             result.error = f"{err.name()}: {err.str()} (producing the copy of source offset {first})"
             return None

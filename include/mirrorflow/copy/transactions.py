@@ -121,6 +121,22 @@ class Commits:
         if self.task.exactly_once:
             self.producer.commit_transaction(self.timeout)
 
+    def failure(self) -> KafkaError | None:
+        """Why the open transaction failed, when its copies came back purged.
+
+        A transaction that failed (the coordinator refused a partition, say) purges its
+        copies, and their delivery reports only say "purged". Asked to commit, a failed
+        transaction commits nothing and answers with its error: that is the cause.
+        Call it only after a purge, when the transaction is known to have failed.
+        """
+        if not self.task.exactly_once:
+            return None
+        try:
+            self.producer.commit_transaction(self.timeout)
+        except KafkaException as exc:
+            return exc.args[0]
+        return None
+
     def abort(self) -> None:
         for held in self.held.values():
             held.forget()

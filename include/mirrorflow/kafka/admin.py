@@ -20,6 +20,7 @@ from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.handshake import HandshakeWatch, plaintext_at_tls_port
+from mirrorflow.kafka.refusals import Need, call_failed, refusal
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def list_topics(client: ClusterClient, timeout: float = 10.0) -> dict[str, int]:
     topics: dict[str, int] = {}
     for name, topic in metadata.topics.items():
         if topic.error is not None:
-            raise KafkaOperationError(client.name, f"describe topic {name}", topic.error)
+            raise call_failed(client, f"describe topic {name}", topic.error, Need("TOPIC", name, "DESCRIBE"))
         topics[name] = len(topic.partitions)
     return topics
 
@@ -95,7 +96,10 @@ def offsets_retention_s(client: ClusterClient, timeout: float = 10.0) -> tuple[f
             timeout=timeout + 5)
         return float(configs["offsets.retention.minutes"].value) * 60, None
     except Exception as exc:  # any failure: fall back to Kafka's default, and say so
-        return DEFAULT_OFFSETS_RETENTION_S, f"{type(exc).__name__}: {exc}"
+        refused = refusal(client.name, client.settings, exc.args[0], "reading offsets.retention.minutes",
+                          Need("CLUSTER", "kafka-cluster", "DESCRIBE_CONFIGS")) \
+            if isinstance(exc, KafkaException) and exc.args else None
+        return DEFAULT_OFFSETS_RETENTION_S, str(refused) if refused else f"{type(exc).__name__}: {exc}"
 
 
 def group_ids(client: ClusterClient, prefix: str, timeout: float = 10.0) -> list[str]:
@@ -116,7 +120,8 @@ def topic_ids(client: ClusterClient, names: list[str], timeout: float = 10.0) ->
     try:
         futures = admin_client.describe_topics(TopicCollection(sorted(set(names))), request_timeout=timeout)
     except KafkaException as exc:
-        raise KafkaOperationError(client.name, "describe topics", exc.args[0]) from exc
+        raise call_failed(client, "describe topics", exc.args[0],
+                          Need("TOPIC", ", ".join(sorted(set(names))), "DESCRIBE")) from exc
     out: dict[str, str] = {}
     for name, future in futures.items():
         try:
@@ -124,7 +129,7 @@ def topic_ids(client: ClusterClient, names: list[str], timeout: float = 10.0) ->
         except KafkaException as exc:
             if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 continue
-            raise KafkaOperationError(client.name, f"describe topic {name}", exc.args[0]) from exc
+            raise call_failed(client, f"describe topic {name}", exc.args[0], Need("TOPIC", name, "DESCRIBE")) from exc
     return out
 
 
@@ -137,7 +142,8 @@ def watermarks(client: ClusterClient, topic: str, partitions: int, timeout: floa
             try:
                 result.append(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False))
             except KafkaException as exc:
-                raise KafkaOperationError(client.name, f"watermarks {topic}[{p}]", exc.args[0]) from exc
+                raise call_failed(client, f"watermarks {topic}[{p}]", exc.args[0],
+                                  Need("TOPIC", topic, "DESCRIBE")) from exc
         return result
     finally:
         consumer.close()
@@ -155,7 +161,8 @@ def earliest_and_stable(source: ClusterClient, tps: list[TopicPartition], timeou
                                                 request_timeout=timeout)
             out.append({(tp.topic, tp.partition): f.result(timeout=timeout + 5).offset for tp, f in futures.items()})
         except KafkaException as exc:
-            raise KafkaOperationError(source.name, "list offsets", exc.args[0]) from exc
+            raise call_failed(source, "list offsets", exc.args[0],
+                              Need("TOPIC", ", ".join(sorted({tp.topic for tp in tps})), "DESCRIBE")) from exc
     return out[0], out[1]
 
 
@@ -220,11 +227,13 @@ def committed_offsets(client: ClusterClient, group: str, tps: list[TopicPartitio
             except KafkaException as exc:
                 err = exc.args[0]
                 if not err.retriable() and err.code() not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
-                    raise KafkaOperationError(client.name, f"read {what}", err) from exc
+                    raise call_failed(client, f"read {what}", err, Need("GROUP", group, "DESCRIBE"),
+                                      Need("TOPIC", ", ".join(sorted({tp.topic for tp in tps})), "DESCRIBE")) from exc
                 _pause.wait(0.2)  # back-off while the group coordinator moves or loads
     finally:
         consumer.close()
     for tp in answer:
         if tp.error is not None:
-            raise KafkaOperationError(client.name, f"read {what} for {tp.topic}[{tp.partition}]", tp.error)
+            raise call_failed(client, f"read {what} for {tp.topic}[{tp.partition}]", tp.error,
+                              Need("GROUP", group, "DESCRIBE"), Need("TOPIC", tp.topic, "DESCRIBE"))
     return answer

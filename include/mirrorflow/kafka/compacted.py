@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
+from mirrorflow.kafka.refusals import Need, call_failed, refusal
 
 log = logging.getLogger(__name__)
 _pause = threading.Event()  # never set: .wait(t) is a back-off while a new partition gets its leader
@@ -39,7 +40,7 @@ def ensure_compacted(client: ClusterClient, topic: str, config: dict[str, str], 
     except KafkaException as exc:
         if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return False
-        raise KafkaOperationError(client.name, f"create topic {topic}", exc.args[0]) from exc
+        raise call_failed(client, f"create topic {topic}", exc.args[0], Need("TOPIC", topic, "CREATE")) from exc
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:  # usable once its partition has a leader
         meta = admin.list_topics(topic, timeout=timeout).topics.get(topic)
@@ -79,7 +80,8 @@ def read_whole(client: ClusterClient, topic: str, reader_group: str, timeout: fl
                         if msg.offset() >= end:
                             return
                         continue
-                    raise KafkaOperationError(client.name, f"read {topic}", err)
+                    raise call_failed(client, f"read {topic}", err, Need("TOPIC", topic, "READ"),
+                                      Need("GROUP", reader_group, "DESCRIBE"))
                 if msg.offset() >= end:
                     return
                 deadline = time.monotonic() + timeout
@@ -87,7 +89,8 @@ def read_whole(client: ClusterClient, topic: str, reader_group: str, timeout: fl
                 if msg.offset() + 1 >= end:
                     return
     except KafkaException as exc:
-        raise KafkaOperationError(client.name, f"read {topic}", exc.args[0]) from exc
+        raise call_failed(client, f"read {topic}", exc.args[0], Need("TOPIC", topic, "READ"),
+                          Need("GROUP", reader_group, "DESCRIBE")) from exc
     finally:
         consumer.close()
 
@@ -109,16 +112,22 @@ def write_all(client: ClusterClient, topic: str, records: Iterable[tuple[bytes, 
     """
     producer = Producer(client.producer(**{"linger.ms": 5}))
     failures: list[str] = []
+    refused: list[Any] = []
     count = 0
 
     def delivered(index: int, err, msg) -> None:
         if err is not None:
             failures.append(f"{msg.key()!r}: {err}")
+            refused.append(err)
         elif on_written is not None:
             on_written(index)
 
     def settle() -> None:
         left = producer.flush(timeout)
+        if refused:
+            named = refusal(client.name, client.settings, refused[0], f"writing {topic}", Need("TOPIC", topic, "WRITE"))
+            if named is not None:
+                raise named
         if left or failures:
             detail = failures[0] if failures else f"{left} records not acknowledged within {timeout:.0f}s"
             raise KafkaOperationError(client.name, f"write {topic}",

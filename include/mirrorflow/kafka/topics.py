@@ -48,6 +48,7 @@ from mirrorflow.internal_names import is_internal_topic
 from mirrorflow.kafka.admin import list_topics
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.refusals import Need, call_failed
 
 _log = logging.getLogger(__name__)
 
@@ -260,23 +261,23 @@ def _admin(client: ClusterClient) -> AdminClient:
     return AdminClient(client.admin())
 
 
-def _failure(client: ClusterClient, operation: str, exc: BaseException) -> MirrorflowError:
+def _failure(client: ClusterClient, operation: str, exc: BaseException, *needs: Need) -> MirrorflowError:
     """A KafkaException or a future timeout as the mirrorflow error an operator can act on."""
     if isinstance(exc, KafkaException):
         err = exc.args[0] if exc.args else exc
         code = err.code() if isinstance(err, KafkaError) else None
         if code in UNREACHABLE_CODES:
             return ClusterUnreachable(client.name, client.bootstrap, f"{operation}: {err}")
-        return KafkaOperationError(client.name, operation, err)
+        return call_failed(client, operation, err, *needs)
     if isinstance(exc, concurrent.futures.TimeoutError):
         return ClusterUnreachable(client.name, client.bootstrap, f"{operation}: no answer in time")
     return KafkaOperationError(client.name, operation, f"{type(exc).__name__}: {exc}")
 
 
-def _topic_failure(client: ClusterClient, operation: str, exc: BaseException) -> KafkaOperationError:
+def _topic_failure(client: ClusterClient, operation: str, exc: BaseException, *needs: Need) -> KafkaOperationError:
     """One topic's failure while applying: always a KafkaOperationError naming cluster, topic and operation."""
     if isinstance(exc, KafkaException) and exc.args:
-        return KafkaOperationError(client.name, operation, exc.args[0])
+        return call_failed(client, operation, exc.args[0], *needs)
     if isinstance(exc, concurrent.futures.TimeoutError):
         return KafkaOperationError(client.name, operation, "no answer from the cluster in time")
     return KafkaOperationError(client.name, operation, f"{type(exc).__name__}: {exc}")
@@ -312,7 +313,7 @@ def describe_topics(client: ClusterClient, names: Iterable[str], timeout: float 
         except Exception as exc:
             if _code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 continue
-            raise _failure(client, f"describe topic {name}", exc) from exc
+            raise _failure(client, f"describe topic {name}", exc, Need("TOPIC", name, "DESCRIBE")) from exc
 
     shapes: dict[str, TopicShape] = {}
     for resource, future in config_futures.items():
@@ -322,7 +323,8 @@ def describe_topics(client: ClusterClient, names: Iterable[str], timeout: float 
         except Exception as exc:
             if _code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 continue
-            raise _failure(client, f"describe configs of topic {name}", exc) from exc
+            raise _failure(client, f"describe configs of topic {name}", exc,
+                           Need("TOPIC", name, "DESCRIBE_CONFIGS")) from exc
         if name not in partitions:  # deleted between the two calls
             continue
         explicit = {
@@ -534,7 +536,8 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
                 futures.update(admin_client.create_topics(batch, operation_timeout=timeout, request_timeout=timeout))
             except KafkaException as exc:
                 for t in batch:
-                    failed[t.topic] = _topic_failure(target_client, f"create topic {t.topic}", exc)
+                    failed[t.topic] = _topic_failure(target_client, f"create topic {t.topic}", exc,
+                                                     Need("TOPIC", t.topic, "CREATE"))
         for c in plan.create:
             if c.topic not in futures:
                 continue
@@ -543,7 +546,7 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
                 futures[c.topic].result(timeout=timeout + 5)
             except Exception as exc:
                 if _code(exc) != KafkaError.TOPIC_ALREADY_EXISTS:
-                    failed[c.topic] = _topic_failure(target_client, operation, exc)
+                    failed[c.topic] = _topic_failure(target_client, operation, exc, Need("TOPIC", c.topic, "CREATE"))
                     continue
                 # Someone else (a concurrent run) created it: fine if it has, or can get, our shape.
                 seen = _await_partitions(admin_client, c.topic, c.partitions, timeout)
@@ -576,7 +579,8 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
                                                               operation_timeout=timeout, request_timeout=timeout))
             except KafkaException as exc:
                 for a in batch:
-                    failed[a.topic] = _topic_failure(target_client, f"add partitions to {a.topic}", exc)
+                    failed[a.topic] = _topic_failure(target_client, f"add partitions to {a.topic}", exc,
+                                                     Need("TOPIC", a.topic, "ALTER"))
         for a in adds:
             if a.topic not in futures:
                 continue
@@ -590,7 +594,7 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
                     if _await_partitions(admin_client, a.topic, a.wanted, timeout) == a.wanted:
                         already.append(a.topic)
                         continue
-                failed[a.topic] = _topic_failure(target_client, operation, exc)
+                failed[a.topic] = _topic_failure(target_client, operation, exc, Need("TOPIC", a.topic, "ALTER"))
                 continue
             seen = _await_partitions(admin_client, a.topic, a.wanted, timeout)
             if seen != a.wanted:
@@ -615,14 +619,16 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
         except KafkaException as exc:
             futures = {}
             for al in plan.align:
-                align_failed[al.topic] = _topic_failure(target_client, f"align configs of {al.topic}", exc)
+                align_failed[al.topic] = _topic_failure(target_client, f"align configs of {al.topic}", exc,
+                                                               Need("TOPIC", al.topic, "ALTER_CONFIGS"))
         for al in plan.align:
             if al.topic not in futures:
                 continue
             try:
                 futures[al.topic].result(timeout=timeout + 5)
             except Exception as exc:
-                align_failed[al.topic] = _topic_failure(target_client, f"align configs of {al.topic}", exc)
+                align_failed[al.topic] = _topic_failure(target_client, f"align configs of {al.topic}", exc,
+                                                               Need("TOPIC", al.topic, "ALTER_CONFIGS"))
                 continue
             aligned.append(al)
             audit("topic_config_align", cluster=cluster, topic=al.topic, set=dict(al.set), removed=list(al.delete),

@@ -13,7 +13,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from mirrorflow.secrets import is_secret_config
+from mirrorflow.secrets import is_secret_config, scrub
 
 AUDIT_LOGGER = "mirrorflow.audit"
 _log = logging.getLogger(AUDIT_LOGGER)
@@ -37,7 +37,8 @@ def audit_line(event: str, **fields: Any) -> str:
     """Render one audit record as a compact, key-sorted JSON line."""
     record = {"audit": "mirrorflow", "event": event, "at": datetime.now(UTC).isoformat()}
     record.update(_redact(fields))
-    return json.dumps(record, sort_keys=True, default=str, separators=(",", ":"))
+    # by key above; by value here: a secret inside an error string or a library's message
+    return scrub(json.dumps(record, sort_keys=True, default=str, separators=(",", ":")))
 
 
 def audit(event: str, **fields: Any) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mirrorflow.secrets import ScrubFilter, remember
+
 
 def run_entry(doc: str, app_name: Callable[[Any], str], load: Callable[[], Any], run: Callable[[Any, Any], Any],
               argv: list[str] | None = None) -> int:
@@ -26,6 +28,8 @@ def run_entry(doc: str, app_name: Callable[[Any], str], load: Callable[[], Any],
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # the job's output is the task log: no secret in it
+        handler.addFilter(ScrubFilter())
     for noisy in ("py4j", "botocore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -34,6 +38,8 @@ def run_entry(doc: str, app_name: Callable[[Any], str], load: Callable[[], Any],
     from pyspark import SparkConf, SparkContext
 
     spec = load()
+    for settings in (getattr(spec, "clusters", None) or {}).values():
+        remember(settings)
     sc = SparkContext(conf=SparkConf().setAppName(app_name(spec)))
     sc.setLogLevel("WARN")
     try:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.secrets import is_secret_config
+from mirrorflow.secrets import is_secret_config, remember
 
 # Safe defaults for every client mirrorflow creates; callers may override.
 _COMMON = {"socket.keepalive.enable": True, "client.dns.lookup": "use_all_dns_ips"}
@@ -36,6 +36,7 @@ class ClusterClient:
     def __post_init__(self) -> None:
         if not self.settings.get("bootstrap.servers"):
             raise MirrorflowError(f"clusters.{self.name}: no bootstrap.servers resolved for this cluster")
+        remember(self.settings)  # scrubbed from audit lines and job logs from now on
 
     def __repr__(self) -> str:
         shown = {k: ("***" if is_secret_config(k) else v) for k, v in self.settings.items()}

@@ -21,6 +21,7 @@ from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
+from mirrorflow_airflow.masking import mask_values
 
 
 def archive_location(topology: Topology) -> ArchiveLocation:
@@ -36,6 +37,7 @@ def archive_location(topology: Topology) -> ArchiveLocation:
         raise MirrorflowError(f"archive.conn_id: connection {conn_id!r} names no bucket (extra 'bucket' or "
                               "'service_config': {'s3': {'bucket_name': ...}})")
     creds = hook.get_credentials()
+    mask_values([creds.secret_key, creds.token])
     return ArchiveLocation(
         bucket=str(bucket),
         prefix=str(extra.get("prefix") or topology.archive.prefix),

@@ -13,6 +13,7 @@ from airflow.sdk import BaseHook
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.topology import Topology
+from mirrorflow_airflow.masking import mask_settings
 
 
 class MirrorClusterHook(BaseHook):
@@ -42,6 +43,7 @@ class MirrorClusterHook(BaseHook):
                     f"clusters.{self.cluster}.conn_id: connection {cfg.conn_id!r} has no bootstrap.servers "
                     "in its extra and no host"
                 )
+            mask_settings(connection)
         return ClusterClient.from_cluster_config(self.cluster, cfg, connection)
 
     def get_conn(self) -> ClusterClient:  # BaseHook's interface

@@ -16,6 +16,7 @@ from airflow.sdk import BaseHook
 
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
+from mirrorflow_airflow.masking import mask_settings
 
 
 class SchemaRegistryHook(BaseHook):
@@ -48,6 +49,7 @@ class SchemaRegistryHook(BaseHook):
                                   "has no host (the registry URL)")
         if conn.login:
             conf.setdefault("basic.auth.user.info", f"{conn.login}:{conn.password or ''}")
+        mask_settings(conf)
         return conf
 
     def get_conn(self) -> dict[str, Any] | None:  # BaseHook's interface

@@ -86,7 +86,7 @@ def _covers(acl, text: str) -> bool:
     head = f"cluster {acl.cluster} refused {acl.principal} {acl.operation} on {acl.resource_type} "
     if head not in text:
         return False
-    name = text.split(head, 1)[1].split(" while ", 1)[0]
+    name = text.split(head, 1)[1].split(": ", 1)[0]
     if acl.pattern_type == "prefixed":
         return all(n.startswith(acl.name) for n in name.split(", "))
     return name == acl.name

@@ -52,8 +52,8 @@ class NotAuthorized(KafkaOperationError):
         super().__init__(cluster, doing, error)
         self.principal, self.need, self.doing = principal, need, doing
         who = principal or "mirrorflow's principal"
-        self.args = (f"cluster {cluster} refused {who} {need.operation} on {need.resource_type} {need.name} "
-                     f"while {doing} ({self.code_name}; docs/security.md lists the ACLs)",)
+        self.args = (f"cluster {cluster} refused {who} {need.operation} on {need.resource_type} {need.name}: "
+                     f"{doing} ({self.code_name}; docs/security.md lists the ACLs)",)
 
     def __str__(self) -> str:
         return str(self.args[0])

@@ -57,7 +57,7 @@ from mirrorflow.copy.recovery import recover_position
 from mirrorflow.copy.task import OnGap, PartitionTask
 from mirrorflow.copy.txn_group import txn_unit
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP, DEFAULT_TXN_RECORDS, KEEP_ALIVE_FRACTION
-from mirrorflow.errors import ClusterLoginFailed, ClusterUnreachable, MirrorflowError
+from mirrorflow.errors import ClusterUnreachable, MirrorflowError
 from mirrorflow.kafka.admin import (
     earliest_and_stable,
     group_ids,
@@ -538,23 +538,21 @@ def _former_links(link: LinkJob, target: ClusterClient, tp: TopicPartition, time
     return out
 
 
-def _refused_clusters(spec: JobSpec) -> dict[str, ClusterLoginFailed]:
-    """The clusters of the spec's links that refuse this client (credentials, certificates, protocol).
+def _closed_clusters(spec: JobSpec) -> dict[str, ClusterUnreachable]:
+    """The clusters of the spec's links that do not let this client in: down, or refusing its login.
 
-    Probed once each before planning, so that a wrong password fails the links
-    that need it at once, saying so, instead of timing out somewhere inside planning.
-    A cluster that is merely down is left to planning, which names it as before.
+    Probed once each before planning, so that a wrong password or a cluster that is
+    down fails the links that need it at once, saying which and why, instead of
+    timing out somewhere inside planning (once per request); the other links are planned.
     """
-    refused: dict[str, ClusterLoginFailed] = {}
+    closed: dict[str, ClusterUnreachable] = {}
     for name in sorted({c for link in spec.links for c in (link.source, link.target)}):
         try:
             probe(ClusterClient(name, spec.clusters[name]), timeout=10.0)
-        except ClusterLoginFailed as exc:
-            refused[name] = exc
+        except ClusterUnreachable as exc:  # ClusterLoginFailed included
+            closed[name] = exc
             log.error("%s", exc)
-        except ClusterUnreachable:
-            pass
-    return refused
+    return closed
 
 
 def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
@@ -562,12 +560,12 @@ def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
     selector = TopicSelector(spec.topics)
     plans = []
     retention: dict[str, tuple[float, str | None]] = {}  # read once per target cluster
-    refused = _refused_clusters(spec)
+    closed = _closed_clusters(spec)
     for link in spec.links:
         try:
             for name in (link.source, link.target):
-                if name in refused:
-                    raise refused[name]
+                if name in closed:
+                    raise closed[name]
             plans.append(plan_link(spec, link, selector, slots, retention=retention))
         except MirrorflowError as exc:
             report = LinkReport(link.link_id, link.source, link.target, error=str(exc))

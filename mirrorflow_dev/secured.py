@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mirrorflow_dev.tls import CertificateAuthority, Issued, _write_private
+from mirrorflow_dev.tls import CertificateAuthority, Issued, write_private
 
 BROKER_PRINCIPAL = "broker"
 ADMIN_PRINCIPAL = "admin"
@@ -74,7 +74,7 @@ class SecuredListeners:
         cert_path, key_path = self.pki_dir / f"{principal}.pem", self.pki_dir / f"{principal}.key"
         if not (cert_path.exists() and key_path.exists()):
             issued = self.authority().issue(principal)
-            _write_private(key_path, issued.key)
+            write_private(key_path, issued.key)
             cert_path.write_text(issued.certificate)
         return Issued(cert_path.read_text(), key_path.read_text())
 

@@ -82,7 +82,7 @@ class CertificateAuthority:
                                          encipher_only=False, decipher_only=False), critical=True)
             .sign(self._key, hashes.SHA256())
         )
-        _write_private(key_path, _key_pem(self._key))
+        write_private(key_path, _key_pem(self._key))
         cert_path.write_text(self.pem)
 
     @property
@@ -116,11 +116,11 @@ class CertificateAuthority:
     def write_keystore(self, common_name: str, path: Path) -> Path:
         """A broker's key store: its key and certificate then the CA's, in one private PEM file."""
         issued = self.issue(common_name)
-        _write_private(path, issued.keystore_pem(self.pem))
+        write_private(path, issued.keystore_pem(self.pem))
         return path
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     """Write ``text`` readable by its owner only (created so, never world-readable for an instant)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -170,8 +170,8 @@ class KafkaOperationError(MirrorflowError):
                                        self.retriable))
 
 
-class _ErrorFacts:
-    """What a pickled KafkaOperationError keeps of the original KafkaError."""
+class ErrorFacts:
+    """What a pickled KafkaOperationError (or a subclass) keeps of the original KafkaError."""
 
     def __init__(self, detail: str, code: Any, code_name: Any, retriable: bool) -> None:
         self._facts = (detail, code, code_name, retriable)
@@ -194,7 +194,7 @@ class _ErrorFacts:
 
 
 def _rebuild_kafka_error(cluster, operation, detail, code, code_name, retriable):
-    return KafkaOperationError(cluster, operation, _ErrorFacts(detail, code, code_name, retriable))
+    return KafkaOperationError(cluster, operation, ErrorFacts(detail, code, code_name, retriable))
 
 
 class ClusterUnreachable(MirrorflowError):

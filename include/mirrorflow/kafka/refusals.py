@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
-from mirrorflow.errors import KafkaOperationError
+from mirrorflow.errors import ErrorFacts, KafkaOperationError
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.principal import principal_of
 
@@ -61,26 +61,7 @@ class NotAuthorized(KafkaOperationError):
     def __reduce__(self):
         # KafkaError objects do not always pickle: keep the facts
         return (NotAuthorized, (self.cluster, self.principal, self.need, self.doing,
-                                _Facts(self.detail, self.code, self.code_name)))
-
-
-class _Facts:
-    """What a pickled refusal keeps of its KafkaError (the accessors KafkaOperationError reads)."""
-
-    def __init__(self, detail: str, code: Any, code_name: Any) -> None:
-        self._detail, self._code, self._name = detail, code, code_name
-
-    def str(self) -> str:
-        return self._detail
-
-    def code(self) -> Any:
-        return self._code
-
-    def name(self) -> Any:
-        return self._name
-
-    def retriable(self) -> bool:
-        return False
+                                ErrorFacts(self.detail, self.code, self.code_name, self.retriable)))
 
 
 def refusal(cluster: str, settings: Mapping[str, Any], error: Any, doing: str, *needs: Need) -> NotAuthorized | None:

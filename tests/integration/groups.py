@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from tests.integration.kafka_io import stable_end_offsets
+from tests.integration.kafka_io import client_conf, stable_end_offsets
 
 
-def consume_and_commit(bootstrap: str, topic: str, group: str, count: int, timeout: float = 60.0) -> list[str]:
+def consume_and_commit(bootstrap: str | Mapping[str, Any], topic: str, group: str, count: int,
+                       timeout: float = 60.0) -> list[str]:
     """Join ``group``, consume exactly ``count`` messages, commit them, leave. Returns their values.
 
     Messages fetched beyond ``count`` are not committed: they count as not consumed.
     """
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+    consumer = Consumer({**client_conf(bootstrap), "group.id": group, "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
     consumer.subscribe([topic])
     taken: list[str] = []
@@ -38,14 +41,14 @@ def consume_and_commit(bootstrap: str, topic: str, group: str, count: int, timeo
     return taken
 
 
-def read_from_committed(bootstrap: str, topic: str, group: str, partitions: int, timeout: float = 60.0
-                        ) -> list[str]:
+def read_from_committed(bootstrap: str | Mapping[str, Any], topic: str, group: str, partitions: int,
+                        timeout: float = 60.0) -> list[str]:
     """What ``group`` would read on this cluster from its committed offsets up to the stable end.
 
     A partition without a committed offset is an error: the test must know where the group stands.
     """
     ends = stable_end_offsets(bootstrap, topic, partitions)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+    consumer = Consumer({**client_conf(bootstrap), "group.id": group, "enable.auto.commit": False,
                          "isolation.level": "read_committed", "enable.partition.eof": True,
                          "auto.offset.reset": "error"})
     try:
@@ -73,8 +76,8 @@ def read_from_committed(bootstrap: str, topic: str, group: str, partitions: int,
         consumer.close()
 
 
-def committed_offsets(bootstrap: str, topic: str, group: str, partitions: int) -> list[int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+def committed_offsets(bootstrap: str | Mapping[str, Any], topic: str, group: str, partitions: int) -> list[int]:
+    consumer = Consumer({**client_conf(bootstrap), "group.id": group, "enable.auto.commit": False})
     try:
         return [tp.offset for tp in consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
                                                          timeout=30)]

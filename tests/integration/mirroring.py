@@ -77,9 +77,12 @@ def clients(kafka_clusters, topology: Topology) -> dict[str, dict]:
 
 
 def traffic(kafka_clusters, origin: str, topic: str, count: int, keys: int = 5, start: int = 0,
-            tag: str = "") -> list[str]:
-    """Produce ``count`` unique messages on ``origin``; returns their values (the ids)."""
-    now = int(time.time() * 1000)
+            tag: str = "", now_ms: int | None = None) -> list[str]:
+    """Produce ``count`` unique messages on ``origin``; returns their values (the ids).
+
+    ``now_ms`` dates them (an hour back makes their audit windows final at once).
+    """
+    now = int(time.time() * 1000) if now_ms is None else now_ms
     records, ids = [], []
     for i in range(start, start + count):
         key = f"{origin}-k{i % keys}"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from io import BytesIO
 from typing import Any
@@ -23,17 +24,18 @@ from confluent_kafka import Producer
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.schemas.records import CONFIG, MODE, SCHEMA, Key, RegistryState, content
 from mirrorflow.schemas.topic_store import TopicStore
+from tests.integration.kafka_io import client_conf
 
 
 @dataclass
 class PrimaryRegistry:
-    bootstrap: str
+    bootstrap: str | Mapping[str, Any]  # an address, or a whole client config (secured clusters)
     topic: str
     ids: dict[Any, int] = field(default_factory=dict)
     versions: dict[str, dict[int, dict]] = field(default_factory=dict)
 
     def _put(self, key: Key, value: dict | None) -> None:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True})
+        producer = Producer({**client_conf(self.bootstrap), "enable.idempotence": True})
         producer.produce(self.topic, key=key.to_bytes(),
                          value=None if value is None else json.dumps(value).encode(), partition=0)
         assert producer.flush(30) == 0
@@ -73,8 +75,8 @@ class PrimaryRegistry:
         self._put(Key(MODE, subject), None if mode is None else {"mode": mode})
 
 
-def registry_state(bootstrap: str, name: str, topic: str) -> RegistryState:
-    return TopicStore(ClusterClient(name, {"bootstrap.servers": bootstrap}), topic).read()
+def registry_state(bootstrap: str | Mapping[str, Any], name: str, topic: str) -> RegistryState:
+    return TopicStore(ClusterClient(name, client_conf(bootstrap)), topic).read()
 
 
 def encode_avro(schema_id: int, schema: str, record: dict) -> bytes:

@@ -1,11 +1,13 @@
-"""Every operator DAG on secured clusters, the principal holding exactly the derived ACLs, copies on Spark Connect.
+"""Every operator DAG on secured clusters, the principal holding exactly the derived ACLs, and no secret leaks.
 
 The secured clusters of tests.fixtures.secured: c1..c3 over SASL_SSL/SCRAM, c4 over
 mutual TLS with its key inline, each named by an ``AIRFLOW_CONN_*`` connection.
 The principal gets exactly ``python -m mirrorflow.acls`` for the topology as it
-will be once c4 has joined (every role), nothing more. Level runs, the
-onboarding's backfill and the decommission's drain go to a real Spark Connect
-server (the ``spark_default`` connection is a ``spark_connect`` one).
+will be once c4 has joined (every role), nothing more. The first level runs
+copy with ``spark-submit`` on ``local[*]`` (Spark's event log on); from then on
+the level runs, the onboarding's backfill and the decommission's drain go to a
+real Spark Connect server (the ``spark_default`` connection becomes a
+``spark_connect`` one).
 
 The story: the three-cluster tree converges; ``mirror_schemas`` syncs the
 primary's storage topic keeping ids; ``mirror_archive`` writes c3 to S3; c4 is
@@ -14,16 +16,23 @@ positions travel (``mirror_offsets``) and a planned failover with ``exact``
 precision moves it to c4 skipping and replaying nothing; ``mirror_lag_monitor``
 measures; ``mirror_audit`` finds the tree complete; ``mirror_switch_target``
 moves c1's level-3 link to c4; ``mirror_decommission_cluster`` takes c4 out
-again, losing nothing. Afterwards no secret may be in the task logs, XComs, the
-Connect server's log or the process list.
+again, losing nothing.
+
+While they run, a sampler reads every process's command line. Afterwards the
+password and every line of the private key are searched for in everything a
+secret could reach: the task logs (what ``dag.test()`` prints and logs, audit lines
+included), every XCom, Spark's event logs, the Connect server's log and the
+process list.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import yaml
@@ -36,7 +45,6 @@ from mirrorflow.topology import Topology
 from mirrorflow.topology.changes import apply_changes
 from mirrorflow_airflow.state import CHANGES_VARIABLE, OWNERS_VARIABLE, TARGETS_VARIABLE
 from tests.dags.test_level_dags import xcom
-from tests.dags.test_secured_dags import ProcessList, all_xcom_values, leaks
 from tests.fixtures.secured import connections_env
 from tests.integration.groups import consume_and_commit, read_from_committed
 from tests.integration.mirroring import FOUR, THREE, assert_exactly_once, traffic
@@ -44,6 +52,51 @@ from tests.integration.registry import PrimaryRegistry, registry_state
 from tests.integration.test_schema_sync import EVENT, ORDER
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka, pytest.mark.spark]
+
+class ProcessList:
+    """Every command line seen on the machine while it runs (a thread reading /proc, paced by an event)."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for proc in Path("/proc").iterdir():
+                if proc.name.isdigit():
+                    try:
+                        self.seen.add((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+                    except OSError:
+                        pass
+            self._stop.wait(0.05)
+
+    def __enter__(self) -> ProcessList:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def all_xcom_values() -> str:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return "\n".join(json.dumps(XComModel.deserialize_value(row), default=str)
+                         for row in session.query(XComModel).all())
+
+
+def leaks(places: dict[str, str], password: str, key_pem: str) -> list[str]:
+    """Where the password or any line of the private key shows up in ``places`` (name -> text)."""
+    key_body = [line for line in key_pem.splitlines() if line and "-----" not in line]
+    secrets = {"the SCRAM password": password, **{f"the private key (line {i})": line
+                                                  for i, line in enumerate(key_body)}}
+    return [f"{what} in the {where}" for where, text in places.items() for what, secret in secrets.items()
+            if secret in text]
+
 
 STORAGE = "_schemas"
 GROUP = "secops-app"
@@ -80,7 +133,7 @@ def _levels(dags, topology: Topology, rounds: int) -> int:
     return copied
 
 
-def test_every_role_works_on_secured_clusters_with_exactly_its_acls_on_spark_connect(
+def test_every_role_works_on_secured_clusters_with_exactly_its_acls_and_no_secret_leaks(
         airflow_home, mirrorflow_acls, spark_connect_server, s3_bucket, operator_state, audit_result_cleared,
         monkeypatch, tmp_path, caplog, capfd):
     from mirrorflow_airflow.factories.archive import build_archive_dag
@@ -101,8 +154,14 @@ def test_every_role_works_on_secured_clusters_with_exactly_its_acls_on_spark_con
     conn_ids = {name: f"mf_ops_{name}_{uuid.uuid4().hex[:4]}" for name in settings}
     for key, value in connections_env({conn_ids[n]: s for n, s in settings.items()}).items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({
-        "conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server.port}))
+    # Spark's event log, where a secret in Spark's configuration would show
+    events = tmp_path / "spark-events"
+    events.mkdir()
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        f"spark.eventLog.enabled true\nspark.eventLog.dir file://{events}\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
     monkeypatch.setenv("AIRFLOW_CONN_MIRRORFLOW_ARCHIVE", json.dumps({
         "conn_type": "aws", "login": s3_bucket.access_key_id, "password": s3_bucket.secret_access_key,
         "extra": {"endpoint_url": s3_bucket.endpoint_url, "region_name": s3_bucket.region,
@@ -129,9 +188,13 @@ def test_every_role_works_on_secured_clusters_with_exactly_its_acls_on_spark_con
     ids = {registry.register("orders-value", ORDER), registry.register("events-value", EVENT, "JSON")}
 
     with ProcessList() as processes:
-        # the three-cluster tree converges (target topics created by the copies)
+        # the three-cluster tree converges (target topics created by the copies), spark-submit on local[*]
         assert _levels(build_level_dags(three), three, 2) > 0
         assert_exactly_once(kafka, ["c1", "c2", "c3"], topic, expected)
+        assert any("org.apache.spark.deploy.SparkSubmit" in c for c in processes.seen)  # the sampler saw them
+        # from here on the copies (level runs, the backfill, the drain) go to the Spark Connect server
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({
+            "conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server.port}))
 
         # schemas through the storage topic: every target holds the primary's ids
         schemas = build_schemas_dag(three).test(run_conf={"dry_run": False})
@@ -204,8 +267,11 @@ def test_every_role_works_on_secured_clusters_with_exactly_its_acls_on_spark_con
         assert_exactly_once(kafka, ["c1", "c2", "c3"], topic, expected)
 
     out, err = capfd.readouterr()
-    assert "Spark Connect server" in caplog.text  # the copies ran there
-    places = {"task logs": caplog.text + out + err, "XComs": all_xcom_values(),
+    assert "spark_submit" in caplog.text + out + err and "Spark Connect server" in caplog.text  # both paths ran
+    assert any('"audit":"mirrorflow"' in r.getMessage() for r in caplog.records)
+    event_logs = "\n".join(p.read_text(errors="replace") for p in events.rglob("*") if p.is_file())
+    assert event_logs, "Spark wrote no event log"
+    places = {"task logs": caplog.text + out + err, "XComs": all_xcom_values(), "Spark event logs": event_logs,
               "Spark Connect server log": spark_connect_server.log_path.read_text(errors="replace"),
               "process list": "\n".join(processes.seen)}
     found = leaks(places, secured.password, settings["c4"]["ssl.key.pem"])

@@ -29,10 +29,10 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from mirrorflow.completeness.tally import DEFAULT_WINDOW_S, Tallies, Tally, WindowKey
-from mirrorflow.errors import KafkaOperationError
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.compacted import ensure_compacted, read_whole
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.refusals import Need, call_failed
 
 AUDIT_TOPIC = f"{INTERNAL_TOPIC_PREFIX}.audit"
 TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}
@@ -137,4 +137,5 @@ def _write(client: ClusterClient, transactional_id: str, records: list[tuple[str
             producer.poll(0)
         producer.commit_transaction(timeout)
     except KafkaException as exc:
-        raise KafkaOperationError(client.name, f"write {what} to {AUDIT_TOPIC}", exc.args[0]) from exc
+        raise call_failed(client, f"write {what} to {AUDIT_TOPIC}", exc.args[0], Need("TOPIC", AUDIT_TOPIC, "WRITE"),
+                          Need("TRANSACTIONAL_ID", transactional_id, "WRITE")) from exc

@@ -48,6 +48,7 @@ from mirrorflow.copy.txn_group import transactional_id
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
 from mirrorflow.kafka import admin
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.refusals import Need, call_failed
 from mirrorflow.kafka.topics import sync_topic_shapes
 from mirrorflow.topology import Distributor
 from mirrorflow.topology.model import TopicSelector
@@ -224,7 +225,8 @@ def _write_cut(new: ClusterClient, link_id: str, cuts: dict[tuple[str, int], int
         admin_client.delete_consumer_groups([group], request_timeout=timeout)[group].result(timeout=timeout + 5)
     except KafkaException as exc:
         if exc.args[0].code() not in (KafkaError.GROUP_ID_NOT_FOUND,):
-            raise KafkaOperationError(new.name, f"clear old checkpoints of link {link_id}", exc.args[0]) from exc
+            raise call_failed(new, f"clear old checkpoints of link {link_id}", exc.args[0],
+                              Need("GROUP", group, "DELETE")) from exc
     _commit(new, link_id, [TopicPartition(t, p, off) for (t, p), off in cuts.items() if off is not None], timeout)
 
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.errors import KafkaOperationError
@@ -50,14 +50,30 @@ def ensure_compacted(client: ClusterClient, topic: str, config: dict[str, str], 
     return True
 
 
+def _hidden(client: ClusterClient, topic: str, timeout: float) -> bool:
+    """``False`` when ``topic`` does not exist; raises naming the ACL when it exists but is not ours to see."""
+    admin = AdminClient(client.admin())
+    future = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic]
+    try:
+        future.result(timeout=timeout + 5)
+    except KafkaException as exc:
+        named = refusal(client.name, client.settings, exc.args[0], f"reading {topic}", Need("TOPIC", topic, "READ"))
+        if named is not None:
+            raise named from exc
+        return False  # UNKNOWN_TOPIC_OR_PART: missing indeed
+    return True  # listed a moment ago as missing, there now: read it
+
+
 def read_whole(client: ClusterClient, topic: str, reader_group: str, timeout: float = 30.0) -> Iterator[Any]:
     """Every record of partition 0 from its first offset to its stable end, in order (tombstones too).
 
     Yields nothing when the topic does not exist. Raises
     :class:`KafkaOperationError` naming the cluster and topic when the read
-    fails or makes no progress for ``timeout`` seconds.
+    fails or makes no progress for ``timeout`` seconds, and :class:`NotAuthorized`
+    when the topic is hidden from this principal (Kafka lists only the topics a
+    principal may describe, so a store it may not read would look empty).
     """
-    if topic not in list_topics(client, timeout):
+    if topic not in list_topics(client, timeout) and not _hidden(client, topic, timeout):
         return
     tp = TopicPartition(topic, 0)
     lows, ends = earliest_and_stable(client, [tp], timeout)

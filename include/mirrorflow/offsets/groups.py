@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
+from mirrorflow.errors import ClusterUnreachable, MirrorflowError
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.admin import committed_offsets
 from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.refusals import Need, call_failed
 
 #: Commit metadata mirrorflow writes, so the next commit knows where it left the group.
 CUT_MARK = "mirrorflow:cut"
@@ -64,6 +66,30 @@ def describe_groups(client: ClusterClient, selects: Callable[[str], bool], timeo
     return describe(client, names, timeout, admin=admin)
 
 
+#: A group name no one uses, described to learn whether this principal may describe every group.
+VISIBILITY_PROBE = "mirrorflow-visibility-probe"
+
+
+def describe_every_group(client: ClusterClient, timeout: float = 30.0) -> dict[str, GroupInfo]:
+    """Every consumer group of the cluster (mirrorflow's own aside), or an error naming the ACL that hides some.
+
+    Kafka lists only the groups a principal may describe, without a word about
+    the others: a decommission checking for active groups would find none. A
+    made-up group name is described first; without DESCRIBE on every group
+    (``GROUP *``) the cluster refuses it, and so does this.
+    """
+    admin = AdminClient(client.admin())
+    try:
+        desc = admin.describe_consumer_groups([VISIBILITY_PROBE], request_timeout=timeout)[VISIBILITY_PROBE]
+        desc.result(timeout=timeout + 5)
+    except KafkaException as exc:
+        err = exc.args[0]
+        if err.code() != KafkaError.GROUP_ID_NOT_FOUND:
+            raise call_failed(client, "listing every consumer group to find the active ones", err,
+                              Need("GROUP", "*", "DESCRIBE")) from exc
+    return describe_groups(client, lambda g: not g.startswith(INTERNAL_TOPIC_PREFIX), timeout)
+
+
 def describe(client: ClusterClient, groups: Iterable[str], timeout: float = 30.0,
              admin: AdminClient | None = None) -> dict[str, GroupInfo]:
     """State and member count of ``groups`` (a group unknown to the cluster is reported as ``DEAD``, 0 members)."""
@@ -88,7 +114,8 @@ def describe(client: ClusterClient, groups: Iterable[str], timeout: float = 30.0
                 elif err.code() in RETRIABLE_COORDINATOR and time.monotonic() < deadline:
                     retry.append(name)
                 else:
-                    raise KafkaOperationError(client.name, f"describe consumer group {name}", err) from exc
+                    raise call_failed(client, f"describe consumer group {name}", err,
+                                      Need("GROUP", name, "DESCRIBE")) from exc
         pending = retry
         if pending:
             _pause.wait(0.3)
@@ -123,12 +150,13 @@ def commit(client: ClusterClient, group: str, offsets: Mapping[tuple[str, int], 
             except KafkaException as exc:
                 err = exc.args[0]
                 if err.code() not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
-                    raise KafkaOperationError(client.name, f"commit offsets of group {group}", err) from exc
+                    raise call_failed(client, f"commit offsets of group {group}", err, Need("GROUP", group, "READ"),
+                                      *(Need("TOPIC", t, "READ") for t in sorted({tp.topic for tp in tps}))) from exc
                 _pause.wait(0.2)
         for tp in answer or []:
             if tp.error is not None:
-                raise KafkaOperationError(client.name, f"commit offset of group {group} for {tp.topic}[{tp.partition}]",
-                                          tp.error)
+                raise call_failed(client, f"commit offset of group {group} for {tp.topic}[{tp.partition}]",
+                                  tp.error, Need("TOPIC", tp.topic, "READ"), Need("GROUP", group, "READ"))
     finally:
         consumer.close()
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.kafka.compacted import ensure_compacted, read_whole, write_all
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.refusals import NotAuthorized
 from mirrorflow.offsets.position import OFFSETS_TOPIC, Position
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,8 @@ def publish(client: ClusterClient, positions: Iterable[Position], timeout: float
     """Write positions to the cluster's offsets topic; every delivery is checked."""
     try:
         return write_all(client, OFFSETS_TOPIC, ((pos.key(), pos.to_json()) for pos in positions), timeout=timeout)
+    except NotAuthorized:
+        raise  # names the ACL already
     except KafkaOperationError as exc:
         raise KafkaOperationError(client.name, f"publish positions to {OFFSETS_TOPIC}", exc.error) from exc
 

@@ -39,6 +39,7 @@ from mirrorflow.errors import ClusterUnreachable, MirrorflowError
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX, is_internal_topic
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics, probe
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.refusals import Need, refusal
 from mirrorflow.offsets.position import OFFSETS_TOPIC
 from mirrorflow.topology import Distributor, Topology
 from mirrorflow.topology.model import TopicSelector
@@ -314,17 +315,19 @@ def preflight_transactional_id(cluster: str) -> str:
 
 def _check_transactions(client: ClusterClient, name: str, timeout: float) -> None:
     """The copier needs transactions (Kafka 0.11+, and the right ACLs): prove it once, up front."""
-    producer = Producer(client.producer(**{"transactional.id": preflight_transactional_id(name),
-                                           "transaction.timeout.ms": 10000}))
+    txn_id = preflight_transactional_id(name)
+    producer = Producer(client.producer(**{"transactional.id": txn_id, "transaction.timeout.ms": 10000}))
     try:
         producer.init_transactions(timeout)
     except KafkaException as exc:
         err = exc.args[0]
+        named = refusal(name, client.settings, err, "proving that it takes exactly-once (transactional) producers",
+                        Need("TRANSACTIONAL_ID", txn_id, "WRITE"))
+        if named is not None:
+            raise OnboardRefused(f"preflight: {named}") from None
         raise OnboardRefused(f"preflight: cluster {name} refuses transactional producers ({err.name()}: "
                              f"{err.str()}); exactly-once copies need Kafka 0.11+ transactions and WRITE on "
-                             f"the transactional id {preflight_transactional_id(name)} (docs/security.md)") from None
-    finally:
-        producer.flush(1)
+                             f"the transactional id {txn_id} (docs/security.md)") from None
 
 
 def _restore_ends(plan: OnboardPlan, sibling: ClusterClient, coverage: Any, timeout: float

@@ -19,8 +19,7 @@ from mirrorflow.copy.links import build_spec, effective_links, heals_from_archiv
 from mirrorflow.copy.switch import SwitchError, switch_target
 from mirrorflow.decommission import DecommissionPlan, DecommissionRefused, plan_decommission
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
-from mirrorflow.offsets.groups import describe_groups
+from mirrorflow.offsets.groups import describe_every_group
 from mirrorflow.topology import Topology
 from mirrorflow.topology.changes import remove_event
 from mirrorflow_airflow.hooks.archive import archive_location
@@ -40,8 +39,7 @@ def run_preflight(topology: Topology, cluster: str, force: bool, dry_run: bool) 
     try:
         plan = plan_decommission(topology, cluster, link_targets())
         client = MirrorClusterHook(topology, cluster).client()
-        active = {g: i.members for g, i in describe_groups(
-            client, lambda g: not g.startswith(INTERNAL_TOPIC_PREFIX)).items() if i.active}
+        active = {g: i.members for g, i in describe_every_group(client).items() if i.active}
     except (DecommissionRefused, MirrorflowError) as exc:
         raise AirflowFailException(f"preflight: {exc}") from None
     if active:

@@ -13,18 +13,96 @@ id or version, so that one request goes through the client's own REST session
 (same URL, auth, TLS and retries as every other call).
 
 A failed call stops only the subject it belongs to; the other subjects go on.
+
+Reaching a registry over HTTPS with a private CA and basic auth takes the
+client's own settings: ``basic.auth.user.info`` (``user:password``) and
+``ssl.ca.location`` (a file), or the CA inline as ``ssl.ca.pem`` (and a client
+certificate as ``ssl.certificate.pem``/``ssl.key.pem``): confluent-kafka's
+client only opens files, so :func:`inline_pem_to_files` writes inline PEM to
+private files first. Before reading, one request without the client's retries
+checks that the registry lets us in, so a wrong password or an untrusted
+certificate fails at once with a sentence naming the registry, the cause and
+the setting to fix (:class:`RegistryAccessError`), never a secret.
 """
 
 from __future__ import annotations
 
+import atexit
+import hashlib
+import os
+import shutil
+import ssl
+import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.schemas.plan import Conflict, Write
 from mirrorflow.schemas.records import CONFIG, MODE, SCHEMA, Key, RegistryState, config_view
+from mirrorflow.secrets import remember
 
 IMPORT = "IMPORT"
+#: Inline PEM settings (librdkafka's names) and the file setting of confluent-kafka's registry client each becomes.
+INLINE_PEM = {"ssl.ca.pem": "ssl.ca.location", "ssl.certificate.pem": "ssl.certificate.location",
+              "ssl.key.pem": "ssl.key.location"}
+_pem_dir: str | None = None
+_pem_lock = threading.Lock()
+
+
+class RegistryAccessError(MirrorflowError):
+    """The registry refused the login, or its TLS certificate is not trusted: nothing was read or written."""
+
+    def __init__(self, store: str, cause: str, hint: str) -> None:
+        self.store, self.cause, self.hint = store, cause, hint
+        super().__init__(f"{store}: {cause}: {hint}")
+
+    def __reduce__(self):
+        return (RegistryAccessError, (self.store, self.cause, self.hint))
+
+
+def inline_pem_to_files(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """``conf`` with each inline PEM setting (``ssl.ca.pem``...) replaced by a private file's path.
+
+    The files (mode 0600, in a 0700 folder of this process, named by a hash of
+    their content so a second call reuses them) are removed when the process
+    exits. Giving both the inline and the file setting is an error.
+    """
+    out = dict(conf)
+    for inline, location in INLINE_PEM.items():
+        pem = out.pop(inline, None)
+        if pem is None:
+            continue
+        if out.get(location) is not None:
+            raise MirrorflowError(f"schema registry settings: give {inline} or {location}, not both")
+        if not isinstance(pem, str) or "-----BEGIN" not in pem:
+            raise MirrorflowError(f"schema registry settings: {inline} must be PEM text (-----BEGIN ...)")
+        out[location] = _private_file(pem)
+    return out
+
+
+def _private_file(text: str) -> str:
+    global _pem_dir
+    with _pem_lock:
+        if _pem_dir is None or not os.path.isdir(_pem_dir):
+            _pem_dir = tempfile.mkdtemp(prefix="mirrorflow-registry-")  # 0700
+            atexit.register(shutil.rmtree, _pem_dir, True)
+        path = os.path.join(_pem_dir, hashlib.sha256(text.encode()).hexdigest()[:32] + ".pem")
+        if not os.path.exists(path):
+            fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(path + ".tmp", path)
+    return path
+
+
+def _without_userinfo(url: str) -> str:
+    """The URL as it may be shown: a ``user:password@`` part taken out."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
 def _not_found(exc: Exception) -> bool:
@@ -47,8 +125,9 @@ class RestStore:
 
     def __init__(self, cluster: str, conf: Mapping[str, Any]) -> None:
         self.cluster = cluster
-        self.url = str(conf.get("url"))
-        self._conf = dict(conf)
+        remember(conf)  # its password is scrubbed from audit lines and error texts of this process
+        self.url = _without_userinfo(str(conf.get("url")))
+        self._conf = inline_pem_to_files(conf)
         self._sr = None
         #: Whether the registry has the mode API (known after :meth:`read`); without it ids cannot be kept.
         self.mode_api: bool | None = None
@@ -56,17 +135,76 @@ class RestStore:
     @property
     def client(self):
         if self._sr is None:
-            self._sr = _client(self._conf)
+            try:
+                self._sr = _client(self._conf)
+            except (OSError, ssl.SSLError) as exc:  # a CA or certificate file that is missing or not PEM
+                files = ", ".join(f"{k} {self._conf[k]}" for k in INLINE_PEM.values() if self._conf.get(k))
+                raise RegistryAccessError(self.describe(), f"cannot load the TLS files ({files})",
+                                          f"{type(exc).__name__}: {exc}") from None
         return self._sr
 
     def describe(self) -> str:
         return f"registry {self.url} of cluster {self.cluster}"
+
+    @property
+    def user(self) -> str | None:
+        info = self._conf.get("basic.auth.user.info")
+        return str(info).split(":", 1)[0] if info else None
+
+    def check_access(self) -> None:
+        """One request, without the client's retries: raise :class:`RegistryAccessError` if we are not let in.
+
+        Only the two causes a retry cannot fix are decided here, a refused login
+        and an untrusted certificate; anything else (a registry that is down)
+        is left to the calls that follow and their retries.
+        """
+        import httpx
+
+        rest = self.client._rest_client
+        base = rest.base_urls[0].rstrip("/")
+        try:
+            response = rest.session.get(f"{base}/config", headers={"Accept": "application/json"},
+                                        timeout=rest.timeout or 30.0)
+        except httpx.TransportError as exc:
+            verify = _cause(exc, ssl.SSLCertVerificationError)
+            if verify is not None:
+                raise self._untrusted(verify) from None
+            return
+        if response.status_code in (401, 403):
+            raise self._refused(response.status_code) from None
+
+    def _refused(self, status: int) -> RegistryAccessError:
+        user = self.user
+        where = f"the login and password of the connection of schemas.clusters.{self.cluster}"
+        if status == 403:
+            return RegistryAccessError(self.describe(), f"user {user!r} is not allowed to read it (HTTP 403)",
+                                       f"give that user read access on the registry, or use another in {where}")
+        if user is None:
+            return RegistryAccessError(self.describe(), "the registry requires a login (HTTP 401, authentication "
+                                       "required) and none is configured", f"set {where} (basic.auth.user.info)")
+        return RegistryAccessError(self.describe(), f"the registry refused the login of user {user!r} (HTTP 401, "
+                                   "authentication failed)", f"check {where} (basic.auth.user.info)")
+
+    def _untrusted(self, exc: ssl.SSLCertVerificationError) -> RegistryAccessError:
+        reason = getattr(exc, "verify_message", None) or str(exc)
+        if "mismatch" in reason.lower():
+            hint = "use a URL whose host the certificate names (or a certificate that names this host)"
+        elif "expired" in reason.lower():
+            hint = "the registry needs a valid certificate"
+        elif self._conf.get("ssl.ca.location"):
+            hint = ("it is not signed by the CA in ssl.ca.location / ssl.ca.pem: give the CA that signed the "
+                    "registry's certificate")
+        else:
+            hint = ("no CA is configured (the system's CAs do not know it): give the CA that signed it as "
+                    "ssl.ca.pem (inline PEM) or ssl.ca.location (a file) in the connection's extra")
+        return RegistryAccessError(self.describe(), f"the registry's TLS certificate is not trusted ({reason})", hint)
 
     # ----------------------------------------------------------------- reading
 
     def read(self) -> RegistryState:
         from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+        self.check_access()
         sr = self.client
         sr.clear_caches()
         entries: dict[Key, Any] = {}
@@ -191,6 +329,18 @@ class RestStore:
             sr.delete_mode(subject)
         else:
             sr.update_mode(subject, value["mode"], force=True)
+
+
+def _cause(exc: BaseException, kind: type[BaseException]) -> Any:
+    """The first exception of type ``kind`` in ``exc``'s chain (httpx wraps the ssl error), else None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _quote(subject: str) -> str:

@@ -23,7 +23,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.schemas.plan import Conflict, Write, plan_target
 from mirrorflow.schemas.records import RegistryState
-from mirrorflow.schemas.rest_store import RestStore
+from mirrorflow.schemas.rest_store import RegistryAccessError, RestStore
 from mirrorflow.schemas.topic_store import TopicStore
 from mirrorflow.subjects import SubjectFormat
 
@@ -65,6 +65,8 @@ class TargetResult:
     written: list[dict[str, Any]] = field(default_factory=list)
     conflicts: list[Conflict] = field(default_factory=list)
     error: str | None = None
+    #: The error will not go away by trying again (a refused login, an untrusted certificate).
+    final: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "via": self.via, "subjects": self.subjects, "planned": self.planned,
@@ -115,6 +117,10 @@ def sync(primary: Store, primary_format: SubjectFormat, targets: Sequence[tuple[
         try:
             current = store.read()
             plan = plan_target(store.cluster, state, current, primary_format, naming, store.keytypes)
+        except RegistryAccessError as exc:  # names the registry already
+            target.error, target.final = str(exc), True
+            log.error("%s", target.error)
+            continue
         except Exception as exc:  # one target's trouble never stops the others
             target.error = f"reading {store.describe()} failed: {exc}"
             log.error("%s", target.error)

@@ -13,6 +13,7 @@ from typing import Any, cast
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from mirrorflow.audit import audit
+from mirrorflow.schemas.rest_store import RegistryAccessError
 from mirrorflow.schemas.sync import build_store, sync
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.clusters import reachable_clients
@@ -37,14 +38,17 @@ def sync_target(topology: Topology, target: str, dry_run: bool) -> dict[str, Any
     source = _store(topology, primary, clients)
     store = _store(topology, target, clients)
     log.info("syncing %s -> %s%s", source.describe(), store.describe(), " (dry run)" if dry_run else "")
-    result = sync(source, topology.schemas.registry(primary).subject_naming(),
-                  [(store, topology.schemas.registry(target).subject_naming())], dry_run=dry_run)
+    try:
+        result = sync(source, topology.schemas.registry(primary).subject_naming(),
+                      [(store, topology.schemas.registry(target).subject_naming())], dry_run=dry_run)
+    except RegistryAccessError as exc:  # the primary refused the login or is not trusted: retries would too
+        raise AirflowFailException(str(exc)) from None
     [outcome] = result.targets
     audit("schemas_run", primary=primary, cluster=target, via=store.via, dry_run=dry_run,
           subjects=outcome.subjects, planned=outcome.planned, written=len(outcome.written),
           conflicts=[c.to_dict() for c in outcome.conflicts], unparsable=result.unparsable, error=outcome.error)
     if outcome.error:
-        raise AirflowException(outcome.error)
+        raise (AirflowFailException if outcome.final else AirflowException)(outcome.error)
     if outcome.conflicts:
         raise AirflowFailException(
             f"{len(outcome.conflicts)} subject(s) not synced to {target} (the others were):\n  "

@@ -7,7 +7,7 @@ will be once c4 has joined (every role), nothing more. The first level runs
 copy with ``spark-submit`` on ``local[*]`` (Spark's event log on); from then on
 the level runs, the onboarding's backfill and the decommission's drain go to a
 real Spark Connect server (the ``spark_default`` connection becomes a
-``spark_connect`` one).
+``spark_connect`` one), except one round on a Spark standalone cluster.
 
 The story: the three-cluster tree converges; ``mirror_schemas`` syncs the
 primary's storage topic keeping ids; ``mirror_archive`` writes c3 to S3; c4 is
@@ -21,7 +21,8 @@ again, losing nothing.
 While they run, a sampler reads every process's command line. Afterwards the
 password and every line of the private key are searched for in everything a
 secret could reach: the task logs (what ``dag.test()`` prints and logs, audit lines
-included), every XCom, Spark's event logs, the Connect server's log and the
+included), every XCom, Spark's event logs, the Connect server's log, the
+standalone cluster's logs and work directories (its executors' output) and the
 process list.
 """
 
@@ -134,8 +135,8 @@ def _levels(dags, topology: Topology, rounds: int) -> int:
 
 
 def test_every_role_works_on_secured_clusters_with_exactly_its_acls_and_no_secret_leaks(
-        airflow_home, mirrorflow_acls, spark_connect_server, s3_bucket, operator_state, audit_result_cleared,
-        monkeypatch, tmp_path, caplog, capfd):
+        airflow_home, mirrorflow_acls, spark_connect_server, spark_standalone, s3_bucket, operator_state,
+        audit_result_cleared, monkeypatch, tmp_path, caplog, capfd):
     from mirrorflow_airflow.factories.archive import build_archive_dag
     from mirrorflow_airflow.factories.audit import build_audit_dag
     from mirrorflow_airflow.factories.decommission import build_decommission_dag
@@ -193,8 +194,8 @@ def test_every_role_works_on_secured_clusters_with_exactly_its_acls_and_no_secre
         assert_exactly_once(kafka, ["c1", "c2", "c3"], topic, expected)
         assert any("org.apache.spark.deploy.SparkSubmit" in c for c in processes.seen)  # the sampler saw them
         # from here on the copies (level runs, the backfill, the drain) go to the Spark Connect server
-        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({
-            "conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server.port}))
+        connect = json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server.port})
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", connect)
 
         # schemas through the storage topic: every target holds the primary's ids
         schemas = build_schemas_dag(three).test(run_conf={"dry_run": False})
@@ -256,7 +257,17 @@ def test_every_role_works_on_secured_clusters_with_exactly_its_acls_and_no_secre
         assert switch.state == "success"
         assert operator_state(TARGETS_VARIABLE)["c1.L3"] == "c4"  # (c2.L3 stays pinned to c3 by the onboarding)
         expected += traffic(kafka, "c1", topic, 20, start=1000)
-        _levels(grown_dags, grown, 1)
+        # this round on a Spark standalone cluster: the executors are the worker's, in its own processes
+        master, work_dir = spark_standalone
+        host, port = master.removeprefix("spark://").split(":")
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({
+            "conn_type": "spark", "host": f"spark://{host}", "port": int(port),
+            "extra": {"deploy-mode": "client", "spark-binary": "spark-submit"}}))
+        monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+        apps = set(work_dir.glob("app-*"))
+        assert _levels(grown_dags, grown, 1) > 0
+        assert set(work_dir.glob("app-*")) > apps, "nothing ran on the standalone cluster"
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", connect)
         expected += traffic(kafka, "c4", topic, 10, start=1000)
         decommission = build_decommission_dag(grown).test(run_conf={"cluster": "c4", "force": False,
                                                                      "dry_run": False})
@@ -273,6 +284,9 @@ def test_every_role_works_on_secured_clusters_with_exactly_its_acls_and_no_secre
     assert event_logs, "Spark wrote no event log"
     places = {"task logs": caplog.text + out + err, "XComs": all_xcom_values(), "Spark event logs": event_logs,
               "Spark Connect server log": spark_connect_server.log_path.read_text(errors="replace"),
+              "Spark standalone cluster's logs and work directories": "\n".join(
+                  p.read_text(errors="replace") for p in work_dir.parent.rglob("*")
+                  if p.is_file() and p.suffix not in (".zip", ".jar")),
               "process list": "\n".join(processes.seen)}
     found = leaks(places, secured.password, settings["c4"]["ssl.key.pem"])
     assert not found, found

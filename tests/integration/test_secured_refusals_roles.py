@@ -5,9 +5,12 @@ through level runs. This drills the rest of the table (offsets and failover, lag
 onboarding, decommission, audit, schemas, switch) through the operations that
 need them, on a pair of secured clusters (c1 over SCRAM as ``User:mirrorflow``, c2
 over mutual TLS as ``User:CN=mirrorflow``) whose principal holds exactly what
-:func:`mirrorflow.acls.required_acls` derives for every role. Each table row is
-drilled once, on the cluster where its operation runs (c2, or the primary c1 for
-the registry's storage topic): revoked, the operation must fail with an error that
+:func:`mirrorflow.acls.required_acls` derives for every role. Each ACL of the set
+that the source/target drill does not cover is drilled once, on the cluster where
+its operation runs (c2, or the primary c1 for the registry's storage topic); the
+archive's and the lag monitor's rows are the source's resources and operations
+(READ on the topics, DESCRIBE on mirrorflow's groups; DESCRIBE on the groups comes
+with READ). Revoked, the operation must fail with an error that
 names the cluster, the principal, the operation and the resource; granted again,
 the same operation must complete, and what it guards must be as it was before
 (a refused commit moved no offset; a refused write wrote nothing that shows).

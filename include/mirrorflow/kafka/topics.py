@@ -157,9 +157,12 @@ class ShapeWarning:
 class PartitionCountConflict(MirrorflowError):
     """The target topic has more partitions than its source: it cannot be mirrored partition-for-partition.
 
-    Kafka cannot remove partitions, so nothing mirrorflow does fixes this: the copy of
-    this topic stops (the others continue) until an operator deletes or recreates the
-    target topic with at most the source's partition count.
+    Kafka cannot remove partitions, so the copy of this topic on this link stops (the
+    others continue). Often it is a passing state: another link grew the topic on the
+    target, and the growth has yet to reach this link's source through the tree (a
+    pair shows it for one run after every partition increase). Only when no cluster
+    should have that many partitions must an operator delete or recreate the target
+    topic, and the message says both, so that nobody deletes a grown topic.
     """
 
     def __init__(self, cluster: str, topic: str, target_partitions: int, source_partitions: int,
@@ -170,11 +173,15 @@ class PartitionCountConflict(MirrorflowError):
         self.source_partitions = source_partitions
         self.source_cluster = source_cluster
         source = f"on cluster {source_cluster} " if source_cluster else ""
+        where = source_cluster or "the source"
         super().__init__(
             f"cluster {cluster or '?'}: topic {topic} has {target_partitions} partitions, more than the "
             f"{source_partitions} of its source {source}- it cannot be mirrored partition-for-partition "
-            f"and Kafka cannot remove partitions; copying {topic} stops until the target topic is deleted "
-            f"(mirrorflow recreates it) or recreated with {source_partitions} partitions"
+            f"and Kafka cannot remove partitions; copying {topic} on this link stops until {where} has "
+            f"{target_partitions} partitions too (when another link grew the topic here, that growth reaches "
+            f"{where} through the tree and this clears by itself: do not delete anything) or, when no cluster "
+            f"should have {target_partitions}, until the target topic is deleted (mirrorflow recreates it) or "
+            f"recreated with {source_partitions} partitions"
         )
 
     def __reduce__(self):

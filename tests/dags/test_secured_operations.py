@@ -90,11 +90,12 @@ def all_xcom_values() -> str:
                          for row in session.query(XComModel).all())
 
 
-def leaks(places: dict[str, str], password: str, key_pem: str) -> list[str]:
-    """Where the password or any line of the private key shows up in ``places`` (name -> text)."""
+def leaks(places: dict[str, str], password: str, key_pem: str, **others: str) -> list[str]:
+    """Where the password, any line of the private key or one of ``others`` shows up in ``places`` (name -> text)."""
     key_body = [line for line in key_pem.splitlines() if line and "-----" not in line]
     secrets = {"the SCRAM password": password, **{f"the private key (line {i})": line
-                                                  for i, line in enumerate(key_body)}}
+                                                  for i, line in enumerate(key_body)},
+               **{what.replace("_", " "): secret for what, secret in others.items()}}
     return [f"{what} in the {where}" for where, text in places.items() for what, secret in secrets.items()
             if secret in text]
 
@@ -288,5 +289,6 @@ def test_every_role_works_on_secured_clusters_with_exactly_its_acls_and_no_secre
                   p.read_text(errors="replace") for p in work_dir.parent.rglob("*")
                   if p.is_file() and p.suffix not in (".zip", ".jar")),
               "process list": "\n".join(processes.seen)}
-    found = leaks(places, secured.password, settings["c4"]["ssl.key.pem"])
+    found = leaks(places, secured.password, settings["c4"]["ssl.key.pem"],
+                  the_S3_secret_key=s3_bucket.secret_access_key)
     assert not found, found

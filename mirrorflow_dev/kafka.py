@@ -22,7 +22,8 @@ Python API: :class:`KafkaDistribution` (fetch), :class:`LocalCluster` (one broke
 start/stop/kill/wait_ready), :class:`LocalKafka` (several clusters, a context manager and
 a ``Mapping`` of name -> cluster). CLI: ``python -m mirrorflow_dev.kafka
 {fetch,start,stop,status}``; ``start`` detaches the brokers (new session) so they outlive
-the command, which returns once every cluster answers metadata requests.
+the command, which returns once every cluster answers metadata requests; ``start --secured``
+starts them secured (:mod:`mirrorflow_dev.secured`; CA and certificates in ``<run_dir>/pki/``).
 
 Synchronisation is always "wait for a condition with a deadline" (process exit via
 ``waitpid``/``pidfd``, a metadata answer), never a bare sleep.
@@ -1013,12 +1014,26 @@ def _parse_cluster_spec(spec: str) -> tuple[str, int | None]:
     return name, value
 
 
+def _recorded_security(run_dir: Path) -> bool | None:
+    """Whether the clusters recorded in ``run_dir`` are secured (None: nothing recorded yet).
+
+    Their data dirs were formatted for that mode, and a secured set's SCRAM users and ACLs live
+    in them: the run dir keeps its mode.
+    """
+    try:
+        state = json.loads((run_dir / LocalKafka.STATE_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    return bool(state.get("secured")) if state.get("clusters") else None
+
+
 def _print_status(kafka: LocalKafka) -> bool:
     all_up = True
     for name, info in kafka.status().items():
         all_up &= info["running"]
         state = f"running pid={info['pid']}" if info["running"] else "stopped"
-        print(f"{name}\t{info['bootstrap']}\t{state}\tcluster_id={info['cluster_id']}\tlog={info['log']}")
+        tls = f"\tssl={HOST}:{info['ssl_port']}" if info.get("ssl_port") else ""
+        print(f"{name}\t{info['bootstrap']}{tls}\t{state}\tcluster_id={info['cluster_id']}\tlog={info['log']}")
     return all_up
 
 
@@ -1046,6 +1061,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_start.add_argument(
         "--config", action="append", default=[], metavar="KEY=VALUE", help="extra broker setting (repeatable)"
     )
+    p_start.add_argument(
+        "--secured", action="store_true",
+        help="SASL_SSL (SCRAM-SHA-512) on each cluster's port, mutual TLS on a second port, ACLs enforced; "
+        "the CA and the admin certificate go to RUN_DIR/pki (mirrorflow_dev.secured)",
+    )
 
     p_stop = sub.add_parser("stop", help="stop clusters recorded in the run dir")
     p_stop.add_argument("--run-dir", type=Path, required=True)
@@ -1064,6 +1084,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(dist.libs)
             return 0
         if args.command == "start":
+            recorded = _recorded_security(args.run_dir)
+            if recorded is not None and recorded != args.secured:
+                parser.error(
+                    f"{args.run_dir} holds {'secured' if recorded else 'plaintext'} clusters: start them "
+                    f"{'with' if recorded else 'without'} --secured, or use another --run-dir"
+                )
             ports = dict(args.cluster) if args.cluster else {n: None for n in DEFAULT_NAMES}
             extra = {}
             for item in args.config:
@@ -1081,6 +1107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 heap_min=args.heap_min,
                 startup_timeout=args.timeout,
                 owner_pid=None,
+                secured=args.secured,
             )
             kafka.start()
             _print_status(kafka)

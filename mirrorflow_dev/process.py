@@ -168,22 +168,35 @@ def group_alive(pgid: int, *, zombies: bool = True) -> bool:
     return False
 
 
+def leader_running(pgid: int) -> bool:
+    """Whether the process leading group ``pgid`` (its pid is the group id) still runs (a zombie does not)."""
+    try:
+        return Path(f"/proc/{pgid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def stop_group(pgid: int, steps: Sequence[tuple[signal.Signals, float]], *, alive: Callable[[], bool] | None = None,
-               interval: float = 0.5) -> bool:
+               interval: float = 0.5, first_done: Callable[[], bool] | None = None) -> bool:
     """Signal process group ``pgid`` step by step until it has ended; True once it has, False if it outlived all.
 
     Each step sends its signal to the group, then gives it up to its grace (seconds)
     to end before the next one. ``alive`` says whether it still runs (default:
     :func:`group_alive`); a group that is gone already counts as ended.
+    ``first_done`` ends the first step's grace early: a leader that stops its own
+    children on Ctrl-C has done all it will once it exits (``airflow standalone``
+    leaves idle executor workers behind), so what is left gets the next signal at once.
     """
     still_running = alive or (lambda: group_alive(pgid))
-    for sig, grace in steps:
+    for step, (sig, grace) in enumerate(steps):
         try:
             os.killpg(pgid, sig)
         except ProcessLookupError:
             return True
         deadline = time.monotonic() + grace
         while still_running() and time.monotonic() < deadline:
+            if step == 0 and first_done is not None and first_done():
+                break
             _pause.wait(interval)
         if not still_running():
             return True

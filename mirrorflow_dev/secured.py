@@ -12,10 +12,11 @@ A secured cluster (``LocalKafka(..., secured=True)``) listens on
 The standard KRaft authorizer refuses whatever no ACL allows
 (``allow.everyone.if.no.acl.found=false``); the broker's and the harness's
 certificates are super users (``User:CN=broker``, ``User:CN=admin``). The
-harness acts as ``admin`` through its certificate, so no set-up password exists: SCRAM users are created afterwards through the
-admin API (``AlterUserScramCredentials``), which keeps every password out of
-process arguments (``kafka-storage format --add-scram`` would put it there; it is
-needed only when brokers talk to each other over SCRAM, and these do not).
+harness acts as ``admin`` through its certificate, so no set-up password exists:
+SCRAM users are created afterwards through the admin API
+(``AlterUserScramCredentials``), which keeps every password out of process
+arguments (``kafka-storage format --add-scram`` would put it there; it is needed
+only when brokers talk to each other over SCRAM, and these do not).
 """
 
 from __future__ import annotations
@@ -135,3 +136,24 @@ def delete_acls(admin_config: Mapping[str, Any], filters: Iterable[Any], timeout
     for future in admin.delete_acls(filters, request_timeout=timeout).values():
         removed += len(future.result())
     return removed
+
+
+def acl_bindings(acls: Iterable[Any], principal: str | None = None) -> dict[str, list[Any]]:
+    """``mirrorflow.acls.Acl``s as confluent-kafka ``AclBinding``s, per cluster (ALLOW, any host).
+
+    ``principal`` overrides each ACL's own (which must then be known).
+    """
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    kinds = {"TOPIC": ResourceType.TOPIC, "GROUP": ResourceType.GROUP, "CLUSTER": ResourceType.BROKER,
+             "TRANSACTIONAL_ID": ResourceType.TRANSACTIONAL_ID}
+    patterns = {"literal": ResourcePatternType.LITERAL, "prefixed": ResourcePatternType.PREFIXED}
+    out: dict[str, list[Any]] = {}
+    for acl in acls:
+        who = principal or acl.principal
+        if not who:
+            raise ValueError(f"no principal for {acl}")
+        out.setdefault(acl.cluster, []).append(AclBinding(
+            kinds[acl.resource_type], acl.name, patterns[acl.pattern_type], who, "*",
+            AclOperation[acl.operation], AclPermissionType.ALLOW))
+    return out

@@ -19,6 +19,17 @@
 
 Everything runs detached and keeps its state and logs under ``.run/demo/``.
 ``make stop`` (``stop``) ends it all.
+
+``MIRRORFLOW_SECURED=1`` runs the same demo on secured clusters (their own data in
+``.run/demo/kafka-secured/``): SASL_SSL with SCRAM-SHA-512 on the topology's ports,
+mutual TLS on a second port, and the standard authorizer refusing whatever no ACL
+allows. mirrorflow logs in as the SCRAM user ``mirrorflow`` (its password generated
+once, kept in a 0600 file, never printed) through the Airflow connections
+``kafka_<cluster>`` (``AIRFLOW_CONN_*`` variables of ``airflow standalone``), named by a
+topology generated from the demo's, with ``conn_id`` instead of ``bootstrap``; it
+holds exactly the ACLs ``python -m mirrorflow.acls`` derives for that topology. The
+demo's own topic, traffic and check use the harness's super user (a certificate).
+One mode runs at a time: a start refuses while the other mode's demo runs.
 """
 
 from __future__ import annotations
@@ -36,17 +47,30 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
-from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 REPO = Path(__file__).resolve().parents[1]
 # Overridable so the end-to-end test can run a second, isolated demo beside yours.
 RUN = Path(os.environ.get("MIRRORFLOW_DEMO_RUN_DIR", REPO / ".run" / "demo"))
-KAFKA_RUN = RUN / "kafka"
+# MIRRORFLOW_SECURED=1: the secured demo, on clusters of its own (their data is formatted for one mode).
+SECURED = os.environ.get("MIRRORFLOW_SECURED", "").strip().lower() in ("1", "true", "yes", "on")
+MODE = "secured" if SECURED else "plaintext"
+PLAIN_KAFKA_RUN = RUN / "kafka"
+SECURED_KAFKA_RUN = RUN / "kafka-secured"
+KAFKA_RUN = SECURED_KAFKA_RUN if SECURED else PLAIN_KAFKA_RUN
 AIRFLOW_HOME = RUN / "airflow"
 # The S3 server: its config, log, pid and secret here, its buckets under data/.
 S3_RUN = RUN / "s3"
@@ -55,6 +79,11 @@ S3_ACCESS_KEY = "mirrorflow-demo"
 S3_BUCKET = "mirrorflow-demo"
 S3_CONN_ID = "mirrorflow_archive"  # the topology's archive.conn_id (its default)
 TOPOLOGY = Path(os.environ.get("MIRRORFLOW_DEMO_TOPOLOGY", REPO / "topologies" / "demo.yaml"))
+# The secured demo: mirrorflow's SCRAM user, its password (0600, never printed), and the topology
+# Airflow runs (TOPOLOGY with each cluster's conn_id instead of its bootstrap; no secret in it).
+PRINCIPAL = "mirrorflow"
+SCRAM_PASSWORD_FILE = SECURED_KAFKA_RUN / "mirrorflow.password"
+SECURED_TOPOLOGY = RUN / "topology.secured.yaml"
 VENV_BIN = Path(sys.executable).parent
 UI_PORT = int(os.environ.get("MIRRORFLOW_DEMO_UI_PORT", "8080"))
 USER = "admin"
@@ -80,8 +109,16 @@ for _path in (REPO / "include", REPO):
 from mirrorflow.archive.location import ArchiveLocation  # noqa: E402
 from mirrorflow.topology import Topology, load_topology  # noqa: E402
 from mirrorflow_dev.maven import FetchError  # noqa: E402
-from mirrorflow_dev.process import WaitTimeout, group_alive, pid_alive, stop_group, wait_until  # noqa: E402
-from mirrorflow_dev.s3 import DEFAULT_REGION, MAIN_CLASS as S3_MAIN_CLASS, LocalS3, S3ServerError  # noqa: E402
+from mirrorflow_dev.process import (  # noqa: E402
+    WaitTimeout,
+    group_alive,
+    leader_running,
+    pid_alive,
+    stop_group,
+    wait_until,
+)
+from mirrorflow_dev.s3 import DEFAULT_REGION, LocalS3, S3ServerError  # noqa: E402
+from mirrorflow_dev.s3 import MAIN_CLASS as S3_MAIN_CLASS  # noqa: E402
 
 
 def say(msg: str) -> None:
@@ -115,7 +152,7 @@ def airflow_env() -> dict[str, str]:
         # A busy two-core machine can stall the API server for tens of seconds; the default 5 s
         # makes task processes give up and die (seen in the browser test). Airflow's docs say raise it.
         "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": os.environ.get("AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT", "60"),
-        "MIRROR_TOPOLOGY": str(TOPOLOGY),
+        "MIRROR_TOPOLOGY": str(SECURED_TOPOLOGY if SECURED else TOPOLOGY),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         # Spark binds and advertises loopback only, like everything else of the demo.
@@ -128,6 +165,8 @@ def airflow_env() -> dict[str, str]:
             "extra": {"endpoint_url": demo_s3().endpoint_url, "region_name": DEFAULT_REGION, "bucket": S3_BUCKET},
         }),
     })
+    if SECURED:  # mirrorflow's Kafka connections, its password included: the environment, never an argument
+        env.update(kafka_connections_env(load_topology(TOPOLOGY)))
     return env
 
 
@@ -249,9 +288,185 @@ def start_kafka() -> None:
     for name, cluster in topology.clusters.items():
         port = cluster.bootstrap.rsplit(":", 1)[1]
         specs += ["--cluster", f"{name}={port}"]
-    say(f"Starting {len(topology.clusters)} Kafka clusters ({', '.join(topology.clusters)}) from {TOPOLOGY}")
+    if SECURED:
+        specs.append("--secured")
+        say(f"Starting {len(topology.clusters)} secured Kafka clusters ({', '.join(topology.clusters)}) from "
+            f"{TOPOLOGY}: SASL_SSL (SCRAM-SHA-512) on its ports, mutual TLS on a second port, ACLs enforced")
+    else:
+        say(f"Starting {len(topology.clusters)} Kafka clusters ({', '.join(topology.clusters)}) from {TOPOLOGY}")
     if kafka_cli("start", "--run-dir", str(KAFKA_RUN), *specs).returncode != 0:
         raise SystemExit(f"mirrorflow demo: Kafka did not start; broker logs are under {KAFKA_RUN}")
+
+
+# --------------------------------------------------------------------------- the secured demo (MIRRORFLOW_SECURED=1)
+
+
+def kafka_conn_id(cluster: str) -> str:
+    """The Airflow connection through which mirrorflow reaches ``cluster`` in the secured demo."""
+    return f"kafka_{cluster}"
+
+
+def scram_password() -> str:
+    """mirrorflow's SCRAM password: generated once, kept in a 0600 file of the run dir, never printed."""
+    try:
+        stored = SCRAM_PASSWORD_FILE.read_text().strip()
+    except FileNotFoundError:
+        stored = ""
+    if stored:
+        return stored
+    SCRAM_PASSWORD_FILE.parent.mkdir(parents=True, exist_ok=True)
+    password = secrets.token_urlsafe(24)
+    fd = os.open(SCRAM_PASSWORD_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(password + "\n")
+    SCRAM_PASSWORD_FILE.chmod(0o600)
+    return password
+
+
+def secured_kafka():
+    """The secured clusters as the harness recorded them (ports, CA, the admin certificate)."""
+    from mirrorflow_dev.kafka import LocalKafka
+
+    return LocalKafka.open(SECURED_KAFKA_RUN)
+
+
+def mirrorflow_settings(topology: Topology) -> dict[str, dict]:
+    """The librdkafka settings of mirrorflow's connection to each cluster: SCRAM-SHA-512 over TLS, the CA inline."""
+    from mirrorflow_dev.secured import scram_config
+
+    ca_pem = (SECURED_KAFKA_RUN / "pki" / "ca.pem").read_text()
+    password = scram_password()
+    return {name: scram_config(cluster.bootstrap, ca_pem, PRINCIPAL, password)
+            for name, cluster in topology.clusters.items()}
+
+
+def kafka_connections_env(topology: Topology) -> dict[str, str]:
+    """``AIRFLOW_CONN_KAFKA_<CLUSTER>``: Kafka connections whose extra is mirrorflow's settings."""
+    return {f"AIRFLOW_CONN_{kafka_conn_id(name).upper()}": json.dumps({"conn_type": "kafka", "extra": settings})
+            for name, settings in mirrorflow_settings(topology).items()}
+
+
+def write_secured_topology() -> Topology:
+    """TOPOLOGY with each cluster's ``conn_id`` instead of its bootstrap, into the run dir (no secret in it)."""
+    import yaml
+
+    raw = yaml.safe_load(TOPOLOGY.read_text())
+    for name, cluster in raw["clusters"].items():
+        cluster.pop("bootstrap", None)
+        cluster["conn_id"] = kafka_conn_id(name)
+    partial = SECURED_TOPOLOGY.with_suffix(".partial")
+    partial.write_text(
+        f"# Generated by scripts/demo.py from {TOPOLOGY} for the secured demo (MIRRORFLOW_SECURED=1):\n"
+        "# each cluster is the Airflow connection kafka_<cluster> (an AIRFLOW_CONN_* variable of airflow\n"
+        "# standalone: SASL_SSL, SCRAM-SHA-512 as User:mirrorflow, the CA inline). Rewritten on every start.\n"
+        + yaml.safe_dump(raw, sort_keys=False))
+    os.replace(partial, SECURED_TOPOLOGY)  # a running dag-processor never reads half a file
+    return load_topology(SECURED_TOPOLOGY)
+
+
+def _acl_key(binding) -> tuple:
+    return (binding.restype, binding.name, binding.resource_pattern_type, binding.principal, binding.host,
+            binding.operation, binding.permission_type)
+
+
+def sync_acls(client: dict, principal: str, wanted: list) -> tuple[int, int]:
+    """Make ``principal``'s ACLs on one cluster exactly ``wanted``: adds the missing, removes the rest.
+
+    Returns (added, removed). A second start keeps what is still right, so a level run
+    that happens to be running meanwhile is never left without a grant it needs.
+    """
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    from mirrorflow_dev.secured import create_acls, delete_acls
+
+    every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
+                             AclOperation.ANY, AclPermissionType.ANY)
+    admin = AdminClient(dict(client))  # kept until the answer is in: a destroyed client fails its futures
+    held = {_acl_key(b): b for b in admin.describe_acls(every, request_timeout=30).result()}
+    want = {_acl_key(b): b for b in wanted}
+    extra = [AclBindingFilter(*key) for key in held.keys() - want.keys()]
+    removed = delete_acls(client, extra)
+    create_acls(client, [b for key, b in want.items() if key not in held])
+    return len(want.keys() - held.keys()), removed
+
+
+def set_up_principal() -> None:
+    """mirrorflow's SCRAM user on every cluster, the topology Airflow runs, and exactly the derived ACLs."""
+    from mirrorflow.acls import principal_of, required_acls
+    from mirrorflow_dev.secured import acl_bindings, upsert_scram_user
+
+    topology = load_topology(TOPOLOGY)
+    kafka = secured_kafka()
+    settings = mirrorflow_settings(topology)
+    for name in topology.clusters:
+        upsert_scram_user(kafka[name].client_config(), PRINCIPAL, scram_password())
+    say(f"SCRAM user {PRINCIPAL} on {', '.join(topology.clusters)}; its password is in {SCRAM_PASSWORD_FILE} "
+        "(yours only, never printed)")
+    secured = write_secured_topology()
+    say(f"Airflow runs {SECURED_TOPOLOGY}: clusters by connection ("
+        + ", ".join(f"{name}: {kafka_conn_id(name)}" for name in secured.clusters) + ")")
+    wanted = acl_bindings(required_acls(secured, {name: principal_of(s) for name, s in settings.items()}))
+    counts, added, removed = [], 0, 0
+    for name in secured.clusters:
+        more, fewer = sync_acls(kafka[name].client_config(), f"User:{PRINCIPAL}", wanted.get(name, []))
+        counts.append(f"{name} {len(wanted.get(name, []))}")
+        added, removed = added + more, removed + fewer
+    say(f"ACLs of User:{PRINCIPAL}, exactly what mirrorflow.acls derives: {', '.join(counts)}. "
+        f"(This start granted {added} and removed {removed} no longer derived.) See them with: "
+        f"{VENV_BIN / 'python'} -m mirrorflow.acls {SECURED_TOPOLOGY} --principal User:{PRINCIPAL}")
+
+
+def demo_clients(topology: Topology) -> dict[str, dict]:
+    """How the demo itself (topic, sample traffic, the check) reaches each cluster.
+
+    The bare bootstrap; on secured clusters the harness's super user (mutual TLS with
+    its certificate), never mirrorflow's principal, whose ACLs stay exactly the derived ones.
+    """
+    if not SECURED:
+        return {name: {"bootstrap.servers": cluster.bootstrap} for name, cluster in topology.clusters.items()}
+    kafka = secured_kafka()
+    return {name: kafka[name].client_config() for name in topology.clusters}
+
+
+def running_parts(mode: str) -> list[str]:
+    """What of the demo in ``mode`` runs now: its Kafka clusters, and Airflow if it was started in that mode."""
+    parts = []
+    kafka_run = SECURED_KAFKA_RUN if mode == "secured" else PLAIN_KAFKA_RUN
+    if (kafka_run / "state.json").exists():
+        from mirrorflow_dev.kafka import LocalKafka
+
+        up = [name for name, info in LocalKafka.open(kafka_run).status().items() if info["running"]]
+        if up:
+            parts.append(f"Kafka {', '.join(up)}")
+    pid_file = AIRFLOW_HOME / "standalone.pid"
+    if pid_file.exists() and group_alive(int(pid_file.read_text())) and airflow_mode() == mode:
+        parts.append("Airflow standalone")
+    return parts
+
+
+def airflow_mode() -> str:
+    """The mode Airflow standalone was started in (its topology and connections differ)."""
+    try:
+        return (AIRFLOW_HOME / "standalone.mode").read_text().strip() or "plaintext"
+    except FileNotFoundError:
+        return "plaintext"
+
+
+def refuse_other_mode() -> None:
+    """One demo at a time: the other mode's clusters hold the same ports, and Airflow runs one topology."""
+    other = "plaintext" if SECURED else "secured"
+    running = running_parts(other)
+    if running:
+        ours = "MIRRORFLOW_SECURED=1 make demo" if SECURED else "make demo"
+        raise SystemExit(f"mirrorflow demo: the {other} demo is running ({'; '.join(running)}), and this start "
+                         f"asks for the {MODE} one. Stop it with `make stop`, then run `{ours}` again.")
 
 
 def ui_healthy() -> bool:
@@ -333,7 +548,8 @@ def expected_dags() -> set[str]:
 
 
 def import_errors(env) -> str:
-    out = subprocess.run(["airflow", "dags", "list-import-errors", "-o", "plain"], env=env, capture_output=True, text=True)
+    out = subprocess.run(["airflow", "dags", "list-import-errors", "-o", "plain"], env=env, capture_output=True,
+                         text=True)
     return out.stdout.strip()
 
 
@@ -347,13 +563,18 @@ def start_airflow() -> str:
         say(f"Airflow standalone already running (pid {pid_file.read_text().strip()})")
     else:
         if ui_healthy():
-            raise SystemExit(f"mirrorflow demo: port {UI_PORT} already answers; set MIRRORFLOW_DEMO_UI_PORT to another port")
+            raise SystemExit(f"mirrorflow demo: port {UI_PORT} already answers; set MIRRORFLOW_DEMO_UI_PORT "
+                             "to another port")
         say(f"Starting Airflow standalone (SQLite in {AIRFLOW_HOME}), log: {log_file}")
         with open(log_file, "ab") as log:
             proc = subprocess.Popen(["airflow", "standalone"], env=env, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=AIRFLOW_HOME)
         pid_file.write_text(str(proc.pid))
-    tail = lambda: "last lines of the log:\n" + "\n".join(log_file.read_text(errors="replace").splitlines()[-30:])
+        (AIRFLOW_HOME / "standalone.mode").write_text(MODE + "\n")
+
+    def tail() -> str:
+        return "last lines of the log:\n" + "\n".join(log_file.read_text(errors="replace").splitlines()[-30:])
+
     wait_for("the Airflow UI to answer", ui_healthy, timeout=240, interval=2, on_timeout=tail)
     expected = expected_dags()
     wait_for(f"the DAGs {sorted(expected)} to be listed", lambda: expected <= listed_dags(password), timeout=240,
@@ -368,13 +589,9 @@ def start_airflow() -> str:
 # --------------------------------------------------------------------------- sample traffic
 
 
-def bootstraps(topology: Topology) -> dict[str, str]:
-    return {name: cluster.bootstrap for name, cluster in topology.clusters.items()}
-
-
-def ensure_topic(name: str, bootstrap: str) -> None:
+def ensure_topic(name: str, client: dict) -> None:
     """Create ``orders`` on one cluster unless it exists (a second start finds it from the first)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(dict(client))
     future = admin.create_topics([NewTopic(TOPIC, TOPIC_PARTITIONS, 1)], request_timeout=30)[TOPIC]
     try:
         future.result(timeout=60)
@@ -387,17 +604,17 @@ def ensure_topic(name: str, bootstrap: str) -> None:
 
 def batch_tag() -> str:
     """Tells this start's messages from an earlier start's: every id of a batch carries it."""
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(2)
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(2)
 
 
-def produce_batch(origin: str, bootstrap: str, tag: str, count: int) -> list[str]:
+def produce_batch(origin: str, client: dict, tag: str, count: int) -> list[str]:
     """Produce ``count`` unique messages on ``origin``; returns their values, which are their ids.
 
     A value reads ``<origin>|<key>|<tag>-<seq>``, so any copy names where it came
     from. Every delivery report is checked: an unacknowledged message would later
     look like a mirroring loss.
     """
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    producer = Producer({**client, "enable.idempotence": True, "linger.ms": 5})
     failures: list[str] = []
 
     def delivered(err, msg) -> None:
@@ -422,11 +639,12 @@ def produce_batch(origin: str, bootstrap: str, tag: str, count: int) -> list[str
 
 def produce_traffic(topology: Topology, tag: str) -> list[str]:
     """The topic on every cluster, then one batch per cluster; returns every id produced."""
-    for name, bootstrap in bootstraps(topology).items():
-        ensure_topic(name, bootstrap)
+    clients = demo_clients(topology)
+    for name, client in clients.items():
+        ensure_topic(name, client)
     produced = []
-    for name, bootstrap in bootstraps(topology).items():
-        produced += produce_batch(name, bootstrap, tag, MESSAGES)
+    for name, client in clients.items():
+        produced += produce_batch(name, client, tag, MESSAGES)
         say(f"{name}: produced {MESSAGES} messages to {TOPIC} (batch {tag})")
     return produced
 
@@ -546,7 +764,7 @@ def mirror_until_quiet(api: AirflowApi, levels: list[int]) -> None:
     for dag_id in dag_ids:
         unpause(api, dag_id)
     say(f"Unpaused {', '.join(dag_ids)}; mirroring round after round until a round copies nothing")
-    since = datetime.now(timezone.utc)
+    since = datetime.now(UTC)
     accounted: set[tuple[str, str]] = set()
     for round_no in range(1, MAX_ROUNDS + 1):
         say(f"Round {round_no}")
@@ -590,19 +808,19 @@ def stable_ends(admin: AdminClient, tps: list[TopicPartition], timeout: float = 
         _pause.wait(0.1)
 
 
-def read_topic(name: str, bootstrap: str, timeout: float = 180.0) -> list[str]:
+def read_topic(name: str, client: dict, timeout: float = 180.0) -> list[str]:
     """Every committed value of ``orders`` on one cluster, read_committed up to the last stable offsets.
 
     ``enable.partition.eof`` marks a partition done when its last offsets are
     transaction markers rather than messages.
     """
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(dict(client))
     meta = admin.list_topics(topic=TOPIC, timeout=30).topics.get(TOPIC)
     if meta is None or meta.error is not None:
         raise SystemExit(f"mirrorflow demo: {name}: topic {TOPIC} is missing")
     tps = [TopicPartition(TOPIC, p) for p in sorted(meta.partitions)]
     ends = dict(zip((tp.partition for tp in tps), stable_ends(admin, tps)))
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mirrorflow-demo-check",
+    consumer = Consumer({**client, "group.id": "mirrorflow-demo-check",
                          "enable.auto.commit": False, "isolation.level": "read_committed",
                          "enable.partition.eof": True, "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in ends])
@@ -657,7 +875,7 @@ def report(topology: Topology, produced: list[str], tag: str) -> bool:
     the same state checks the old batches too.
     """
     say(f"Reading {TOPIC} back from every cluster (read_committed, up to the last stable offsets)")
-    held = {name: Counter(read_topic(name, bootstrap)) for name, bootstrap in bootstraps(topology).items()}
+    held = {name: Counter(read_topic(name, client)) for name, client in demo_clients(topology).items()}
     expected = set(produced).union(*held.values())
     say(f"Expected on every cluster: {len(expected)} messages ({len(produced)} from this start, batch {tag}; "
         f"{len(expected) - len(produced)} from earlier starts)")
@@ -706,12 +924,15 @@ def stop() -> None:
         if group_alive(pgid):
             say(f"Stopping Airflow standalone (process group {pgid})")
             # Ctrl-C first (standalone stops its components on it), then TERM, then KILL the rest.
-            stop_group(pgid, ((signal.SIGINT, 30), (signal.SIGTERM, 15), (signal.SIGKILL, 5)))
+            stop_group(pgid, ((signal.SIGINT, 30), (signal.SIGTERM, 15), (signal.SIGKILL, 5)),
+                       first_done=lambda: not leader_running(pgid))
         pid_file.unlink()
+    (AIRFLOW_HOME / "standalone.mode").unlink(missing_ok=True)
     s3_stopped = stop_s3()
-    if KAFKA_RUN.exists():
-        say("Stopping the Kafka clusters")
-        kafka_cli("stop", "--run-dir", str(KAFKA_RUN))
+    for kafka_run, which in ((PLAIN_KAFKA_RUN, "Kafka clusters"), (SECURED_KAFKA_RUN, "secured Kafka clusters")):
+        if kafka_run.exists():
+            say(f"Stopping the {which}")
+            kafka_cli("stop", "--run-dir", str(kafka_run))
     if not s3_stopped:
         raise SystemExit("mirrorflow demo: the S3 server outlived stop; run it again")
     say(f"Stopped. State and logs stay in {RUN} (delete it for a clean slate).")
@@ -725,12 +946,20 @@ def main() -> None:
         stop()
         return
     RUN.mkdir(parents=True, exist_ok=True)
+    refuse_other_mode()
     start_kafka()
+    if SECURED:
+        set_up_principal()
     start_s3()
     password = start_airflow()
     run_demo(password)
     say(f"S3 (mirror_archive, connection {S3_CONN_ID}): {demo_s3().endpoint_url} bucket {S3_BUCKET}, "
         f"access key {S3_ACCESS_KEY}, secret in {S3_RUN / 'secret'}")
+    if SECURED:
+        pki = SECURED_KAFKA_RUN / "pki"
+        say(f"Kafka (secured): mirrorflow logs in as User:{PRINCIPAL} (SASL_SSL, SCRAM-SHA-512) through the "
+            f"connections kafka_<cluster>; password in {SCRAM_PASSWORD_FILE}, CA {pki / 'ca.pem'}; "
+            f"the demo's own admin logs in by certificate ({pki / 'admin.pem'})")
     say(f"Demo running: UI http://127.0.0.1:{UI_PORT} (login {USER} / {password}). Stop it with: make stop")
 
 

@@ -105,13 +105,16 @@ GROUP = "secops-app"
 
 
 @pytest.fixture
-def audit_result_cleared(airflow_home):
+def results_cleared(airflow_home):
+    """The audit's result and the lag snapshot are this test's: later tests must not see them."""
     from airflow.models import Variable
 
     from mirrorflow_airflow.steps.audit import RESULT_VARIABLE
+    from mirrorflow_airflow.steps.lag_monitor import SNAPSHOT_VARIABLE
 
     yield
     Variable.delete(RESULT_VARIABLE)
+    Variable.delete(SNAPSHOT_VARIABLE)
 
 
 def _topology(conn_ids: dict[str, str], tree: str, topic: str) -> Topology:
@@ -137,7 +140,7 @@ def _levels(dags, topology: Topology, rounds: int) -> int:
 
 def test_every_role_works_on_secured_clusters_with_exactly_its_acls_and_no_secret_leaks(
         airflow_home, mirrorflow_acls, spark_connect_server, spark_standalone, s3_bucket, operator_state,
-        audit_result_cleared, monkeypatch, tmp_path, caplog, capfd):
+        results_cleared, monkeypatch, tmp_path, caplog, capfd):
     from mirrorflow_airflow.factories.archive import build_archive_dag
     from mirrorflow_airflow.factories.audit import build_audit_dag
     from mirrorflow_airflow.factories.decommission import build_decommission_dag
@@ -246,7 +249,13 @@ def test_every_role_works_on_secured_clusters_with_exactly_its_acls_and_no_secre
         assert operator_state(OWNERS_VARIABLE)[GROUP] == "c4"
 
         # the lag monitor measures; the audit finds every final window complete
-        assert build_lag_monitor_dag(grown).test().state == "success"
+        lag = build_lag_monitor_dag(grown).test()
+        assert lag.state == "success"
+        measured = xcom(lag, "measure")
+        links = [r for r in measured["links"] if r["topic"] == topic]
+        assert links and all(r["records"] == 0 for r in links), links  # converged: nothing behind
+        on_c4 = [r for r in measured["groups"] if r["group"] == GROUP and r["cluster"] == "c4"]
+        assert on_c4 and all(r["records"] is not None for r in on_c4), measured["groups"]  # the moved group
         audit = build_audit_dag(grown).test()
         assert audit.state == "success"
         summary = xcom(audit, "count")

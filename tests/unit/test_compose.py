@@ -1052,3 +1052,66 @@ def test_unpinned_dockerfile_is_rejected() -> None:
         "d.Dockerfile": "ARG V\nFROM python:${V}\n",
     })
     assert sorted(p.split(":")[0] for p in problems) == ["a.Dockerfile", "b.Dockerfile", "d.Dockerfile"], problems
+
+
+# ------------------------------------------------------------------ the secured override (deploy/compose.secured.yaml)
+
+SECURED_OVERRIDE = REPO / "deploy" / "compose.secured.yaml"
+SECURED_TOPOLOGY = REPO / "deploy" / "topology.secured.yaml"
+_REQUIRED_VAR = re.compile(r"^\$\{(AIRFLOW_CONN_[A-Z0-9_]+):\?[^}]+\}$")
+
+
+def check_secured_override(base: dict[str, Any], override: dict[str, Any], topology: dict[str, Any]) -> Problems:
+    """The override, merged onto the base as ``docker compose -f base -f override`` merges it, must run
+    every Airflow service on the secured topology with each cluster's connection taken from the
+    environment (required, never a value in the file), and leave nothing running that needs a
+    service it moved behind a profile."""
+    problems: Problems = []
+    over = services(override)
+    airflow = [n for n, s in services(base).items() if n.startswith("airflow-")]
+    wanted = {f"AIRFLOW_CONN_{c['conn_id'].upper()}" for c in (topology.get("clusters") or {}).values()}
+    if any("bootstrap" in c for c in (topology.get("clusters") or {}).values()):
+        problems.append("the secured topology names a bootstrap: its clusters must be connections only")
+    for name in airflow:
+        env = (over.get(name) or {}).get("environment") or {}
+        for var in sorted(wanted):
+            if var not in env:
+                problems.append(f"{name}: {var} is not passed on")
+            elif not _REQUIRED_VAR.match(str(env[var])):
+                problems.append(f"{name}: {var} must be ${{{var}:?...}} (from .env, required), not a value in the file")
+        base_mounts = [v for v in services(base)[name].get("volumes", []) if str(v).endswith("/topology.yaml:ro")]
+        mounts = [v for v in (over.get(name) or {}).get("volumes", []) if "topology.secured.yaml" in str(v)]
+        if not mounts or (base_mounts and mounts[0].split(":")[1] != base_mounts[0].split(":")[1]):
+            problems.append(f"{name}: the secured topology is not mounted over {base_mounts}")
+    profiled = {n for n, s in over.items() if s.get("profiles")}
+    for name, service in services(base).items():
+        if name in profiled:
+            continue
+        needs = service.get("depends_on") or {}
+        for dep in (needs if isinstance(needs, (dict, list)) else []):
+            if dep in profiled:
+                problems.append(f"{name} depends on {dep}, which the override moves behind a profile")
+    return problems
+
+
+def test_the_secured_override_runs_airflow_on_connections_only(compose: dict[str, Any]) -> None:
+    override = load_compose(SECURED_OVERRIDE)
+    topology = yaml.safe_load(SECURED_TOPOLOGY.read_text())
+    assert check_secured_override(compose, override, topology) == []
+    base_topology = yaml.safe_load(TOPOLOGY_FILE.read_text())
+    assert topology["tree"] == base_topology["tree"]
+    assert sorted(topology["clusters"]) == sorted(base_topology["clusters"])
+
+
+@pytest.mark.parametrize(("mutate", "fragment"), [
+    (lambda o, t: o["services"]["airflow-scheduler"]["environment"].update(
+        AIRFLOW_CONN_KAFKA_C1='{"conn_type": "kafka", "extra": {"sasl.password": "x"}}'), "not a value in the file"),
+    (lambda o, t: o["services"]["airflow-triggerer"]["environment"].pop("AIRFLOW_CONN_KAFKA_C4"), "is not passed on"),
+    (lambda o, t: o["services"].update({"spark-master": {"profiles": ["x"]}}), "moves behind a profile"),
+    (lambda o, t: t["clusters"]["c2"].update(bootstrap="b:9092"), "names a bootstrap"),
+])
+def test_a_broken_secured_override_is_rejected(compose: dict[str, Any], mutate, fragment: str) -> None:
+    override, topology = load_compose(SECURED_OVERRIDE), yaml.safe_load(SECURED_TOPOLOGY.read_text())
+    mutate(override, topology)
+    problems = check_secured_override(compose, override, topology)
+    assert any(fragment in p for p in problems), problems

@@ -157,3 +157,26 @@ def acl_bindings(acls: Iterable[Any], principal: str | None = None) -> dict[str,
             kinds[acl.resource_type], acl.name, patterns[acl.pattern_type], who, "*",
             AclOperation[acl.operation], AclPermissionType.ALLOW))
     return out
+
+
+def acl_key(binding: Any) -> tuple:
+    """An ACL binding as a comparable tuple (also the arguments of the ``AclBindingFilter`` that matches it)."""
+    return (binding.restype, binding.name, binding.resource_pattern_type, binding.principal, binding.host,
+            binding.operation, binding.permission_type)
+
+
+def held_acls(admin_config: Mapping[str, Any], principal: str | None, timeout: float = 30.0) -> dict[tuple, Any]:
+    """Every ACL binding on the cluster (of ``principal``, or of anyone when ``None``), by :func:`acl_key`."""
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None, AclOperation.ANY,
+                             AclPermissionType.ANY)
+    admin = AdminClient(dict(admin_config))  # kept until the answer is in: a destroyed client fails its futures
+    return {acl_key(b): b for b in admin.describe_acls(every, request_timeout=timeout).result()}

@@ -364,33 +364,18 @@ def write_secured_topology() -> Topology:
     return load_topology(SECURED_TOPOLOGY)
 
 
-def _acl_key(binding) -> tuple:
-    return (binding.restype, binding.name, binding.resource_pattern_type, binding.principal, binding.host,
-            binding.operation, binding.permission_type)
-
-
 def sync_acls(client: dict, principal: str, wanted: list) -> tuple[int, int]:
     """Make ``principal``'s ACLs on one cluster exactly ``wanted``: adds the missing, removes the rest.
 
     Returns (added, removed). A second start keeps what is still right, so a level run
     that happens to be running meanwhile is never left without a grant it needs.
     """
-    from confluent_kafka.admin import (
-        AclBindingFilter,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        ResourcePatternType,
-        ResourceType,
-    )
+    from confluent_kafka.admin import AclBindingFilter
 
-    from mirrorflow_dev.secured import create_acls, delete_acls
+    from mirrorflow_dev.secured import acl_key, create_acls, delete_acls, held_acls
 
-    every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
-                             AclOperation.ANY, AclPermissionType.ANY)
-    admin = AdminClient(dict(client))  # kept until the answer is in: a destroyed client fails its futures
-    held = {_acl_key(b): b for b in admin.describe_acls(every, request_timeout=30).result()}
-    want = {_acl_key(b): b for b in wanted}
+    held = held_acls(client, principal)
+    want = {acl_key(b): b for b in wanted}
     extra = [AclBindingFilter(*key) for key in held.keys() - want.keys()]
     removed = delete_acls(client, extra)
     create_acls(client, [b for key, b in want.items() if key not in held])

@@ -29,11 +29,9 @@ process list.
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import yaml
@@ -51,34 +49,9 @@ from tests.integration.groups import consume_and_commit, read_from_committed
 from tests.integration.mirroring import FOUR, THREE, assert_exactly_once, traffic
 from tests.integration.registry import PrimaryRegistry, registry_state
 from tests.integration.test_schema_sync import EVENT, ORDER
+from tests.processes import CommandLines
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka, pytest.mark.spark]
-
-class ProcessList:
-    """Every command line seen on the machine while it runs (a thread reading /proc, paced by an event)."""
-
-    def __init__(self) -> None:
-        self.seen: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for proc in Path("/proc").iterdir():
-                if proc.name.isdigit():
-                    try:
-                        self.seen.add((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-                    except OSError:
-                        pass
-            self._stop.wait(0.05)
-
-    def __enter__(self) -> ProcessList:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
 
 
 def all_xcom_values() -> str:
@@ -192,12 +165,12 @@ def test_every_role_works_on_secured_clusters_with_exactly_its_acls_and_no_secre
     registry = PrimaryRegistry(secured.admin("c1"), STORAGE)
     ids = {registry.register("orders-value", ORDER), registry.register("events-value", EVENT, "JSON")}
 
-    with ProcessList() as processes:
+    with CommandLines() as processes:
         # the three-cluster tree converges (target topics created by the copies): a first round with
         # spark-submit on local[*], then the copies (level runs, the backfill, the drain) go to Spark Connect
         three_dags = build_level_dags(three)
         assert _levels(three_dags, three, 1) > 0
-        assert any("org.apache.spark.deploy.SparkSubmit" in c for c in processes.seen)  # the sampler saw them
+        assert any("org.apache.spark.deploy.SparkSubmit" in c for c in processes.text())  # the sampler saw them
         connect = json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server.port})
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", connect)
         _levels(three_dags, three, 1)
@@ -299,7 +272,7 @@ def test_every_role_works_on_secured_clusters_with_exactly_its_acls_and_no_secre
               "Spark standalone cluster's logs and work directories": "\n".join(
                   p.read_text(errors="replace") for p in work_dir.parent.rglob("*")
                   if p.is_file() and p.suffix not in (".zip", ".jar")),
-              "process list": "\n".join(processes.seen)}
+              "process list": "\n".join(processes.text())}
     found = leaks(places, secured.password, settings["c4"]["ssl.key.pem"],
                   the_S3_secret_key=s3_bucket.secret_access_key)
     assert not found, found

@@ -63,6 +63,24 @@ def _final_table(stdout: str) -> dict[str, dict[str, str]]:
     return table
 
 
+def demo_env(run_dir: Path, topology: Path, messages: int, *, ui: int, s3: int, worker_logs: int,
+             trigger_logs: int, **extra: str) -> dict[str, str]:
+    """The demo's environment, isolated: its own run dir, topology and ports, none of the test session's Airflow."""
+    env = {k: v for k, v in os.environ.items() if not (k.startswith("AIRFLOW") or k == "MIRROR_TOPOLOGY")}
+    env.update({
+        "MIRRORFLOW_DEMO_RUN_DIR": str(run_dir),
+        "MIRRORFLOW_DEMO_TOPOLOGY": str(topology),
+        "MIRRORFLOW_DEMO_UI_PORT": str(ui),
+        "MIRRORFLOW_DEMO_PASSWORD": "e2e-only-password",
+        "MIRRORFLOW_DEMO_MESSAGES": str(messages),
+        "MIRRORFLOW_DEMO_S3_PORT": str(s3),
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
+        **extra,
+    })
+    return env
+
+
 def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path):
     k1, k2, k3, k4, ui, worker_logs, trigger_logs, s3 = _free_ports(8)
     topology = tmp_path / "topology.yaml"
@@ -70,21 +88,8 @@ def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path):
         (REPO / "topologies" / "demo.yaml").read_text()
         .replace("19092", str(k1)).replace("19093", str(k2)).replace("19094", str(k3)).replace("19095", str(k4))
     )
-    env = os.environ.copy()
-    # The demo builds its own Airflow home; drop the test session's.
-    for key in list(env):
-        if key.startswith("AIRFLOW") or key == "MIRROR_TOPOLOGY":
-            env.pop(key)
-    env.update({
-        "MIRRORFLOW_DEMO_RUN_DIR": str(tmp_path / "run"),
-        "MIRRORFLOW_DEMO_TOPOLOGY": str(topology),
-        "MIRRORFLOW_DEMO_UI_PORT": str(ui),
-        "MIRRORFLOW_DEMO_PASSWORD": "e2e-only-password",
-        "MIRRORFLOW_DEMO_MESSAGES": str(MESSAGES),
-        "MIRRORFLOW_DEMO_S3_PORT": str(s3),
-        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
-        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
-    })
+    env = demo_env(tmp_path / "run", topology, MESSAGES, ui=ui, s3=s3, worker_logs=worker_logs,
+                   trigger_logs=trigger_logs)
     demo = [sys.executable, str(REPO / "scripts" / "demo.py")]
     try:
         # Start-up, then a few rounds of two level runs, each a spark-submit: minutes on a small machine.

@@ -22,27 +22,21 @@ import os
 import stat
 import subprocess
 import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import (
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
-    ResourceType,
-)
+from confluent_kafka.admin import AdminClient
 
 from mirrorflow.acls import required_acls
 from mirrorflow.topology import load_topology
 from mirrorflow_dev.kafka import LocalKafka
-from tests.e2e.test_demo import _accepts, _final_table, _free_ports, _group_alive
+from mirrorflow_dev.secured import held_acls
+from tests.e2e.test_demo import _accepts, _final_table, _free_ports, _group_alive, demo_env
 from tests.fixtures.secured import bindings
+from tests.processes import CommandLines
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTERS = ("c1", "c2")
@@ -50,33 +44,6 @@ MESSAGES = 25  # per cluster
 PRINCIPAL = "User:mirrorflow"
 
 pytestmark = pytest.mark.e2e
-
-
-class CommandLines:
-    """Every process command line seen on the machine while it runs (a thread reading /proc, paced by an event)."""
-
-    def __init__(self) -> None:
-        self.seen: set[bytes] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for proc in Path("/proc").iterdir():
-                if proc.name.isdigit():
-                    try:
-                        self.seen.add((proc / "cmdline").read_bytes())
-                    except OSError:
-                        pass
-            self._stop.wait(0.1)
-
-    def __enter__(self) -> CommandLines:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
 
 
 def _pair_topology(ports: dict[str, int]) -> str:
@@ -101,12 +68,7 @@ def _refused(config: dict) -> bool:
 
 def _acl_keys(admin_config: dict, principal: str | None) -> set[tuple]:
     """Every ACL on a cluster (of ``principal``, or of anyone), as comparable tuples."""
-    every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None, AclOperation.ANY,
-                             AclPermissionType.ANY)
-    admin = AdminClient(admin_config)
-    held = admin.describe_acls(every, request_timeout=30).result()
-    return {(b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation, b.permission_type)
-            for b in held}
+    return set(held_acls(admin_config, principal))
 
 
 def _files_holding(root: Path, secret: bytes, paths=None) -> list[Path]:
@@ -125,25 +87,12 @@ def test_secured_demo_mirrors_with_exactly_the_derived_acls_and_keeps_its_passwo
     topology = tmp_path / "topology.yaml"
     topology.write_text(_pair_topology({"c1": k1, "c2": k2}))
     run = tmp_path / "run"
-    env = os.environ.copy()
-    for key in list(env):  # the demo builds its own Airflow home; drop the test session's
-        if key.startswith("AIRFLOW") or key == "MIRROR_TOPOLOGY":
-            env.pop(key)
-    env.update({
-        "MIRRORFLOW_SECURED": "1",
-        "MIRRORFLOW_DEMO_RUN_DIR": str(run),
-        "MIRRORFLOW_DEMO_TOPOLOGY": str(topology),
-        "MIRRORFLOW_DEMO_UI_PORT": str(ui),
-        "MIRRORFLOW_DEMO_PASSWORD": "e2e-only-password",
-        "MIRRORFLOW_DEMO_MESSAGES": str(MESSAGES),
-        "MIRRORFLOW_DEMO_S3_PORT": str(s3),
-        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
-        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
-    })
+    env = demo_env(run, topology, MESSAGES, ui=ui, s3=s3, worker_logs=worker_logs, trigger_logs=trigger_logs,
+                   MIRRORFLOW_SECURED="1")
     demo = [sys.executable, str(REPO / "scripts" / "demo.py")]
     ssl_ports: list[int] = []
     try:
-        with CommandLines() as commands:
+        with CommandLines(interval=0.1) as commands:
             started = subprocess.run(demo + ["start"], env=env, capture_output=True, text=True, timeout=1500)
         assert started.returncode == 0, started.stdout[-6000:] + started.stderr[-4000:]
 

@@ -25,27 +25,35 @@ java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9][0-9]*\).*/\1/p' |
 
 command -v mvn >/dev/null 2>&1 || die "Maven is required to fetch Apache Kafka from Maven Central (not found on PATH). On Debian: apt-get install maven"
 
-# --- Chromium (the UI tests drive it headless) ------------------------------
-# Debian's chromium, driven by Playwright (its own browser download is not used).
+# --- Chromium and Prometheus (Debian packages the tests use) --------------------
+# Debian's chromium, driven by Playwright (its own browser download is not used), for the UI tests;
+# Debian's prometheus (/usr/bin/prometheus and /usr/bin/promtool) for the metrics tests (docs/metrics.md).
+# One apt-get for whatever is missing; nothing when both are there.
 chromium=${MIRRORFLOW_CHROMIUM:-/usr/bin/chromium}
-if [ -x "$chromium" ]; then
-  say "Chromium is installed: $("$chromium" --version 2>/dev/null | head -n1)"
-else
-  command -v apt-get >/dev/null 2>&1 || die "Chromium is required for the UI tests ($chromium not found) and there is no apt-get here: install Chromium and set MIRRORFLOW_CHROMIUM to its executable"
+prometheus=${MIRRORFLOW_PROMETHEUS:-/usr/bin/prometheus}
+promtool=${MIRRORFLOW_PROMTOOL:-/usr/bin/promtool}
+apt_packages=()
+[ -x "$chromium" ] || apt_packages+=(chromium chromium-driver)
+{ [ -x "$prometheus" ] && [ -x "$promtool" ]; } || apt_packages+=(prometheus)
+if [ "${#apt_packages[@]}" -gt 0 ]; then
+  wanted="${apt_packages[*]}"
+  command -v apt-get >/dev/null 2>&1 || die "$wanted are required by the tests (Chromium: $chromium, Prometheus: $prometheus, $promtool) and there is no apt-get here: install them and set MIRRORFLOW_CHROMIUM, MIRRORFLOW_PROMETHEUS, MIRRORFLOW_PROMTOOL to their executables"
   if [ "$(id -u)" -eq 0 ]; then
     as_root=()
   elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
     as_root=(sudo -n)
   else
-    die "Chromium is required for the UI tests ($chromium not found); installing it needs root. Run: sudo apt-get update && sudo apt-get install -y --no-install-recommends chromium chromium-driver"
+    die "$wanted are required by the tests; installing them needs root. Run: sudo apt-get update && sudo apt-get install -y --no-install-recommends $wanted"
   fi
-  say "Installing Chromium for the UI tests (apt-get: chromium, chromium-driver)"
-  "${as_root[@]}" apt-get update -qq || die "apt-get update failed; Chromium (chromium, chromium-driver) is needed for the UI tests"
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null ||
-    die "apt-get install chromium chromium-driver failed; Chromium is needed for the UI tests"
-  [ -x "$chromium" ] || die "Chromium was installed but $chromium is still missing; set MIRRORFLOW_CHROMIUM to its executable"
-  say "Chromium is installed: $("$chromium" --version 2>/dev/null | head -n1)"
+  say "Installing what the tests need (apt-get: $wanted)"
+  "${as_root[@]}" apt-get update -qq || die "apt-get update failed; $wanted are needed by the tests"
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null ||
+    die "apt-get install $wanted failed; they are needed by the tests"
 fi
+[ -x "$chromium" ] || die "Chromium was installed but $chromium is still missing; set MIRRORFLOW_CHROMIUM to its executable"
+say "Chromium is installed: $("$chromium" --version 2>/dev/null | head -n1)"
+[ -x "$prometheus" ] && [ -x "$promtool" ] || die "Prometheus was installed but $prometheus or $promtool is still missing; set MIRRORFLOW_PROMETHEUS and MIRRORFLOW_PROMTOOL to its executables"
+say "Prometheus is installed: $("$prometheus" --version 2>&1 | head -n1)"
 
 # --- virtualenv ------------------------------------------------------------
 stamp_src=$(cat requirements.txt requirements-dev.txt constraints.txt pyproject.toml | sha256sum | cut -c1-16)

@@ -61,4 +61,5 @@ pytest_plugins = [
     "tests.fixtures.s3",
     "tests.fixtures.operator_state",
     "tests.fixtures.secured",
+    "tests.fixtures.prometheus",
 ]

@@ -23,6 +23,8 @@ from typing import Any
 
 from airflow.sdk import Variable
 
+from mirrorflow.status.totals import fold
+
 
 class StateUnreadable(RuntimeError):
     """A stored state the topology depends on cannot be read in this process."""
@@ -165,3 +167,44 @@ def record_onboarding(cluster: str, record: dict | None) -> None:
         data[cluster] = record
     Variable.set(ONBOARDING_VARIABLE, json.dumps(data, sort_keys=True),
                  description="mirrorflow: onboardings in progress (written by mirror_onboard_cluster)")
+
+
+# --------------------------------------------------------------------------- what the level runs copied
+
+COPY_TOTALS_PREFIX = "mirrorflow_copy_totals_level_"
+#: Latest progress of long tasks, by ``dag_id/run_id/task_id`` (mirrorflow.progress); read by the status page.
+PROGRESS_VARIABLE = "mirrorflow_progress"
+
+
+def record_copy_totals(level: int, partitions: list[dict], *, finished_at: float, run_id: str) -> None:
+    """Fold one level run's partition rows into the level's running totals (status page, metrics).
+
+    One Variable per level: a level runs one micro-batch at a time, so its
+    read-fold-write never races another writer.
+    """
+    key = f"{COPY_TOTALS_PREFIX}{level}"
+    raw = read_variable(key)
+    previous = (json.loads(raw) if isinstance(raw, str) else dict(raw)) if raw else None
+    Variable.set(key, json.dumps(fold(previous, partitions, finished_at=finished_at, run_id=run_id), sort_keys=True),
+                 description=f"mirrorflow: records and bytes copied per level-{level} link-partition, last success "
+                             f"and failure (written by mirror_level_{level}; docs/metrics.md)")
+
+
+# --------------------------------------------------------------------------- open alert incidents
+
+INCIDENTS_VARIABLE = "mirrorflow_alert_incidents"
+
+
+def open_incidents() -> dict[str, dict[str, Any]]:
+    """The incidents alerted and not yet over (Variable ``mirrorflow_alert_incidents``; docs/alerts.md)."""
+    raw = read_variable(INCIDENTS_VARIABLE)
+    if not raw:
+        return {}
+    data = json.loads(raw) if isinstance(raw, str) else raw
+    return {str(k): dict(v) for k, v in dict(data).items()}
+
+
+def set_open_incidents(incidents: dict[str, dict[str, Any]]) -> None:
+    Variable.set(INCIDENTS_VARIABLE, json.dumps(dict(sorted(incidents.items())), sort_keys=True),
+                 description="mirrorflow: open alert incidents, one message each (written by the alert notifiers "
+                             "of mirror_lag_monitor, mirror_level_<L> and mirror_audit; docs/alerts.md)")

@@ -11,7 +11,7 @@ from typing import Any
 
 from mirrorflow.status import sections
 from mirrorflow.status.inputs import StatusInputs
-from mirrorflow.status.links import link_rows, page, tree_picture
+from mirrorflow.status.links import STATES, link_rows, page, tree_picture
 from mirrorflow.status.problems import open_problems
 from mirrorflow.topology import Topology
 
@@ -38,10 +38,9 @@ def build_status(topology: Topology, inputs: StatusInputs) -> dict[str, Any]:
     per_cluster: dict[str, dict[str, Any]] = {
         name: {"name": name, "reachable": None if not lag else name not in unreachable,
                "reason": unreachable.get(name), "worst": "unknown"} for name in sorted(topology.clusters)}
-    states = ("error", "breach", "lagging", "ok", "unknown")
     for row in links:  # a cluster shows the worst state of the links into it
         c = per_cluster.get(row["target"])
-        if c is not None and states.index(row["state"]) < states.index(c["worst"]):
+        if c is not None and STATES.index(row["state"]) < STATES.index(c["worst"]):
             c["worst"] = row["state"]
     for name, reason in unreachable.items():
         if name in per_cluster:

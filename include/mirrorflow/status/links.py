@@ -10,15 +10,16 @@ measured yet). The tree picture is the topology's tree with these links on it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal, get_args
 
 from mirrorflow.copy.links import effective_links
 from mirrorflow.status import forms
 from mirrorflow.topology import Topology
 from mirrorflow.topology.tree import is_leaf
 
-#: Worst first: the order of the page's tables and of a link's colour.
-STATES = ("error", "breach", "lagging", "ok", "unknown")
+#: A link's state, worst first: the order of the page's tables and of a link's colour.
+State = Literal["error", "breach", "lagging", "ok", "unknown"]
+STATES: tuple[str, ...] = get_args(State)
 
 
 def tree_picture(topology: Topology) -> dict[str, Any]:

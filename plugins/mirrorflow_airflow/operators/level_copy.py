@@ -21,6 +21,7 @@ see ``MirrorSparkJobOperator``). What this operator adds:
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from mirrorflow.copy.job import JOB_ENV, run_job
@@ -31,6 +32,7 @@ from mirrorflow_airflow.hooks.archive import archive_location
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator
 from mirrorflow_airflow.spark import JOB_SCRIPT
+from mirrorflow_airflow.state import COPY_TOTALS_PREFIX, record_copy_totals
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +65,7 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator):
         spec = build_spec(self.topology, self.level, context["run_id"], links, clusters, archive=archive)
 
         result = self.submit(context, spec)
-        result.pop("partitions", None)
+        self._record_totals(result.pop("partitions", None) or [], result, context["run_id"])
         for link in result["links"]:
             log.info("link %s: %s -> %s: %d copied, %d skipped, %d bytes over %d partitions%s", link["link"],
                      link["source"], link["target"], link["copied"], link["skipped"], link["bytes"],
@@ -74,3 +76,13 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator):
             raise CopyFailed(f"level {self.level} run {context['run_id']}: {len(result['errors'])} failure(s); "
                              f"every other partition was copied:\n  {lines}")
         return result
+
+    def _record_totals(self, partitions: list[dict[str, Any]], result: dict[str, Any], run_id: str) -> None:
+        """Keep the running totals the status page and the metrics read; the copy stands even if this fails."""
+        try:
+            record_copy_totals(self.level, partitions, finished_at=result.get("finished_at") or time.time(),
+                               run_id=run_id)
+        except Exception as exc:  # the messages are copied and committed: only the counters are behind
+            log.error("level %d run %s: the copy totals (Variable %s%d) were not updated, so the status page and "
+                      "the metrics lag behind this run: %s: %s", self.level, run_id, COPY_TOTALS_PREFIX, self.level,
+                      type(exc).__name__, exc)

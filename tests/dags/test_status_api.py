@@ -1,0 +1,132 @@
+"""The Mirror page's API and metrics inside Airflow's own API server app: refused without a login, served with one.
+
+Airflow's real app (``airflow.api_fastapi.app.create_app``, the one ``airflow
+api-server`` serves) with this repo's plugin, its real auth manager (the simple
+one, as ``airflow standalone`` runs it) and the session's metadata database;
+requests go through FastAPI's test client, in process. The state the page reads
+is stored the way the DAGs store it. The page in a browser, on real traffic, is
+tested by the demo's end-to-end test (tests/e2e/test_demo.py).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from mirrorflow.lag import LinkPartitionLag
+from mirrorflow.lag.snapshot import LagSnapshot
+from mirrorflow_airflow.state import COPY_TOTALS_PREFIX
+from mirrorflow_airflow.steps.lag_monitor import SNAPSHOT_VARIABLE
+
+ROUTES = ("/mirror/", "/mirror/api/status", "/mirror/api/links", "/mirror/metrics")
+
+
+@pytest.fixture(scope="module")
+def api(airflow_home):
+    from airflow.api_fastapi.app import create_app
+    from fastapi.testclient import TestClient
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "status-api-test-only")  # standalone generates one
+        with TestClient(create_app()) as client:
+            yield client
+
+
+def token(role: str = "viewer") -> str:
+    """A JWT as ``POST /auth/token`` issues it for a user of ``role``, signed by the running auth manager."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    return get_auth_manager().generate_jwt(SimpleAuthManagerUser(username=f"{role}-user", role=role))
+
+
+@pytest.fixture
+def stored(airflow_home):
+    """Set Variables as the DAGs would; delete them afterwards."""
+    from airflow.models import Variable
+
+    keys = []
+
+    def store(key: str, value) -> None:
+        keys.append(key)
+        Variable.set(key, json.dumps(value))
+
+    yield store
+    for key in keys:
+        Variable.delete(key)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_anonymous_and_forged_requests_are_refused(api, route):
+    assert api.get(route).status_code == 401
+    assert api.get(route, headers={"Authorization": "Bearer not-a-token"}).status_code == 403
+    api.cookies.set("_token", "forged")
+    try:
+        assert api.get(route).status_code == 403
+    finally:
+        api.cookies.clear()
+
+
+def test_a_logged_in_viewer_reads_the_page_its_api_and_the_metrics(api, stored, monkeypatch):
+    now = datetime.now(UTC)
+    rows = [LinkPartitionLag("c1.L1", 1, "c1", "c2", "orders", 0, 150, 12.0),
+            LinkPartitionLag("c2.L1", 1, "c2", "c1", "orders", 0, 0, 0.0)]
+    snapshot = LagSnapshot(now, "demo", links=rows, sla={"sla": {"records": 100}})
+    stored(SNAPSHOT_VARIABLE, snapshot.to_dict())
+    stored(f"{COPY_TOTALS_PREFIX}1", {"partitions": {"c1.L1|orders|0": {
+        "link": "c1.L1", "source": "c1", "target": "c2", "topic": "orders", "partition": 0, "records": 40,
+        "bytes": 4000, "last_success": now.timestamp(), "error": None, "error_since": None}}})
+    topology = monkeypatch_topology(monkeypatch, "lag: {sla: {records: 100}}")
+    headers = {"Authorization": f"Bearer {token('viewer')}"}
+
+    page = api.get("/mirror/", headers=headers)
+    assert page.status_code == 200 and "<title>Mirror" in page.text
+
+    status = api.get("/mirror/api/status", headers=headers).json()
+    assert status["topology"] == topology
+    links = {r["id"]: r for r in status["links"]["items"]}
+    assert links["c1.L1"]["state"] == "breach" and links["c1.L1"]["records"] == 150
+    assert links["c1.L1"]["copied_records"] == 40
+    assert links["c2.L1"]["state"] == "ok"
+    assert status["links"]["counts"]["unknown"] == 6  # the links the snapshot did not measure
+
+    page_of = api.get("/mirror/api/links", params={"state": "breach"}, headers=headers).json()
+    assert [r["id"] for r in page_of["items"]] == ["c1.L1"]
+    assert api.get("/mirror/api/links", params={"state": "purple"}, headers=headers).status_code == 422
+
+    metrics = api.get("/mirror/metrics", headers=headers)
+    assert metrics.status_code == 200 and metrics.headers["content-type"].startswith("text/plain")
+    assert ('mirrorflow_link_lag_records{link="c1.L1",source="c1",target="c2",topic="orders",partition="0"} 150'
+            in metrics.text.splitlines())
+
+    api.cookies.set("_token", token("viewer"))  # the UI's login, as the page's own requests carry it
+    try:
+        assert api.get("/mirror/api/status").status_code == 200
+    finally:
+        api.cookies.clear()
+
+
+def test_a_broken_topology_file_is_named_not_a_blank_page(api, monkeypatch, tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\nclusters: {c1: {bootstrap: 'nowhere'}}\n")
+    monkeypatch.setenv("MIRROR_TOPOLOGY", str(broken))
+    answer = api.get("/mirror/api/status", headers={"Authorization": f"Bearer {token()}"})
+    assert answer.status_code == 500
+    assert "the topology cannot be loaded" in answer.json()["detail"] and "broken.yaml" in answer.json()["detail"]
+
+
+def monkeypatch_topology(monkeypatch, extra: str) -> str:
+    """The demo's tree with ``extra`` appended, as the API server's ``MIRROR_TOPOLOGY``; returns its name."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    text = (repo / "topologies" / "demo.yaml").read_text().split("\nlag:")[0] + "\n" + extra + "\n"
+    handle, path = tempfile.mkstemp(suffix=".yaml")
+    os.close(handle)
+    Path(path).write_text(text.replace("name: demo", "name: status-api"))
+    monkeypatch.setenv("MIRROR_TOPOLOGY", path)
+    return "status-api"

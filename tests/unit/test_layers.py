@@ -32,13 +32,13 @@ ROOTS = {"mirrorflow": REPO / "include", "mirrorflow_airflow": REPO / "plugins"}
 #: they are leaves that may lean on each other, such as ``audit`` on ``secrets``).
 LAYERS: list[set[str]] = [
     {"errors", "secrets", "internal_names", "copyflags", "subjects", "defaults", "work", "provenance", "audit",
-     "spark_run", "spark_connect", "spark_entry", "spark_driver", "cache_root", ""},
+     "spark_run", "spark_connect", "spark_entry", "spark_driver", "cache_root", "progress", ""},
     {"kafka"},
     {"topology"},
     {"archive", "schemas"},
     {"copy"},
     {"offsets", "lag", "decommission", "completeness"},
-    {"onboard"},
+    {"onboard", "alerts", "status"},
     {"acls"},
 ]
 FORBIDDEN_IN_CORE = ("airflow", "mirrorflow_airflow", "mirrorflow_dev")

@@ -43,6 +43,7 @@ from mirrorflow.errors import TopologyError, UnknownClusterError, UnknownLinkErr
 from mirrorflow.internal_names import is_internal_topic
 from mirrorflow.secrets import is_secret_config
 from mirrorflow.topology import tree as _tree
+from mirrorflow.topology.alerts import AlertsConfig
 from mirrorflow.topology.archive import ArchiveConfig
 from mirrorflow.topology.audit import AuditConfig
 from mirrorflow.topology.base import Model
@@ -232,6 +233,8 @@ class Topology(_Model):
     archive: ArchiveConfig = Field(default_factory=ArchiveConfig)
     #: The completeness audit, mirror_audit (see audit.py).
     audit: AuditConfig = Field(default_factory=AuditConfig)
+    #: Who is told, by e-mail or webhook, when mirroring needs a person (see alerts.py); ``None``: nobody.
+    alerts: AlertsConfig | None = None
 
     _patterns: tuple[re.Pattern[str], ...] = PrivateAttr(default=())
     _leaves: tuple[str, ...] = PrivateAttr(default=())
@@ -393,6 +396,8 @@ class Topology(_Model):
                 data[section] = settings
             else:
                 data.pop(section, None)
+        if self.alerts is not None:
+            data["alerts"] = self.alerts.model_dump(mode="python", exclude_defaults=True)
         return data
 
     def to_yaml(self) -> str:
@@ -495,6 +500,8 @@ def _problem_text(err: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
         return f"expected a string, got {_kind(value)}"
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return f"expected an integer, got {_kind(value)}"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"expected true or false, got {_kind(value)}"
     if kind in ("list_type", "tuple_type"):
         return f"expected a list, got {_kind(value)}"
     if kind in ("dict_type", "model_type", "model_attributes_type"):

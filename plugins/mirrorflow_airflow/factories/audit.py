@@ -13,6 +13,10 @@ Each run (:mod:`mirrorflow.completeness`, docs/audit.md):
 - ``check``: fails, without retrying, with a table naming topic, window, origin,
   cluster, the counts and the messages missing or duplicated.
 
+With an ``alerts`` section in the topology, each difference (per cluster, topic
+and origin) and each cluster not audited is one message when found and one when
+it is over (:mod:`mirrorflow_airflow.notifiers`, docs/alerts.md).
+
 Schedule: ``audit.schedule`` of the topology (default every 10 minutes); one run
 at a time, no catch-up.
 """
@@ -26,6 +30,7 @@ from airflow.sdk import DAG, get_current_context, task
 from mirrorflow.topology import Topology
 from mirrorflow.topology.replication import parse_schedule
 from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.notifiers import alert_callbacks
 from mirrorflow_airflow.steps.audit import audit_clusters, check_audit
 
 DAG_ID = "mirror_audit"
@@ -40,12 +45,12 @@ def build_audit_dag(topology: Topology) -> DAG:
         doc_md=__doc__,
     ) as dag:
 
-        @task
+        @task(**alert_callbacks(topology, "task"))
         def count() -> dict[str, Any]:
             """Count what is new on every cluster, compare the final windows, drill down the differences."""
             return audit_clusters(topology, run_id=str(get_current_context()["run_id"]))
 
-        @task
+        @task(**alert_callbacks(topology, "audit", result_task_id="count"))
         def check(summary: dict[str, Any]) -> dict[str, Any]:
             """Fail, without retrying (AuditViolation), naming every difference."""
             return check_audit(summary)

@@ -17,6 +17,10 @@ Each run takes one snapshot (:mod:`mirrorflow.lag`):
   topology's ``lag`` section sets a bound that is exceeded (an unreachable
   cluster counts when a bound applies to what it would have measured).
 
+With an ``alerts`` section in the topology, ``check`` tells a person: one
+message per link, group or cluster that violates the SLA when it starts, and one
+when it is over (:mod:`mirrorflow_airflow.notifiers`, docs/alerts.md).
+
 Schedule: ``lag.schedule`` of the topology (default every minute); one run at
 a time, no catch-up. Format of the snapshot: docs/lag.md.
 """
@@ -32,6 +36,7 @@ from airflow.sdk import DAG, task
 from mirrorflow.topology import Topology
 from mirrorflow.topology.replication import parse_schedule
 from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.notifiers import alert_callbacks
 from mirrorflow_airflow.steps.lag_monitor import check_sla, measure_lag
 
 DAG_ID = "mirror_lag_monitor"
@@ -47,13 +52,14 @@ def build_lag_monitor_dag(topology: Topology) -> DAG:
         doc_md=__doc__,
     ) as dag:
 
-        @task
+        @task(**alert_callbacks(topology, "task"))
         def measure() -> dict[str, Any]:
             """Measure every link and group; store the snapshot in the Variable mirrorflow_lag_snapshot."""
             return measure_lag(topology, datetime.now(UTC))
 
         @task(doc_md="Fail, without retrying, when the snapshot exceeds the topology's lag settings: "
-                     + (json.dumps(bounds) if bounds else "none set"))
+                     + (json.dumps(bounds) if bounds else "none set"),
+              **alert_callbacks(topology, "lag", result_task_id="measure"))
         def check(snapshot: dict[str, Any]) -> dict[str, Any]:
             return check_sla(snapshot)
 

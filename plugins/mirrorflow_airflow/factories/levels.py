@@ -12,6 +12,10 @@ distributor and its effective target leaf):
   work; executors copy exactly once. It logs one audit line per partition and
   returns the batch summary, the DAG run's return value.
 
+With an ``alerts`` section in the topology, a failed partition (a retention gap,
+a truncated source, any copy error) is one message when it starts failing and one
+when a later run copies it (:mod:`mirrorflow_airflow.notifiers`, docs/alerts.md).
+
 Schedule: ``replication.schedule`` or ``replication.levels.<L>.schedule`` of the
 topology (default every 5 minutes); one run at a time, no catch-up.
 """
@@ -22,6 +26,7 @@ from airflow.sdk import DAG, task
 
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.notifiers import alert_callbacks
 from mirrorflow_airflow.operators.level_copy import MirrorLevelCopyOperator
 from mirrorflow_airflow.steps.levels import plan_level
 
@@ -46,7 +51,8 @@ def build_level_dag(topology: Topology, level: int) -> DAG:
             """Effective targets and replication windows of this level's links."""
             return plan_level(topology, level, run_id or "")
 
-        plan() >> MirrorLevelCopyOperator(task_id="copy", topology=topology, level=level)
+        plan() >> MirrorLevelCopyOperator(task_id="copy", topology=topology, level=level,
+                                          **alert_callbacks(topology, "copy"))
     return dag
 
 

@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.status import build_status, links_page
 from mirrorflow.status.inputs import StatusInputs
-from mirrorflow.status.links import STATES
+from mirrorflow.status.links import State
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.state import CHANGES_VARIABLE
 from mirrorflow_airflow.topology import current_topology
@@ -59,7 +59,7 @@ def status(session: SessionDep) -> dict[str, Any]:
 
 
 @app.get("/api/links", dependencies=READ)
-def links(session: SessionDep, state: Annotated[str | None, Query(enum=list(STATES))] = None,
+def links(session: SessionDep, state: State | None = None,
           level: int | None = None, q: str = "", offset: Annotated[int, Query(ge=0)] = 0,
           limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
     topology, inputs = _state(session)

@@ -15,8 +15,10 @@ import pytest
 from confluent_kafka import Consumer
 
 from mirrorflow_airflow.factories.failover import build_failover_dag
+from mirrorflow_airflow.factories.lag_monitor import build_lag_monitor_dag
 from mirrorflow_airflow.factories.offsets import build_offsets_dag
 from mirrorflow_airflow.state import OWNERS_VARIABLE
+from mirrorflow_airflow.steps.lag_monitor import SNAPSHOT_VARIABLE
 from tests.dags.test_level_dags import xcom
 from tests.integration.groups import committed_offsets, consume_and_commit, read_from_committed
 from tests.integration.mirroring import (
@@ -50,6 +52,15 @@ def owners(airflow_home):
 
     yield lambda: json.loads(Variable.get(OWNERS_VARIABLE, default_var="{}"))
     Variable.delete(OWNERS_VARIABLE)
+
+
+@pytest.fixture
+def lag_snapshot(airflow_home):
+    """The lag monitor's snapshot Variable, removed afterwards (a later monitor would read it as its previous)."""
+    from airflow.models import Variable
+
+    yield lambda: json.loads(Variable.get(SNAPSHOT_VARIABLE, default_var="{}"))
+    Variable.delete(SNAPSHOT_VARIABLE)
 
 
 def _conf(**kw):
@@ -148,9 +159,10 @@ def test_refuses_a_group_with_members_on_the_source_or_the_target(kafka_clusters
         assert "fo-busy" not in owners()
 
 
-def test_active_active_exact_failover_to_the_sibling_skips_nothing(kafka_clusters, make_topic, as_current, owners):
+def test_active_active_exact_failover_skips_nothing_and_replays_what_the_lag_monitor_promised(
+        kafka_clusters, make_topic, as_current, owners, lag_snapshot):
     topic = topic_everywhere(make_topic)
-    topo = as_current(topology(kafka_clusters, FOUR, [topic]))
+    topo = as_current(topology(kafka_clusters, FOUR, [topic], extra="offsets: {groups: [fo-aa]}\n"))
     settings = clients(kafka_clusters, topo)
     with Traffic(kafka_clusters, topic, ["c1", "c3"]) as flowing:  # written on c1 and c3 at once
         flowing.wait_for(200)
@@ -159,13 +171,32 @@ def test_active_active_exact_failover_to_the_sibling_skips_nothing(kafka_cluster
         done = consume_and_commit(kafka_clusters["c1"].bootstrap, topic, "fo-aa", 150)
         expected = flowing.stop()
     converge(topo, settings)
-    run = build_failover_dag(topo).test(run_conf=_conf(groups=["fo-a.*"], to_cluster="c2"))
+    # the lag monitor's preview first: the status page's promise, which the failover below must keep
+    from airflow.models import Variable
+
+    Variable.set(OWNERS_VARIABLE, json.dumps({"fo-aa": "c1"}))  # as mirror_offsets records it
+    monitor = build_lag_monitor_dag(topo).test()
+    assert monitor.state == "success"
+    promised = xcom(monitor, "measure")["failover"]["fo-aa"]
+    assert promised == lag_snapshot()["failover"]["fo-aa"]
+    assert promised["owner"] == "c1" and sorted(promised["targets"]) == ["c2", "c3", "c4"], promised
+    assert all(t["skip"] == 0 and t["why"] is None for t in promised["targets"].values()), promised
+    for cluster in ("c2", "c3", "c4"):  # read-only: the preview committed nothing
+        assert committed_offsets(kafka_clusters[cluster].bootstrap, topic, "fo-aa", 2) == [-1001, -1001]
+
+    # c4, on the other side of the tree: it orders the two origins unlike c1 (c2 copies c1's order as it is)
+    run = build_failover_dag(topo).test(run_conf=_conf(groups=["fo-a.*"], to_cluster="c4"))
     assert run.state == "success"
-    rest = read_from_committed(kafka_clusters["c2"].bootstrap, topic, "fo-aa", 2)
+    rest = read_from_committed(kafka_clusters["c4"].bootstrap, topic, "fo-aa", 2)
     skipped = set(expected) - set(done) - set(rest)
     assert not skipped, f"{len(skipped)} messages skipped, e.g. {sorted(skipped)[:3]}"
     replayed = len(set(done) & set(rest))
-    assert replayed == sum(r["expected_replay"] for r in xcom(run, "switch")["plan"]["rows"])
+    rows = xcom(run, "switch")["plan"]["rows"]
+    assert replayed == sum(r["expected_replay"] for r in rows)
+    preview = promised["targets"]["c4"]
+    assert (preview["replay"], preview["skip"]) == (replayed, len(skipped)), (preview, rows)
+    assert preview["replay_by_partition"] == {f"{r['topic']}[{r['partition']}]": r["expected_replay"]
+                                              for r in rows if r["expected_replay"]}
 
 
 def test_mirror_offsets_positions_idle_clusters_and_is_idempotent(kafka_clusters, make_topic, as_current, owners):

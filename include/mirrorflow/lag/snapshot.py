@@ -35,6 +35,9 @@ class LagSnapshot:
     violations: list[Violation] = field(default_factory=list)
     sla: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
+    #: What a planned failover of each group would replay and skip now, per other cluster: filled by the
+    #: caller (``mirrorflow.offsets.failover_preview``, a part this one does not import), stored as it is.
+    failover: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -102,6 +105,7 @@ class LagSnapshot:
             "unreachable": self.unreachable,
             "sla": self.sla,
             "violations": [str(v) for v in self.violations],
+            "failover": self.failover,
         }
 
 

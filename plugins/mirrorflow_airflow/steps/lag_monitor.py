@@ -20,9 +20,10 @@ from mirrorflow import lag
 from mirrorflow.audit import audit
 from mirrorflow.copy.links import effective_links
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.offsets.failover_preview import preview_failovers
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
-from mirrorflow_airflow.state import link_targets, read_variable
+from mirrorflow_airflow.state import group_owners, link_targets, read_variable
 from mirrorflow_airflow.steps.audit import latest_problems
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,10 @@ def take_snapshot(topology: Topology, now: datetime | None = None) -> lag.LagSna
             clients[name] = MirrorClusterHook(topology, name).client()
         except Exception as exc:  # a missing connection must not hide the other clusters
             unavailable[name] = f"has no client settings ({type(exc).__name__}: {exc})"
-    return lag.measure(topology, clients, links, unavailable=unavailable, now=now, previous=read_lag_snapshot())
+    snap = lag.measure(topology, clients, links, unavailable=unavailable, now=now, previous=read_lag_snapshot())
+    # what a planned failover of each group would replay and skip now (read-only, bounded; docs/lag.md)
+    snap.failover = preview_failovers(topology, clients, group_owners(), snap.groups, snap.unreachable)
+    return snap
 
 
 def measure_lag(topology: Topology, now: datetime | None = None) -> dict[str, Any]:

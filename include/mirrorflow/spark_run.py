@@ -18,6 +18,13 @@ moves (docs/benchmarks.md). A Connect server is started once; its Python workers
 are kept between jobs of the same session (``spark.python.worker.reuse``), so a
 micro-batch costs the client's connection, the driver's planning and the copy.
 
+Progress (:mod:`mirrorflow.progress`): the driver learns a task's results only
+when the task ends, so while a job runs its progress is the share of its Spark
+tasks that finished, as Spark itself reports it: a SparkContext's status tracker
+(polled by the progress ticker, for the job group this module sets) or a Connect
+session's progress handler (the server streams its stages' task counts to the
+client while ``collect`` waits).
+
 Executors import this module by reference (the Connect path's task function
 lives here), so it imports nothing heavy at module level.
 """
@@ -29,8 +36,12 @@ import json
 import logging
 import os
 import re
+import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mirrorflow.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -76,23 +87,91 @@ def parallelism(spark: Any) -> int:
 
 
 def run_bins(spark: Any, fn: Callable[[Iterator[Any]], Iterator[dict[str, Any]]], bins: list[Any],
-             description: str) -> list[dict[str, Any]]:
+             description: str, progress: Progress | None = None) -> list[dict[str, Any]]:
     """Run ``fn`` over each bin as one Spark task; every result dict, in no particular order.
 
     ``fn`` takes an iterator of bins and yields result dicts (what ``mapPartitions``
     is given on a SparkContext). It must be picklable by reference: a module-level
-    function, or a ``functools.partial`` of one.
+    function, or a ``functools.partial`` of one. ``progress``: told the finished
+    Spark tasks while the job runs (see the module); its lines come from a ticker.
     """
     if not bins:
         return []
     if not is_connect(spark):
         sc = spark_context(spark)
-        sc.setJobDescription(description)
-        return sc.parallelize(bins, len(bins)).mapPartitions(fn).collect()
+        # A job group of its own, so that the status tracker finds this job's stages and no other's.
+        group = f"mirrorflow-{uuid.uuid4().hex}"
+        sc.setJobGroup(group, description)
+        if progress is None:
+            return sc.parallelize(bins, len(bins)).mapPartitions(fn).collect()
+        progress.on_spark()
+
+        def poll() -> None:
+            done, total = _classic_tasks(sc, group)
+            if total:
+                progress.tasks(done, total)
+
+        with progress.running(poll):
+            out = sc.parallelize(bins, len(bins)).mapPartitions(fn).collect()
+        # Not Spark's count once more: its status store is updated asynchronously and may lag; every
+        # task's results are here, so all of them finished.
+        progress.tasks_ended(len(bins))
+        return out
     # One row (the bin's index) per partition: range() splits evenly, and nothing shuffles.
     frame = spark.range(0, len(bins), 1, len(bins))
-    rows = frame.mapInArrow(functools.partial(_arrow_bins, fn, bins), f"{RESULT_COLUMN} string").collect()
+    query = frame.mapInArrow(functools.partial(_arrow_bins, fn, bins), f"{RESULT_COLUMN} string")
+    if progress is None:
+        rows = query.collect()
+    else:
+        progress.on_spark()
+        handler = _ConnectTasks(progress)
+        register = getattr(spark, "registerProgressHandler", None)
+        if register is None:
+            log.info("this Spark Connect client reports no task progress (registerProgressHandler needs "
+                     "pyspark 4); progress of %s is known when the job ends", progress.what)
+        else:
+            register(handler)
+        try:
+            with progress.running():
+                rows = query.collect()
+        finally:
+            if register is not None:
+                spark.removeProgressHandler(handler)
+        # The server's last report may predate its last task's end; the results of every task are here.
+        progress.tasks_ended(len(bins))
     return [json.loads(row[RESULT_COLUMN]) for row in rows]
+
+
+def _classic_tasks(sc: Any, group: str) -> tuple[int, int]:
+    """Finished and all tasks of the stages of job group ``group``, from the SparkContext's status tracker."""
+    tracker = sc.statusTracker()
+    done = total = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in (job.stageIds if job is not None else ()):
+            stage = tracker.getStageInfo(stage_id)
+            if stage is not None:
+                done += stage.numCompletedTasks
+                total += stage.numTasks
+    return done, total
+
+
+class _ConnectTasks:
+    """A Spark Connect progress handler: the stages' task counts the server streams during ``collect``.
+
+    The server sends them every ``spark.connect.progress.reportInterval`` (2 s by
+    default) and once more when the query ends; the client calls this on the thread
+    that waits in ``collect``.
+    """
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+
+    def __call__(self, stages: Any, inflight_tasks: int, operation_id: str | None, done: bool) -> None:
+        stages = list(stages or ())
+        total = sum(s.num_tasks for s in stages)
+        if total:
+            self.progress.tasks(sum(s.num_completed_tasks for s in stages), total)
 
 
 def _arrow_bins(fn: Callable[[Iterator[Any]], Iterator[dict[str, Any]]], bins: list[Any],

@@ -23,6 +23,7 @@ from mirrorflow.archive.records import ArchivedRecord, to_table
 from mirrorflow.archive.writer import ArchiveTask, archive_partition
 from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all, stable_end_offsets
+from tests.integration.progress_lines import every_update, progress_lines
 
 pytestmark = [pytest.mark.kafka]
 
@@ -90,7 +91,7 @@ def _archived(location, topic: str, partitions: int) -> dict[int, list[ArchivedR
 @pytest.mark.spark
 @pytest.mark.parametrize("engine", ["spark", "spark_connect"])  # spark-submit's SparkContext, or a Connect server
 def test_archive_runs_incrementally_idempotently_and_reads_back_exactly(kafka_clusters, make_topic, s3_bucket, caplog,
-                                                                        engine, request):
+                                                                        engine, request, monkeypatch):
     spark = request.getfixturevalue(engine)
     bootstrap = kafka_clusters["c1"].bootstrap
     # The records carry 2024 timestamps: with time-based retention the broker's periodic check
@@ -101,13 +102,17 @@ def test_archive_runs_incrementally_idempotently_and_reads_back_exactly(kafka_cl
     _transactions(bootstrap, topic, 1)
     ends = stable_end_offsets(bootstrap, topic, 2)
     assert ends == [30, 12 + 4 + 4]  # each transaction: 3 records and a marker
-    caplog.set_level(logging.INFO, logger="mirrorflow.audit")
+    every_update(monkeypatch, caplog)
 
     # run 1, on Spark: everything so far
     first = run_archive(_spec(kafka_clusters, s3_bucket, topic, "scheduled__2024-05-02T00:00:00+00:00", slots=2),
                         spark)
     assert first.ok, first.errors
     assert first.count == 30 + 12 + 3 and first.tasks == 2
+    # progress on Spark: finished Spark tasks while it runs (test_spark_connect.py), records and bytes at the end
+    final = progress_lines(caplog, "archive", first.run_id)[-1]
+    assert (final["final"], final["measured"], final["tasks_done"], final["tasks"]) == (True, "spark_tasks", 2, 2)
+    assert (final["records"], final["planned"]) == (30 + 20, 30 + 20)  # offsets, transaction markers included
     assert read_progress(s3_bucket, "c1") == {topic: {"0": {"first": 0, "next": 30}, "1": {"first": 0, "next": 20}}}
     manifest_key = first.manifests["c1"]
     assert manifest_key.startswith("mirrorflow/manifests/cluster=c1/") and \
@@ -140,6 +145,9 @@ def test_archive_runs_incrementally_idempotently_and_reads_back_exactly(kafka_cl
     produce(bootstrap, topic, _batch("c", 10), partition=0)
     second = run_archive(_spec(kafka_clusters, s3_bucket, topic, "r2", max_records_per_run=6))
     assert second.ok and second.count == 6
+    lines = progress_lines(caplog, "archive", "r2")  # in this process: counted per consumed batch
+    assert [(l["records"], l["planned"], l["final"]) for l in lines if l["records"]][-1] == (6, 6, True)
+    assert any(l["records"] == 6 and not l["final"] for l in lines), lines
     assert [(p["partition"], p["start"], p["next"]) for p in second.partitions] == [(0, 30, 36)]
     before_crash = read_progress(s3_bucket, "c1")
     assert before_crash[topic]["0"] == {"first": 0, "next": 36}

@@ -16,6 +16,7 @@ from mirrorflow.completeness.tally import window_of
 from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import clients, converge, topic_everywhere, topology, traffic
+from tests.integration.progress_lines import every_update, progress_lines
 
 pytestmark = pytest.mark.kafka
 
@@ -27,21 +28,35 @@ PAIR = """
 
 
 def test_the_audit_finds_converged_clusters_complete_reads_only_new_data_and_names_what_differs(kafka_clusters,
-                                                                                               make_topic):
+                                                                                               make_topic, caplog,
+                                                                                               monkeypatch):
     topic = topic_everywhere(make_topic, NAMES)
     topo = topology(kafka_clusters, PAIR, [topic], NAMES)
     settings = clients(kafka_clusters, topo)
     cluster = {n: ClusterClient(n, settings[n]) for n in NAMES}
     for c in NAMES:
         traffic(kafka_clusters, c, topic, 20)
-    converge(topo, settings)
+    every_update(monkeypatch, caplog)
+    results = converge(topo, settings)
+
+    # the level runs (in this process) said how far they got at every commit, and where they ended
+    lines = progress_lines(caplog, "level", results[0].run_id)
+    assert lines[-1]["final"] and lines[-1]["measured"] == "records" and lines[-1]["percent"] == 100.0
+    assert lines[-1]["records"] == lines[-1]["planned"] == sum(p.planned_records for p in results[0].links) > 0
+    assert any(0 < line["records"] for line in lines[:-1]), lines  # counted before the end, not only at it
 
     def audit():  # every window is final an hour from now
         return run_audit(cluster, lambda t: t == topic, grace_s=0, now_ms=int(time.time() * 1000) + 3_600_000)
 
+    caplog.clear()
     first = audit()
     assert first.ok, first.summary()
     assert {n: first.counts[n].read for n in NAMES} == dict.fromkeys(NAMES, 40)
+    # each cluster's count said its progress: offsets read of those planned (markers included), to the end
+    for n in NAMES:
+        lines = [line for line in progress_lines(caplog, "audit") if line["cluster"] == n]
+        assert lines[-1]["final"] and lines[-1]["records"] == lines[-1]["planned"] >= 40, lines
+        assert lines[-1]["bytes"] > 0 and any(0 < line["records"] for line in lines[:-1]), lines
     assert first.comparison.judged >= 2 and first.comparison.complete == first.comparison.judged
     # each cluster keeps how its cells compared (the history); a run writes only what is new or changed
     assert set(first.verdicts_written) == set(NAMES)

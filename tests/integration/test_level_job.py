@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 
 import pytest
 
@@ -17,11 +16,12 @@ from tests.integration.mirroring import (
     topology,
     traffic,
 )
+from tests.integration.progress_lines import every_update, progress_lines
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 
-def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, spark, caplog):
+def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, spark, caplog, monkeypatch):
     topic = make_topic("c1", partitions=3)
     topo = topology(kafka_clusters, FOUR, [topic])
     for c in ("c2", "c3", "c4"):
@@ -29,7 +29,7 @@ def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, sp
     expected = []
     for c in ("c1", "c2", "c3", "c4"):
         expected += traffic(kafka_clusters, c, topic, 60)
-    caplog.set_level(logging.INFO, logger="mirrorflow.audit")
+    every_update(monkeypatch, caplog)
     results = converge(topo, clients(kafka_clusters, topo), spark)
     table = assert_exactly_once(kafka_clusters, topo.leaves, topic, expected)
     assert table == {c: 240 for c in topo.leaves}
@@ -48,6 +48,11 @@ def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, sp
     assert first["target_offsets"][0] is not None and first["checksum"].startswith("crc32:")
     assert {"bytes", "duration_s", "partition", "error", "at"} <= set(first)
     assert [line["run_id"] for line in lines if line["event"] == "copy_run"] == [r.run_id for r in results]
+    # on Spark, progress counts finished Spark tasks (test_spark_connect.py checks Spark's reports); records at the end
+    final = progress_lines(caplog, "level", results[0].run_id)[-1]
+    assert final["final"] and final["measured"] == "spark_tasks"
+    assert final["tasks_done"] == final["tasks"] == results[0].tasks > 0
+    assert final["records"] == final["planned"] == sum(link.planned_records for link in results[0].links) > 0
     # each link's plan says how long each of its steps took
     steps = [link.plan_steps for r in results for link in r.links]
     assert steps and all(set(s) == {"target_shapes", "source_topics", "checkpoints", "source_offsets", "topic_ids",

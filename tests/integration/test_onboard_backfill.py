@@ -12,6 +12,7 @@ from mirrorflow import copyflags, provenance
 from mirrorflow.copy.checkpoints import checkpoint_group
 from mirrorflow.onboard.backfill import BackfillSpec, run_backfill
 from tests.integration.kafka_io import produce, read_all
+from tests.integration.progress_lines import every_update, progress_lines
 
 pytestmark = pytest.mark.kafka
 
@@ -34,8 +35,10 @@ def _spec(kafka_clusters, topic: str, mode: str, since_ms: int | None = None) ->
 
 @pytest.mark.parametrize("engine", ["in-process", "spark_connect"])  # this process, or a Spark Connect server
 def test_since_copies_from_the_first_offset_at_the_timestamp_and_hands_over_its_end(kafka_clusters, make_topic,
-                                                                                     engine, request):
+                                                                                     engine, request, caplog,
+                                                                                     monkeypatch):
     spark = request.getfixturevalue(engine) if engine == "spark_connect" else None
+    every_update(monkeypatch, caplog)
     topic = make_topic("c3")
     make_topic("c4", name=topic)
     now = int(time.time() * 1000)
@@ -52,6 +55,14 @@ def test_since_copies_from_the_first_offset_at_the_timestamp_and_hands_over_its_
     assert provenance.find(first.headers) == provenance.Origin("c3", topic, 0, 30)
     assert ("h", b"v") in first.headers and first.timestamp == now - HOUR_MS
     assert _checkpoint(kafka_clusters["c4"].bootstrap, topic) == 70  # the regular link continues here
+    # progress: offsets 30..69 planned and passed; in this process counted at each commit, on Spark by its tasks
+    lines = progress_lines(caplog, "backfill", result.run_id)
+    final = lines[-1]
+    assert (final["final"], final["records"], final["planned"], final["link"]) == (True, 40, 40, "c3.L1")
+    if spark is None:
+        assert any(l["records"] == 40 and not l["final"] for l in lines), lines
+    else:
+        assert (lines[-1]["measured"], lines[-1]["tasks_done"], lines[-1]["tasks"]) == ("spark_tasks", 1, 1)
 
     again = run_backfill(_spec(kafka_clusters, topic, "since", since_ms=now - HOUR_MS), spark)
     assert again.ok and again.summary()["copied"] == 0 and again.partitions == []  # complete: nothing planned

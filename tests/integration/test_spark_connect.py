@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -10,8 +11,9 @@ import pytest
 
 from mirrorflow.copy.job import run_job
 from mirrorflow.copy.links import build_spec, effective_links
+from mirrorflow.progress import Progress
 from mirrorflow.spark_connect import redact, session, session_id, with_session
-from mirrorflow.spark_run import parallelism
+from mirrorflow.spark_run import parallelism, run_bins
 from tests.integration.mirroring import (
     FOUR,
     assert_exactly_once,
@@ -22,24 +24,74 @@ from tests.integration.mirroring import (
     topology,
     traffic,
 )
+from tests.integration.progress_lines import every_update, progress_lines, spark_reported
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 _pause = threading.Event()  # never set: .wait(t) paces polling
 
 
-def test_four_cluster_tree_converges_exactly_once_on_spark_connect(kafka_clusters, make_topic, spark_connect):
+def test_four_cluster_tree_converges_exactly_once_on_spark_connect(kafka_clusters, make_topic, spark_connect, caplog,
+                                                                   monkeypatch):
     topic = topic_everywhere(make_topic, partitions=3)
     topo = topology(kafka_clusters, FOUR, [topic])
     expected = []
     for c in ("c1", "c2", "c3", "c4"):
         expected += traffic(kafka_clusters, c, topic, 40)
     assert parallelism(spark_connect) == 2  # the server's spark.default.parallelism
+    every_update(monkeypatch, caplog)
     results = converge(topo, clients(kafka_clusters, topo), spark_connect)
     assert_exactly_once(kafka_clusters, topo.leaves, topic, expected)
     assert sum(r.copied for r in results) == 4 * 40 * 3
     assert all(r.ok for r in results)
     assert max(r.tasks for r in results) == 2  # the work went out as Spark tasks on the server
+    # progress: finished Spark tasks while it runs (see the test below); records and bytes at the end
+    final = progress_lines(caplog, "level", results[0].run_id)[-1]
+    assert final["final"] and final["measured"] == "spark_tasks"
+    assert final["tasks_done"] == final["tasks"] == results[0].tasks > 0
+    assert final["records"] == final["planned"] > 0
+
+
+@pytest.mark.parametrize("engine", ["spark", "spark_connect"])  # a SparkContext, or a Spark Connect server
+def test_progress_counts_the_finished_spark_tasks_while_the_job_runs(engine, request, tmp_path, caplog):
+    """The driver hears of a task only when it ends; what Spark itself reports of the running job reaches the
+    progress lines: a SparkContext's status tracker (polled by the ticker), a Connect server's progress reports.
+
+    Each task waits until the driver's progress has seen the job running with none of its tasks done, so the
+    check needs no timing: a Spark that reported nothing would leave the tasks waiting, and the test failing.
+    """
+    spark = request.getfixturevalue(engine)
+    seen = tmp_path / "seen-running"
+
+    class Watched(Progress):
+        def tasks(self, done: int, total: int) -> None:
+            super().tasks(done, total)
+            if 0 == done < total:
+                seen.touch()
+
+    def wait_until_seen(bins):  # runs in a Spark task (a Python worker of this machine)
+        import os
+        import threading
+        import time
+
+        for path in bins:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(path) and time.monotonic() < deadline:
+                threading.Event().wait(0.02)  # paces the polling of the driver's mark
+            yield {"seen": os.path.exists(path)}
+
+    caplog.set_level(logging.INFO, logger="mirrorflow.audit")
+    if engine == "spark_connect":  # the server's reports, every 2 s by default, at this session's pace
+        spark.conf.set("spark.connect.progress.reportInterval", "100ms")
+    try:
+        results = run_bins(spark, wait_until_seen, [str(seen)] * 2, "progress test", Watched("progress test", 2,
+                                                                                              interval=0))
+    finally:
+        if engine == "spark_connect":
+            spark.conf.unset("spark.connect.progress.reportInterval")
+    assert results == [{"seen": True}] * 2
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "mirrorflow.audit"]
+    assert spark_reported([line for line in lines if line["event"] == "progress"], 2), lines
 
 
 def test_a_later_client_reuses_the_session_and_its_warm_workers(spark_connect_server):

@@ -31,6 +31,7 @@ and its ``repr`` hides them.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import json
@@ -52,6 +53,8 @@ from mirrorflow.audit import audit
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.progress import Progress as Tracker
+from mirrorflow.progress import tracking
 from mirrorflow.spark_run import parallelism, run_bins
 from mirrorflow.topology.model import TopicSelector
 from mirrorflow.work import PartitionWork, pack
@@ -297,16 +300,22 @@ def _archive_bins(clusters: Mapping[str, Mapping[str, Any]], location: Mapping[s
         yield from archive_tasks(clusters, location, tasks)
 
 
-def execute(spark: Any, spec: ArchiveSpec, bins: list[list[ArchiveTask]]) -> list[dict[str, Any]]:
-    """Run the bins as Spark tasks (one bin, one task), or in this process when ``spark`` is ``None``."""
+def execute(spark: Any, spec: ArchiveSpec, bins: list[list[ArchiveTask]], progress: Tracker | None = None
+            ) -> list[dict[str, Any]]:
+    """Run the bins as Spark tasks (one bin, one task), or in this process when ``spark`` is ``None``.
+
+    ``progress``: in this process the writer counts every consumed batch into it
+    (:func:`mirrorflow.progress.note`); on Spark it follows the finished Spark tasks.
+    """
     if not bins:
         return []
     clusters = {name: dict(settings) for name, settings in spec.clusters.items()}
     location = spec.location.to_dict()
     if spark is None:
-        return [r for tasks in bins for r in archive_tasks(clusters, location, tasks)]
+        with tracking(progress), (progress.running() if progress is not None else contextlib.nullcontext()):
+            return [r for tasks in bins for r in archive_tasks(clusters, location, tasks)]
     return run_bins(spark, functools.partial(_archive_bins, clusters, location), bins,
-                    f"mirrorflow archive run {spec.run_id}: {sum(map(len, bins))} partitions")
+                    f"mirrorflow archive run {spec.run_id}: {sum(map(len, bins))} partitions", progress)
 
 
 # --------------------------------------------------------------------------- the run
@@ -339,7 +348,11 @@ def run_archive(spec: ArchiveSpec, spark: Any = None) -> ArchiveResult:
              len(works), ", ".join(spec.archived), len(bins), result.plan_s, spec.location.uri)
 
     started = time.monotonic()
-    results = {(r["cluster"], r["topic"], r["partition"]): r for r in execute(spark, spec, bins)}
+    progress = Tracker(f"archive run {spec.run_id}", sum(t.end - t.start for t in tasks.values()),
+                        fields={"job": "archive", "run_id": spec.run_id, "clusters": list(spec.archived)})
+    executed = execute(spark, spec, bins, progress)
+    progress.finish(sum(r["next"] - r["start"] for r in executed), sum(r["bytes"] for r in executed))
+    results = {(r["cluster"], r["topic"], r["partition"]): r for r in executed}
     result.archive_s = time.monotonic() - started
     for plan in plans:
         _commit(spec, plan, results, started_at, s3, result)

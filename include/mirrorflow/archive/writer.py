@@ -34,6 +34,7 @@ from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.archive.records import ArchivedRecord, to_table
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
+from mirrorflow.progress import note
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +172,12 @@ def _read(task: ArchiveTask, consumer: Consumer, objects: _Objects, result: Arch
     consumer.assign([TopicPartition(task.topic, task.partition, task.start)])
     position, end = task.start, task.end
     crc, count, size = 0, 0, 0
+    noted = (position, size)  # what progress was told (once per consumed batch, mirrorflow.progress)
     last_progress = time.monotonic()
     while position < end and (task.max_records is None or count < task.max_records):
+        if noted != (position, size):
+            note(position - noted[0], size - noted[1])
+            noted = (position, size)
         # A short wait: consume() holds a partial batch until its timeout, and the last
         # batch of every range is partial.
         msgs = consumer.consume(num_messages=500, timeout=CONSUME_WAIT_S)
@@ -211,6 +216,7 @@ def _read(task: ArchiveTask, consumer: Consumer, objects: _Objects, result: Arch
             position = offset + 1
             if task.max_records is not None and count >= task.max_records:
                 break
+    note(position - noted[0], size - noted[1])
     result.next, result.count, result.bytes, result.checksum = position, count, size, crc
 
 

@@ -34,6 +34,7 @@ from mirrorflow.completeness.tally import Tallies, Tally, WindowKey
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics, topic_ids
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
+from mirrorflow.progress import Progress, note, tracking
 
 log = logging.getLogger(__name__)
 
@@ -68,24 +69,57 @@ class ClusterCount:
 
 
 def count_cluster(client: ClusterClient, state: AuditState, selects: Callable[[str], bool],
-                  timeout: float = 30.0) -> ClusterCount:
-    """Count every topic ``selects`` picks on ``client``'s cluster from ``state``'s positions, and store the result."""
+                  timeout: float = 30.0, *, run_id: str = "") -> ClusterCount:
+    """Count every topic ``selects`` picks on ``client``'s cluster from ``state``'s positions, and store the result.
+
+    Progress (:mod:`mirrorflow.progress`): the plan is every partition's range as the
+    count begins (one extra offsets read per cluster), corrected topic by topic as each
+    topic's own ranges are read just before it is counted.
+    """
     topics = {t: n for t, n in list_topics(client, timeout).items() if selects(t)}
     ids = topic_ids(client, list(topics), timeout)
     out = ClusterCount(client.name)
-    for topic, partitions in sorted(topics.items()):
-        out.topics.append(_count_topic(client, state, topic, partitions, ids.get(topic), timeout))
+    tps = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
+    lows, ends = earliest_and_stable(client, tps, timeout) if tps else ({}, {})
+    estimates = {topic: sum(max(0, ends[(topic, p)] - start)
+                            for p, start in _starts(state, topic, n, ids.get(topic), lows).items())
+                 for topic, n in topics.items()}
+    progress = Progress(f"completeness audit{f' run {run_id}' if run_id else ''} of {client.name}",
+                        sum(estimates.values()), fields={"job": "audit", "run_id": run_id, "cluster": client.name})
+    with tracking(progress), progress.running():
+        for topic, partitions in sorted(topics.items()):
+            out.topics.append(_count_topic(client, state, topic, partitions, ids.get(topic), timeout,
+                                           progress, estimates[topic]))
+    progress.finish()
     out.tallies = state.tallies
     out.horizons = dict(state.horizons)
     return out
 
 
+def _recreated(state: AuditState, topic: str, partitions: int, topic_id: str | None) -> bool:
+    """Whether ``topic``'s stored positions belong to an earlier topic of the same name (its id changed)."""
+    return any(pos is not None and pos.topic_id and topic_id and pos.topic_id != topic_id
+               for pos in (state.positions.get((topic, p)) for p in range(partitions)))
+
+
+def _starts(state: AuditState, topic: str, partitions: int, topic_id: str | None,
+            lows: Mapping[tuple[str, int], int]) -> dict[int, int]:
+    """Where this run reads each partition from: the stored position, else (or when recreated) its first offset."""
+    fresh = _recreated(state, topic, partitions, topic_id)
+    out = {}
+    for p in range(partitions):
+        pos = None if fresh else state.positions.get((topic, p))
+        low = lows[(topic, p)]
+        out[p] = low if pos is None else max(low, pos.next)
+    return out
+
+
 def _count_topic(client: ClusterClient, state: AuditState, topic: str, partitions: int, topic_id: str | None,
-                 timeout: float) -> TopicCount:
+                 timeout: float, progress: Progress | None = None, estimate: int = 0) -> TopicCount:
     result = TopicCount(client.name, topic)
     dropped: list[WindowKey] = []
     stored = {p: state.positions.get((topic, p)) for p in range(partitions)}
-    if any(pos is not None and pos.topic_id and topic_id and pos.topic_id != topic_id for pos in stored.values()):
+    if _recreated(state, topic, partitions, topic_id):
         log.warning("%s: topic %s was recreated since its last audit: it is counted over from its first offset",
                     client.name, topic)
         result.restarted = True
@@ -111,6 +145,8 @@ def _count_topic(client: ClusterClient, state: AuditState, topic: str, partition
         ranges[p] = (start, max(start, end))
         if pos is None or end != pos.next or pos.topic_id != topic_id:
             positions[p] = Position(max(start, end), topic_id)
+    if progress is not None:  # the plan counted this topic as of the count's start; now it is known exactly
+        progress.plan_more(sum(end - start for start, end in ranges.values()) - estimate)
     own = {p: f"{client.name}:{topic}:{p}:".encode() for p in ranges}
     read, first_ts = _tally(_read_ranges(client, topic, ranges, timeout), new, own, topic)
     result.read += read
@@ -190,6 +226,16 @@ def _tally(messages: Iterable[Any], tallies: Tallies, own: Mapping[int, bytes],
     return count, first_ts
 
 
+def _passed(consumer: Consumer, assigned: list[TopicPartition], ranges: Mapping[int, tuple[int, int]],
+            wanted: Mapping[int, tuple[int, int]]) -> int:
+    """Sum of where the partitions of ``assigned`` got to in their ranges (the consumer's positions; one call)."""
+    total = 0
+    for tp in consumer.position(assigned):
+        start, end = ranges[tp.partition]
+        total += min(max(tp.offset, start), end) if tp.partition in wanted else end
+    return total
+
+
 def _read_ranges(client: ClusterClient, topic: str, ranges: Mapping[int, tuple[int, int]],
                  timeout: float) -> Iterator[Any]:
     """The records of ``topic`` in ``ranges[partition] = (start, end)``, every partition at once (one consumer,
@@ -198,8 +244,10 @@ def _read_ranges(client: ClusterClient, topic: str, ranges: Mapping[int, tuple[i
     if not wanted:
         return
     consumer = Consumer(client.consumer(f"{AUDIT_TOPIC}.reader", **{"enable.partition.eof": True}))
+    assigned = [TopicPartition(topic, p, start) for p, (start, _) in sorted(wanted.items())]
+    noted = sum(start for _, (start, _) in wanted.items())
     try:
-        consumer.assign([TopicPartition(topic, p, start) for p, (start, _) in sorted(wanted.items())])
+        consumer.assign(assigned)
         progressed = time.monotonic()
         while wanted:
             msgs = consumer.consume(1000, timeout=CONSUME_WAIT_S)
@@ -224,6 +272,10 @@ def _read_ranges(client: ClusterClient, topic: str, ranges: Mapping[int, tuple[i
                 yield msg
                 if msg.offset() + 1 >= wanted[p][1]:
                     del wanted[p]
+            if msgs:  # progress (mirrorflow.progress), once per batch: the offsets passed, markers included
+                passed = _passed(consumer, assigned, ranges, wanted)
+                note(passed - noted, sum(map(len, msgs)))  # len: a record's value size
+                noted = passed
     except KafkaException as exc:
         raise KafkaOperationError(client.name, f"audit read of {topic}", exc.args[0]) from exc
     finally:

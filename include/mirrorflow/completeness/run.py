@@ -74,7 +74,7 @@ def run_audit(clients: Mapping[str, ClusterClient], selects: Callable[[str], boo
         started = time.monotonic()
         try:
             state = read_state(client, window_s, timeout)
-            counted = count_cluster(client, state, selects, timeout)
+            counted = count_cluster(client, state, selects, timeout, run_id=run_id)
         except MirrorflowError as exc:
             result.unreachable[name] = str(exc)
             log.error("%s: not audited: %s", name, exc)

@@ -25,6 +25,7 @@ from mirrorflow.errors import ClusterUnreachable
 from mirrorflow.kafka.admin import probe
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.progress import in_context
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +171,8 @@ def in_lanes(groups: list[list[PartitionTask]], copy: Callable[[list[PartitionTa
                     with lock:
                         busy[0] = False
 
-    workers = [threading.Thread(target=lane, name=f"mirrorflow-copy-{n}", daemon=True)
+    # each lane in a copy of the caller's context: copies count into the caller's progress (mirrorflow.progress)
+    workers = [threading.Thread(target=in_context(lane), name=f"mirrorflow-copy-{n}", daemon=True)
                for n in range(min(threads, len(groups)))]
     for worker in workers:
         worker.start()

@@ -57,6 +57,7 @@ from mirrorflow.copy.transactions import Commits, ProduceRejected, TargetSilent,
 from mirrorflow.copy.txn_group import txn_group
 from mirrorflow.kafka.codes import FENCED_CODES
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
+from mirrorflow.progress import note
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +268,8 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
         last_msg.clear()
         with during("commit"):
             txn.commit_positions([TopicPartition(topic, p, position[p]) for p in moved], lasts)
+        note(sum(position[p] - results[p].next_offset for p in moved),  # progress, once per commit
+             sum(counts[p][3] for p in moved))
         for p in moved:
             result, (copied, skipped, malformed, size) = results[p], counts[p]
             result.copied += copied

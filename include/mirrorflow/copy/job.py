@@ -68,6 +68,7 @@ from mirrorflow.kafka.admin import (
 )
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
+from mirrorflow.progress import Progress, tracking
 from mirrorflow.spark_run import parallelism, run_bins
 from mirrorflow.topology.model import TopicSelector
 from mirrorflow.work import PartitionWork, cap, pack
@@ -578,20 +579,31 @@ def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
 # --------------------------------------------------------------------------- copying (executors)
 
 
-def execute(spark: Any, spec: Any, bins: list[list[PartitionTask]]) -> list[dict[str, Any]]:
+def execute(spark: Any, spec: Any, bins: list[list[PartitionTask]], progress: Progress | None = None
+            ) -> list[dict[str, Any]]:
     """Run the bins as Spark tasks (one bin, one task), or in this process when ``spark`` is ``None``.
 
     ``spec`` is any job spec with ``clusters``, ``level``, ``run_id`` and ``copy_threads``;
     ``spark`` a SparkContext or a Spark Connect session (:mod:`mirrorflow.spark_run`).
+    ``progress``: in this process the copiers count every committed transaction into it
+    (:func:`mirrorflow.progress.note`); on Spark it follows the finished Spark tasks.
     """
     if not bins:
         return []
     clusters = {name: dict(settings) for name, settings in spec.clusters.items()}
     threads = spec.copy_threads
     if spark is None:
-        return [r for tasks in bins for r in copy_tasks(clusters, tasks, threads)]
+        if progress is None:
+            return [r for tasks in bins for r in copy_tasks(clusters, tasks, threads)]
+        with tracking(progress), progress.running():
+            return [r for tasks in bins for r in copy_tasks(clusters, tasks, threads)]
     return run_bins(spark, functools.partial(copy_bins, clusters, threads), bins,
-                    f"mirrorflow level {spec.level} run {spec.run_id}: {sum(map(len, bins))} partitions")
+                    f"mirrorflow level {spec.level} run {spec.run_id}: {sum(map(len, bins))} partitions", progress)
+
+
+def passed(results: list[dict[str, Any]]) -> int:
+    """Source offsets the copies passed (what a progress plan counts): from each start to where it committed."""
+    return sum(max(0, r["next_offset"] - r["start_offset"]) for r in results if r["start_offset"] >= 0)
 
 
 # --------------------------------------------------------------------------- the job
@@ -621,7 +633,10 @@ def run_job(spec: JobSpec, spark: Any = None) -> JobResult:
              spec.run_id, len(works), len(bins), result.plan_s)
 
     started = time.monotonic()
-    results = execute(spark, spec, bins)
+    progress = Progress(f"level {spec.level} run {spec.run_id}", sum(t.planned_records for b in bins for t in b),
+                        fields={"job": "level", "run_id": spec.run_id, "level": spec.level})
+    results = execute(spark, spec, bins, progress)
+    progress.finish(passed(results), sum(r["bytes"] for r in results))
     result.copy_s = time.monotonic() - started
     result.finished_at = time.time()
     for r in sorted(results, key=lambda r: (r["link_id"], r["topic"], r["partition"])):

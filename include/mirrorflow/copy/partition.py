@@ -57,6 +57,7 @@ from mirrorflow.copy.transactions import (
 )
 from mirrorflow.kafka.codes import FENCED_CODES
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
+from mirrorflow.progress import note
 
 log = logging.getLogger(__name__)
 
@@ -500,6 +501,7 @@ class _RangeCopy:
             self.txn.commit(next_offset, last)
         self.copy.last, self.last_msg = last, None
         result = self.result
+        note(next_offset - result.next_offset, self.bytes)  # progress, once per commit (mirrorflow.progress)
         result.transactions += 1
         result.next_offset = next_offset
         result.checksum = self.crc

@@ -32,13 +32,14 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirrorflow.audit import audit
 from mirrorflow.copy.checkpoints import EARLIEST, read_checkpoints
-from mirrorflow.copy.job import execute
+from mirrorflow.copy.job import execute, passed
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_group import txn_unit
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.progress import Progress
 from mirrorflow.spark_run import parallelism
 from mirrorflow.work import PartitionWork, pack
 
@@ -195,7 +196,13 @@ def run_backfill(spec: BackfillSpec, spark: Any = None) -> BackfillResult:
     log.info("backfill %s: %s -> %s (%s), %d partitions in %d Spark tasks", spec.link_id, spec.source,
              spec.target, spec.mode, len(tasks), len(bins))
     started = time.monotonic()
-    for r in sorted(execute(spark, spec, bins), key=lambda r: (r["topic"], r["partition"])):
+    planned = sum(t.planned_records if spec.max_records is None else min(t.planned_records, spec.max_records)
+                  for t in tasks)
+    progress = Progress(f"backfill {spec.link_id} run {spec.run_id}", planned,
+                        fields={"job": "backfill", "run_id": spec.run_id, "link": spec.link_id})
+    results = execute(spark, spec, bins, progress)
+    progress.finish(passed(results), sum(r["bytes"] for r in results))
+    for r in sorted(results, key=lambda r: (r["topic"], r["partition"])):
         result.partitions.append(r)
         audit("backfill", run_id=spec.run_id, link=spec.link_id, source=spec.source, target=spec.target,
               mode=spec.mode, topic=r["topic"], partition=r["partition"],

@@ -13,7 +13,9 @@
 3. it unpauses the ``mirror_level_<L>`` DAGs and triggers them through Airflow's
    REST API, lowest level first, round after round, until a whole round copies
    nothing (the tree needs several rounds for a message to reach every leaf);
-4. it reads ``orders`` back from every cluster (read_committed, up to the last
+4. it runs ``mirror_lag_monitor`` once (and unpauses it: it measures every
+   minute), so the Mirror page (``/plugin/mirror`` in the UI) shows every link's lag;
+5. it reads ``orders`` back from every cluster (read_committed, up to the last
    stable offsets) and prints a per-cluster table; it exits non-zero unless
    every cluster holds every message exactly once.
 
@@ -767,6 +769,20 @@ def mirror_until_quiet(api: AirflowApi, levels: list[int]) -> None:
     raise SystemExit(f"mirrorflow demo: still copying after {MAX_ROUNDS} rounds")
 
 
+LAG_DAG = "mirror_lag_monitor"
+#: The "Mirror" page inside the Airflow UI (plugins/mirrorflow_airflow/ui; docs/status.md).
+PAGE_PATH = "/plugin/mirror"
+
+
+def measure_lag(api: AirflowApi) -> None:
+    """One ``mirror_lag_monitor`` run now, so the Mirror page shows every link's lag; then it runs every minute."""
+    unpause(api, LAG_DAG)
+    run_id = trigger(api, LAG_DAG)
+    state = wait_for(f"{LAG_DAG} run {run_id} to end", RunWatch(api, LAG_DAG, run_id).ended, timeout=RUN_TIMEOUT,
+                     interval=2)
+    say(f"Lag measured ({LAG_DAG} {run_id}: {state}); it measures every minute from now on")
+
+
 # --------------------------------------------------------------------------- the check
 
 
@@ -894,6 +910,7 @@ def run_demo(password: str) -> None:
     except ApiError as exc:
         raise SystemExit(f"mirrorflow demo: Airflow's REST API: {exc}") from None
     say(f"Mirroring settled in {time.monotonic() - started:.0f}s")
+    measure_lag(AirflowApi(password))
     if not report(topology, produced, tag):
         raise SystemExit("mirrorflow demo: the clusters do not all hold every message exactly once "
                          f"(the demo is left running for a look; logs under {RUN}; make stop ends it)")
@@ -945,7 +962,8 @@ def main() -> None:
         say(f"Kafka (secured): mirrorflow logs in as User:{PRINCIPAL} (SASL_SSL, SCRAM-SHA-512) through the "
             f"connections kafka_<cluster>; password in {SCRAM_PASSWORD_FILE}, CA {pki / 'ca.pem'}; "
             f"the demo's own admin logs in by certificate ({pki / 'admin.pem'})")
-    say(f"Demo running: UI http://127.0.0.1:{UI_PORT} (login {USER} / {password}). Stop it with: make stop")
+    say(f"Demo running: UI http://127.0.0.1:{UI_PORT} (login {USER} / {password}); Mirror page "
+        f"http://127.0.0.1:{UI_PORT}{PAGE_PATH}. Stop it with: make stop")
 
 
 if __name__ == "__main__":

@@ -172,8 +172,6 @@ def record_onboarding(cluster: str, record: dict | None) -> None:
 # --------------------------------------------------------------------------- what the level runs copied
 
 COPY_TOTALS_PREFIX = "mirrorflow_copy_totals_level_"
-#: Latest progress of long tasks, by ``dag_id/run_id/task_id`` (mirrorflow.progress); read by the status page.
-PROGRESS_VARIABLE = "mirrorflow_progress"
 
 
 def record_copy_totals(level: int, partitions: list[dict], *, finished_at: float, run_id: str) -> None:

@@ -4,8 +4,10 @@ It must leave four reachable, independent clusters, an S3 server holding the
 archive's bucket (its secret only in a 0600 file, never in the output or a
 log) and an Airflow UI whose API, logged in as the demo user, lists the
 mirrorflow DAGs; its sample traffic, mirrored by the level DAGs it triggers,
-must end on every cluster exactly once (its final table says so); and `stop`
-must end it all.
+must end on every cluster exactly once (its final table says so); the Mirror
+page must show it, turn c1's links red past the SLA and name a failed
+partition, while a Prometheus server scrapes its metrics (tests/e2e/mirror_page.py);
+and `stop` must end it all.
 """
 
 from __future__ import annotations
@@ -24,8 +26,25 @@ import pytest
 from botocore.config import Config
 from confluent_kafka.admin import AdminClient
 
+from mirrorflow_dev.process import wait_until
+from tests.e2e.mirror_page import (
+    LAG_DAG,
+    LEVEL_DAGS,
+    RED,
+    RUN_TIMEOUT,
+    MirrorPage,
+    Rest,
+    create_small_topic,
+    produce,
+    quiesce_levels,
+    refused_anonymously,
+)
+from tests.fixtures.browser import AirflowUI
+from tests.fixtures.prometheus import ScrapeTarget, values
+
 REPO = Path(__file__).resolve().parents[2]
 CLUSTERS = ("c1", "c2", "c3", "c4")
+LINKS = {f"{c}.L{level}" for c in CLUSTERS for level in (1, 3)}
 MESSAGES = 200  # per cluster
 
 pytestmark = pytest.mark.e2e
@@ -81,7 +100,7 @@ def demo_env(run_dir: Path, topology: Path, messages: int, *, ui: int, s3: int, 
     return env
 
 
-def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path):
+def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path, prometheus, ui_page):
     k1, k2, k3, k4, ui, worker_logs, trigger_logs, s3 = _free_ports(8)
     topology = tmp_path / "topology.yaml"
     topology.write_text(
@@ -144,6 +163,9 @@ def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path):
             aws_access_key_id="mirrorflow-demo", aws_secret_access_key=secret,
             config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
         assert "mirrorflow-demo" in [b["Name"] for b in client.list_buckets()["Buckets"]]
+
+        check_mirror_page(started.stdout, ui, {name: f"127.0.0.1:{port}" for name, port in
+                                               zip(CLUSTERS, (k1, k2, k3, k4))}, prometheus, ui_page, tmp_path)
     finally:
         pid_file = tmp_path / "run" / "airflow" / "standalone.pid"
         pgid = int(pid_file.read_text()) if pid_file.exists() else None
@@ -154,6 +176,78 @@ def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path):
     assert not any(_accepts(p) for p in (k1, k2, k3, k4, ui, s3))
     assert pgid is not None and not _group_alive(pgid), "processes of Airflow standalone outlived stop"
     assert s3_pid is not None and not _pid_alive(s3_pid), "the S3 server outlived stop"
+
+
+def check_mirror_page(stdout: str, ui: int, bootstraps: dict[str, str], prometheus, ui_page, tmp_path) -> None:
+    """The Mirror page and its metrics on the demo: refused anonymously; green, then red, then a failed partition.
+
+    Prometheus scrapes the endpoint (with a login) all along, level runs included;
+    the page is read in Chromium after logging in to the UI. Screenshots are kept
+    in ``tmp_path`` (the README's picture is the red one).
+    """
+    base = f"http://127.0.0.1:{ui}"
+    assert f"Mirror page {base}/plugin/mirror" in stdout, stdout[-2000:]
+    for path in ("/mirror/", "/mirror/api/status", "/mirror/api/links", "/mirror/metrics"):
+        assert refused_anonymously(base, path) == 401, path
+    rest = Rest(base, "admin", "e2e-only-password")
+    prom = prometheus([ScrapeTarget(f"127.0.0.1:{ui}", "/mirror/metrics", bearer_token=rest.token,
+                                    token_in_file=True)])
+    lag = 'sum by (link) (mirrorflow_link_lag_records{topic="orders"})'
+    zero = {link: 0.0 for link in LINKS}
+    prom.wait_for(lag, lambda r: values(r, "link") == zero, timeout=30)  # the demo measured once it converged
+
+    page = MirrorPage(AirflowUI(ui_page, base))
+    page.ui.log_in("admin", "e2e-only-password")
+    page.open()
+    assert page.edge_states() == {link: "ok" for link in LINKS}
+    page.screenshot(tmp_path / "mirror-page-converged.png")
+
+    # Traffic no level run copies, all in one partition: both links out of c1 fall behind by exactly that, over
+    # the SLA of 100 records (a bound per link-partition).
+    quiesce_levels(rest)
+    produce(bootstraps["c1"], "orders", [f"page|{i}".encode() for i in range(150)])
+    measured = rest.run(LAG_DAG)
+    snapshot = rest.variable("mirrorflow_lag_snapshot")
+    assert measured[1] == "failed", (measured, snapshot["per_link"], snapshot["violations"], snapshot["sla"])
+    page.open()
+    assert page.edge_states() == {**{link: "ok" for link in LINKS}, "c1.L1": "breach", "c1.L3": "breach"}
+    assert page.edge_colour("c1.L1") == page.edge_colour("c1.L3") == RED["breach"]
+    assert page.link_records() == {**{link: "0" for link in LINKS}, "c1.L1": "150", "c1.L3": "150"}
+    sla = [text for kind, text in page.problems() if kind == "sla"]
+    assert any("link c1.L1 (c1 -> c2)" in t and "records > 100" in t for t in sla), sla
+    page.screenshot(tmp_path / "mirror-page-breach.png")
+    prom.wait_for(lag, lambda r: values(r, "link") == {**zero, "c1.L1": 150.0, "c1.L3": 150.0}, timeout=30)
+
+    # A message c2 refuses (over its topic's max.message.bytes); then level runs while Prometheus scrapes: c1's
+    # messages reach c3 at level 3, c2 (from c1) and c4 (from c3) at level 1, and a second level-3 run passes
+    # over the offsets they added on c2, c3 and c4, which it skips (lag counts offsets not yet passed).
+    create_small_topic(bootstraps, "payments.big", small_on="c2", max_bytes=2048)
+    produce(bootstraps["c1"], "payments.big", [b"x" * 20_000])
+    for dag_id in LEVEL_DAGS:
+        rest.set_paused(dag_id, False)
+    run_id = rest.trigger("mirror_level_3")
+
+    def copy_shown_running() -> bool:  # the page's API lists the run's copy task while it runs (a spark-submit)
+        running = rest.call("GET", "/mirror/api/status")["running"]
+        assert rest.state("mirror_level_3", run_id) in ("queued", "running"), "ended before it was shown running"
+        return any((r["dag_id"], r["run_id"], r["task_id"]) == ("mirror_level_3", run_id, "copy") for r in running)
+
+    wait_until("the level-3 copy to show as running", copy_shown_running, RUN_TIMEOUT)
+    assert rest.wait("mirror_level_3", run_id) == "success"
+    assert rest.run("mirror_level_1")[1] == "failed"  # c1.L1 payments.big[0]; every other partition copied
+    assert rest.run("mirror_level_3")[1] == "success"
+    rest.run(LAG_DAG)
+    prom.wait_for(lag, lambda r: values(r, "link") == zero, timeout=30)
+    peak = prom.query(f"max_over_time(({lag})[10m:1s])")
+    assert values(peak, "link")["c1.L1"] == 150.0  # scraped while behind, and 0 after convergence
+
+    page.open()
+    failed = [text for kind, text in page.problems() if kind == "failed_partition"]
+    assert len(failed) == 1 and "link c1.L1 (c1 -> c2) payments.big[0]" in failed[0], page.problems()
+    assert "large" in failed[0].lower(), failed[0]
+    assert page.edge_states()["c1.L1"] == "error"
+    page.screenshot(tmp_path / "mirror-page-failed-partition.png")
+    print(f"\n[mirror page] screenshots in {tmp_path}")
 
 
 def _group_alive(pgid: int) -> bool:

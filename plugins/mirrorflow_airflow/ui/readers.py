@@ -9,6 +9,7 @@ bounded number of rows per DAG, so the page costs the database little.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -20,7 +21,7 @@ from sqlalchemy.orm import Session
 from mirrorflow.status import forms
 from mirrorflow.status.inputs import DagInfo, RunInfo, RunningTask, StatusInputs
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.state import COPY_TOTALS_PREFIX, OWNERS_VARIABLE, PROGRESS_VARIABLE, TARGETS_VARIABLE
+from mirrorflow_airflow.state import COPY_TOTALS_PREFIX, OWNERS_VARIABLE, TARGETS_VARIABLE
 from mirrorflow_airflow.steps.audit import RESULT_VARIABLE as AUDIT_VARIABLE
 from mirrorflow_airflow.steps.lag_monitor import SNAPSHOT_VARIABLE as LAG_VARIABLE
 
@@ -29,6 +30,10 @@ RUNS_READ = 5
 #: Task whose XCom is a run's result, per DAG (a level run's copy summary).
 RESULT_TASKS = {"copy"}
 PREFIX = "mirror_"
+#: Running tasks read (oldest first), each with its log's last progress line.
+RUNNING_READ = 20
+#: A progress line (mirrorflow.progress): ``progress <what>: <numbers>``.
+PROGRESS_LINE = re.compile(r"\bprogress (?:level|backfill|archive|completeness) [^\n]+")
 
 
 def ui_base() -> str:
@@ -93,14 +98,36 @@ def _dags(session: Session, base: str) -> dict[str, DagInfo]:
     return out
 
 
-def _running(session: Session, base: str, progress: dict[str, Any]) -> tuple[RunningTask, ...]:
+def latest_progress(ti: Any) -> dict[str, Any] | None:
+    """The last progress line (:mod:`mirrorflow.progress`) in the log of a running task, if it logged one.
+
+    Read with Airflow's own log reader, so it works wherever the task's log is
+    (a local file, a worker's log server, remote storage). A log that cannot be
+    read gives ``None``: the page then shows the task without its progress.
+    """
+    from airflow.utils.log.log_reader import TaskLogReader
+
+    try:
+        chunks, _ = TaskLogReader().read_log_chunks(ti, ti.try_number, {"end_of_log": False})
+        line = None
+        for message in chunks:  # the driver's lines under spark-submit come wrapped in its log format
+            found = PROGRESS_LINE.search(str(getattr(message, "event", "")))
+            if found:
+                line = {"line": found.group(0), "at": message.timestamp.isoformat() if message.timestamp else None}
+        return line
+    except Exception:  # a log server down, a rotated file: the task is still shown
+        return None
+
+
+def _running(session: Session, base: str) -> tuple[RunningTask, ...]:
     from airflow.models.taskinstance import TaskInstance
 
-    rows = session.execute(select(TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id,
-                                  TaskInstance.start_date).where(TaskInstance.dag_id.startswith(PREFIX),
-                                                                 TaskInstance.state == "running")).all()
-    return tuple(RunningTask(d, r, t, s, forms.task_log_url(base, d, r, t), progress.get(f"{d}/{r}/{t}"))
-                 for d, r, t, s in rows)
+    tis = session.scalars(select(TaskInstance).where(TaskInstance.dag_id.startswith(PREFIX),
+                                                     TaskInstance.state == "running")
+                          .order_by(TaskInstance.start_date).limit(RUNNING_READ)).all()
+    return tuple(RunningTask(ti.dag_id, ti.run_id, ti.task_id, ti.start_date,
+                             forms.task_log_url(base, ti.dag_id, ti.run_id, ti.task_id), latest_progress(ti))
+                 for ti in tis)
 
 
 def read_inputs(session: Session, topology: Topology, now: datetime | None = None) -> StatusInputs:
@@ -114,6 +141,6 @@ def read_inputs(session: Session, topology: Topology, now: datetime | None = Non
         owners={str(k): str(v) for k, v in (json_variable(session, OWNERS_VARIABLE) or {}).items()},
         totals=_totals(session, topology.levels),
         dags=_dags(session, base),
-        running=_running(session, base, json_variable(session, PROGRESS_VARIABLE) or {}),
+        running=_running(session, base),
         base_url=base,
     )

@@ -4,8 +4,10 @@ Airflow's real app (``airflow.api_fastapi.app.create_app``, the one ``airflow
 api-server`` serves) with this repo's plugin, its real auth manager (the simple
 one, as ``airflow standalone`` runs it) and the session's metadata database;
 requests go through FastAPI's test client, in process. The state the page reads
-is stored the way the DAGs store it. The page in a browser, on real traffic, is
-tested by the demo's end-to-end test (tests/e2e/test_demo.py).
+is stored the way the DAGs store it. A big tree is read in headless Chromium
+from the same app served by uvicorn on loopback (as ``airflow api-server`` serves
+it). The page on real traffic is tested by the demo's end-to-end test
+(tests/e2e/test_demo.py).
 """
 
 from __future__ import annotations
@@ -130,3 +132,84 @@ def monkeypatch_topology(monkeypatch, extra: str) -> str:
     Path(path).write_text(text.replace("name: demo", "name: status-api"))
     monkeypatch.setenv("MIRROR_TOPOLOGY", path)
     return "status-api"
+
+
+@pytest.fixture
+def served(airflow_home):
+    """Airflow's API server app, served by uvicorn on a free loopback port in this process; yields its base URL."""
+    import threading
+
+    import uvicorn
+    from airflow.api_fastapi.app import create_app
+
+    from mirrorflow_dev.process import free_port, wait_until
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "status-api-test-only")
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        try:
+            wait_until("uvicorn to serve the API server app", lambda: server.started, 30, interval=0.05)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+            thread.join(30)
+
+
+def test_a_fifty_cluster_tree_stays_readable_in_the_browser(served, stored, monkeypatch, chromium, tmp_path):
+    """50 clusters in one flat level: 2,450 links (the most 50 clusters can have), 4,900 link-partitions."""
+    import yaml
+
+    clusters = {f"k{i:02d}": {"bootstrap": f"127.0.0.1:{20000 + i}"} for i in range(50)}
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump({"name": "big", "clusters": clusters, "topics": ["orders"], "lag": {"sla": {
+        "records": 100}}, "tree": {"level": 1, "children": sorted(clusters)}}))
+    monkeypatch.setenv("MIRROR_TOPOLOGY", str(path))
+    from mirrorflow.topology import load_topology
+
+    topology = load_topology(path)
+    links = topology.all_links()
+    assert len(links) == 2450
+    rows = [LinkPartitionLag(link.link_id, 1, link.source, link.default_target, "orders", p,
+                             500 if (i % 97 == 0 and p == 0) else (3 if i % 13 == 0 else 0), 1.0)
+            for i, link in enumerate(links) for p in (0, 1)]
+    snapshot = LagSnapshot(datetime.now(UTC), "big", links=rows, sla={"sla": {"records": 100}})
+    stored(SNAPSHOT_VARIABLE, snapshot.to_dict())
+    breaching = sum(1 for i in range(len(links)) if i % 97 == 0)
+    lagging = sum(1 for i in range(len(links)) if i % 13 == 0 and i % 97 != 0)
+
+    import urllib.request
+
+    request = urllib.request.Request(f"{served}/mirror/api/status",
+                                     headers={"Authorization": f"Bearer {token()}"})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        body = answer.read()
+    doc = json.loads(body)
+    assert doc["links"]["counts"] == {"error": 0, "breach": breaching, "lagging": lagging,
+                                      "ok": 2450 - breaching - lagging, "unknown": 0}
+    assert len(doc["links"]["items"]) == 100 and doc["links"]["items"][0]["state"] == "breach"
+    print(f"\n[big tree] status document {len(body) / 1e6:.2f} MB")
+
+    context = chromium.new_context(viewport={"width": 1600, "height": 1200})
+    try:
+        context.add_cookies([{"name": "_token", "value": token(), "url": served}])
+        page = context.new_page()
+        page.goto(f"{served}/mirror/")
+        page.wait_for_selector("body[data-loaded]", timeout=60_000)
+        assert page.locator("#tree circle[data-cluster]").count() == 50
+        drawn = page.locator("#tree path.edge")  # a big tree draws only what needs a look: here the breaches
+        assert drawn.count() == breaching
+        assert {drawn.nth(i).get_attribute("data-state") for i in range(drawn.count())} == {"breach"}
+        assert page.locator("#tree-note").text_content() == (
+            f"2450 links: only the {breaching} over their SLA or failing are drawn ({lagging} more are lagging); "
+            f"the table lists every link")
+        assert page.locator("#links tbody tr").count() == 50
+        assert page.locator("#f-page").inner_text() == "1–50 of 2450"
+        page.locator("#f-state").select_option("breach")
+        page.wait_for_function(f"document.querySelector('#f-page').textContent === '1–{breaching} of {breaching}'")
+        assert {r.get_attribute("data-state") for r in page.locator("#links tbody tr").all()} == {"breach"}
+        page.screenshot(path=str(tmp_path / "big-tree.png"), full_page=False)
+    finally:
+        context.close()

@@ -219,8 +219,8 @@ def check_mirror_page(stdout: str, ui: int, bootstraps: dict[str, str], promethe
     prom.wait_for(lag, lambda r: values(r, "link") == {**zero, "c1.L1": 150.0, "c1.L3": 150.0}, timeout=30)
 
     # A message c2 refuses (over its topic's max.message.bytes); then level runs while Prometheus scrapes: c1's
-    # messages reach c3 at level 3, c2 (from c1) and c4 (from c3) at level 1, and a second level-3 run passes
-    # over the offsets they added on c2, c3 and c4, which it skips (lag counts offsets not yet passed).
+    # messages reach c3 at level 3, c2 (from c1) and c4 (from c3) at level 1; a second run of each level passes
+    # over the offsets those copies added on c2, c3 and c4, which it skips (lag counts offsets not yet passed).
     create_small_topic(bootstraps, "payments.big", small_on="c2", max_bytes=2048)
     produce(bootstraps["c1"], "payments.big", [b"x" * 20_000])
     for dag_id in LEVEL_DAGS:
@@ -236,6 +236,7 @@ def check_mirror_page(stdout: str, ui: int, bootstraps: dict[str, str], promethe
     assert rest.wait("mirror_level_3", run_id) == "success"
     assert rest.run("mirror_level_1")[1] == "failed"  # c1.L1 payments.big[0]; every other partition copied
     assert rest.run("mirror_level_3")[1] == "success"
+    assert rest.run("mirror_level_1")[1] == "failed"  # the refused message still blocks its partition only
     rest.run(LAG_DAG)
     prom.wait_for(lag, lambda r: values(r, "link") == zero, timeout=30)
     peak = prom.query(f"max_over_time(({lag})[10m:1s])")

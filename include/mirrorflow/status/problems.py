@@ -8,7 +8,7 @@ that is too old is a problem too: a silent monitor must not look like a healthy 
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from mirrorflow.status import forms
@@ -26,7 +26,7 @@ def _when(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value).astimezone().isoformat()
+        return datetime.fromtimestamp(value, UTC).isoformat()
     return str(value)
 
 

@@ -26,6 +26,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.status import build_status, links_page
 from mirrorflow.status.inputs import StatusInputs
 from mirrorflow.status.links import State
+from mirrorflow.status.metrics import CONTENT_TYPE, render
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.state import CHANGES_VARIABLE
 from mirrorflow_airflow.topology import current_topology
@@ -68,7 +69,5 @@ def links(session: SessionDep, state: State | None = None,
 
 @app.get("/metrics", response_class=PlainTextResponse, dependencies=READ)
 def metrics(session: SessionDep) -> PlainTextResponse:
-    from mirrorflow.status.metrics import render
-
     topology, inputs = _state(session)
-    return PlainTextResponse(render(topology, inputs), media_type="text/plain; version=0.0.4; charset=utf-8")
+    return PlainTextResponse(render(topology, inputs), media_type=CONTENT_TYPE)

@@ -147,6 +147,17 @@ class MirrorPage:
         boxes = self.frame.locator("#problems .problem")
         return [(b.get_attribute("data-kind"), b.inner_text()) for b in boxes.all()]
 
+    def trigger_form(self, link: str, dag_id: str) -> str:
+        """Open the pre-filled form of ``dag_id`` on ``link``'s row, trigger it as it is (a dry run); the run id."""
+        self.frame.locator(f"#links tbody tr[data-link='{link}'] button[data-dag='{dag_id}']").click()
+        dialog = self.frame.locator("dialog#form")
+        self.ui.expect(dialog).to_be_visible()
+        self.ui.expect(dialog.locator("#form-dry")).to_be_checked()
+        dialog.locator("#form-go").click()
+        result = dialog.locator("#form-result a")
+        self.ui.expect(result).to_have_count(1)
+        return result.inner_text()
+
     def screenshot(self, path: Path) -> Path:
         self.ui.page.screenshot(path=str(path), full_page=True)
         return path

@@ -18,6 +18,7 @@ import socket
 import stat
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -248,6 +249,11 @@ def check_mirror_page(stdout: str, ui: int, bootstraps: dict[str, str], promethe
     assert "large" in failed[0].lower(), failed[0]
     assert page.edge_states()["c1.L1"] == "error"
     page.screenshot(tmp_path / "mirror-page-failed-partition.png")
+
+    # A link's pre-filled form, triggered from the page with the user's own login: a dry run of the switch.
+    run_id = page.trigger_form("c1.L3", "mirror_switch_target")
+    run = rest.call("GET", f"/api/v2/dags/mirror_switch_target/dagRuns/{urllib.parse.quote(run_id, safe='')}")
+    assert run["conf"] == {"source_cluster": "c1", "level": 3, "target": "c4", "dry_run": True}, run
     print(f"\n[mirror page] screenshots in {tmp_path}")
 
 

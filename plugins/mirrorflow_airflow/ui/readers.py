@@ -15,6 +15,13 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlparse
 
+from airflow.configuration import conf
+from airflow.models import Variable
+from airflow.models.dag import DagModel
+from airflow.models.dagrun import DagRun
+from airflow.models.taskinstance import TaskInstance
+from airflow.models.xcom import XComModel
+from airflow.utils.log.log_reader import TaskLogReader
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -38,14 +45,10 @@ PROGRESS_LINE = re.compile(r"\bprogress (?:level|backfill|archive|completeness) 
 
 def ui_base() -> str:
     """The UI's path prefix (``[api] base_url``), so the page's links work behind a proxy path too."""
-    from airflow.configuration import conf
-
     return urlparse(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
 
 
 def json_variable(session: Session, key: str) -> Any:
-    from airflow.models import Variable
-
     row = session.scalar(select(Variable).where(Variable.key == key))
     if row is None:
         return None
@@ -65,11 +68,6 @@ def _totals(session: Session, levels: Iterable[int]) -> dict[str, Any]:
 
 
 def _dags(session: Session, base: str) -> dict[str, DagInfo]:
-    from airflow.models.dag import DagModel
-    from airflow.models.dagrun import DagRun
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.models.xcom import XComModel
-
     out = {}
     models = session.scalars(select(DagModel).where(DagModel.dag_id.startswith(PREFIX))).all()
     for model in models:
@@ -105,8 +103,6 @@ def latest_progress(ti: Any) -> dict[str, Any] | None:
     (a local file, a worker's log server, remote storage). A log that cannot be
     read gives ``None``: the page then shows the task without its progress.
     """
-    from airflow.utils.log.log_reader import TaskLogReader
-
     try:
         chunks, _ = TaskLogReader().read_log_chunks(ti, ti.try_number, {"end_of_log": False})
         line = None
@@ -120,8 +116,6 @@ def latest_progress(ti: Any) -> dict[str, Any] | None:
 
 
 def _running(session: Session, base: str) -> tuple[RunningTask, ...]:
-    from airflow.models.taskinstance import TaskInstance
-
     tis = session.scalars(select(TaskInstance).where(TaskInstance.dag_id.startswith(PREFIX),
                                                      TaskInstance.state == "running")
                           .order_by(TaskInstance.start_date).limit(RUNNING_READ)).all()

@@ -17,6 +17,8 @@ from mirrorflow.topology import Topology
 
 #: Links in the first page of the document.
 FIRST_PAGE = 100
+#: Links the picture may draw (worst first); a bigger tree draws only what is not ok anyway.
+EDGES = 2000
 
 
 def totals_rows(inputs: StatusInputs) -> list[dict[str, Any]]:
@@ -55,7 +57,7 @@ def build_status(topology: Topology, inputs: StatusInputs) -> dict[str, Any]:
         "clusters": list(per_cluster.values()),
         "links": {**page(links, limit=FIRST_PAGE), "all_edges": [
             {"id": r["id"], "source": r["source"], "target": r["target"], "level": r["level"], "state": r["state"],
-             "records": r["records"], "seconds": r["seconds"]} for r in links[:2000]]},
+             "records": r["records"], "seconds": r["seconds"]} for r in links[:EDGES]]},
         "levels": sections.levels(topology, inputs),
         "groups": sections.groups(topology, inputs),
         "schemas": sections.schemas(topology, inputs),

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, get_args
 
 from mirrorflow.copy.links import effective_links
+from mirrorflow.lag.rows import WHOLE
 from mirrorflow.status import forms
 from mirrorflow.topology import Topology
 from mirrorflow.topology.tree import is_leaf
@@ -87,7 +88,7 @@ def _row(topology: Topology, link: Any, measured: list[Mapping[str, Any]] | None
             row["partitions"] = len(values)
             row["lagging_partitions"] = sum(1 for r in values if r["records"])
         for r in measured:
-            where = "" if r.get("topic") == "*" else f"{r['topic']}[{r['partition']}]: "
+            where = "" if r.get("topic") == WHOLE else f"{r['topic']}[{r['partition']}]: "
             if r.get("error"):
                 row["problems"].append(where + str(r["error"]))
             if r.get("gap"):
@@ -96,7 +97,7 @@ def _row(topology: Topology, link: Any, measured: list[Mapping[str, Any]] | None
                 row["problems"].append(f"{where}source truncated or recreated")
             if r.get("checkpoint_missing"):
                 row["problems"].append(f"{where}checkpoint gone")
-            if r.get("records") is not None and r.get("topic") != "*":
+            if r.get("records") is not None and r.get("topic") != WHOLE:
                 row["over"] += [where + p for p in bound.exceeded(int(r["records"]), float(r.get("seconds") or 0.0))]
     row["state"] = ("error" if row["problems"] else "breach" if row["over"] else "unknown" if row["records"] is None
                     else "lagging" if row["records"] else "ok")

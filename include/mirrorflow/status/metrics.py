@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from mirrorflow.lag.rows import WHOLE
 from mirrorflow.status.inputs import DagInfo, RunInfo, StatusInputs
 from mirrorflow.topology import Topology
 from mirrorflow.topology.replication import parse_schedule
@@ -38,8 +39,6 @@ LINK_PARTITION = ("link", "source", "target", "topic", "partition")
 GROUP_PARTITION = ("group", "cluster", "topic", "partition")
 AUDIT_CELL = ("topic", "window", "origin", "cluster")
 
-#: ``topic`` / ``group`` of a lag row that stands for a whole link, group or cluster (mirrorflow.lag.rows.WHOLE).
-WHOLE = "*"
 #: Level DAG ids: ``mirror_level_<L>``.
 LEVEL_DAG = re.compile(r"^mirror_level_(\d+)$")
 #: Intervals of the Airflow presets a lag schedule may name.

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from mirrorflow.lag.rows import WHOLE
 from mirrorflow.status import forms
 from mirrorflow.status.inputs import DagInfo, RunInfo, StatusInputs
 from mirrorflow.topology import Topology
@@ -102,7 +103,7 @@ def audit(inputs: StatusInputs) -> dict[str, Any] | None:
         return None
     topics: dict[str, dict[str, Any]] = {}
     for row in (inputs.lag or {}).get("links", []):
-        if row.get("topic") not in (None, "*"):
+        if row.get("topic") not in (None, WHOLE):
             topics.setdefault(row["topic"], {"missing": 0, "duplicated": 0, "differences": 0})
     for d in summary.get("differences") or []:
         t = topics.setdefault(d["topic"], {"missing": 0, "duplicated": 0, "differences": 0})

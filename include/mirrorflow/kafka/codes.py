@@ -28,12 +28,3 @@ FENCED_CODES = frozenset({
     KafkaError.INVALID_PRODUCER_EPOCH,
     KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 })
-
-#: The target refuses the message itself (its size, its form, its timestamp): a retry is refused the
-#: same way, so it only delays the alert; the target topic's settings or the message must change.
-REFUSED_MESSAGE_CODES = frozenset({
-    KafkaError.MSG_SIZE_TOO_LARGE,
-    KafkaError.RECORD_LIST_TOO_LARGE,
-    KafkaError.INVALID_RECORD,
-    KafkaError.INVALID_TIMESTAMP,
-})

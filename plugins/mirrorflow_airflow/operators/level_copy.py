@@ -24,12 +24,9 @@ import logging
 import time
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
-
 from mirrorflow.copy.job import JOB_ENV, run_job
 from mirrorflow.copy.links import build_spec, effective_links, heals_from_archive
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.codes import REFUSED_MESSAGE_CODES
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.hooks.archive import archive_location
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
@@ -42,17 +39,6 @@ log = logging.getLogger(__name__)
 
 class CopyFailed(MirrorflowError):
     """Some links or partitions of a level run failed; the others were copied."""
-
-
-class CopyRefused(AirflowFailException, CopyFailed):
-    """Every failure of the run is a message its target refuses (too large, invalid): not retried."""
-
-
-def refused_only(partitions: list[dict[str, Any]], errors: int) -> bool:
-    """Whether each of the run's ``errors`` is a partition whose target refused the message itself."""
-    failed = [p for p in partitions if p.get("error")]
-    return bool(failed) and len(failed) == errors and all(p.get("error_code") in REFUSED_MESSAGE_CODES
-                                                          for p in failed)
 
 
 class MirrorLevelCopyOperator(MirrorSparkJobOperator):
@@ -88,12 +74,8 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator):
         if not result["ok"]:
             context["ti"].xcom_push(key="return_value", value=result)
             lines = "\n  ".join(result["errors"])
-            refused = refused_only(partitions, len(result["errors"]))
-            raise (CopyRefused if refused else CopyFailed)(
-                f"level {self.level} run {context['run_id']}: {len(result['errors'])} failure(s); every other "
-                f"partition was copied:\n  {lines}" + ("\nNot retried: the target refuses these messages "
-                                                        "themselves, and would refuse a retry the same way "
-                                                        "(docs/topics.md)" if refused else ""))
+            raise CopyFailed(f"level {self.level} run {context['run_id']}: {len(result['errors'])} failure(s); "
+                             f"every other partition was copied:\n  {lines}")
         return result
 
     def _record_totals(self, partitions: list[dict[str, Any]], result: dict[str, Any], run_id: str) -> None:

@@ -65,6 +65,10 @@ class Rest:
     def state(self, dag_id: str, run_id: str) -> str:
         return self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}")["state"]
 
+    def task_state(self, dag_id: str, run_id: str, task_id: str) -> str | None:
+        return self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
+                                f"/taskInstances/{task_id}")["state"]
+
     def wait(self, dag_id: str, run_id: str, timeout: float = RUN_TIMEOUT) -> str:
         """The run's final state, once it has one."""
 

@@ -12,7 +12,6 @@ from urllib.parse import quote
 
 FAILOVER_DAG = "mirror_failover_consumer_group"
 SWITCH_DAG = "mirror_switch_target"
-ONBOARD_DAG = "mirror_onboard_cluster"
 RESOLVE_GAP_DAG = "mirror_resolve_gap"
 
 
@@ -54,7 +53,3 @@ def resolve_gap_form(link: str, topic: str, partition: int) -> dict[str, Any]:
     return form(RESOLVE_GAP_DAG, f"Resolve the gap of {link} on {topic}[{partition}]",
                 {"link": link, "topic": topic, "partition": partition})
 
-
-def onboard_form(sibling_of: str, level: int) -> dict[str, Any]:
-    return form(ONBOARD_DAG, f"Onboard a cluster next to {sibling_of} at level {level}",
-                {"sibling_of": sibling_of, "level": level})

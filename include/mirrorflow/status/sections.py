@@ -22,12 +22,6 @@ def iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment else None
 
 
-def _schedule_text(topology: Topology, level: int) -> str:
-    """The level's schedule as the topology says it (``5m``, a cron line, ``manual``)."""
-    own = topology.replication.levels.get(level)
-    return str(own.schedule if own is not None and own.schedule else topology.replication.schedule)
-
-
 def run_row(run: RunInfo) -> dict[str, Any]:
     result = run.result or {}
     return {"run_id": run.run_id, "state": run.state, "started": iso(run.started), "ended": iso(run.ended),
@@ -46,7 +40,7 @@ def levels(topology: Topology, inputs: StatusInputs) -> list[dict[str, Any]]:
         out.append({
             "level": level, "dag_id": dag_id, "dag_url": forms.dag_url(inputs.base_url, dag_id),
             "links": len(topology.links(level)), "paused": dag.paused, "next_run": iso(dag.next_run),
-            "schedule": _schedule_text(topology, level),
+            "schedule": topology.replication.schedule_text(level),
             "windows": {k: v for k, v in windows.items() if v},
             "runs": [run_row(r) for r in dag.runs[:RUNS_SHOWN]],
         })

@@ -224,9 +224,13 @@ class ReplicationConfig(Model):
     def _schedule(cls, value: str) -> str:
         return _check_schedule(value)
 
-    def schedule_for(self, level: int) -> timedelta | str | None:
+    def schedule_text(self, level: int) -> str:
+        """The level's schedule as the topology writes it (``5m``, a cron line, ``manual``)."""
         own = self.levels.get(level)
-        return parse_schedule(own.schedule if own is not None and own.schedule else self.schedule)
+        return own.schedule if own is not None and own.schedule else self.schedule
+
+    def schedule_for(self, level: int) -> timedelta | str | None:
+        return parse_schedule(self.schedule_text(level))
 
     def link_settings(self, link_id: str) -> LinkSettings:
         own = self.links.get(link_id)

@@ -20,18 +20,14 @@ from mirrorflow.lag import WHOLE, GroupPartitionLag, LagSnapshot, LinkPartitionL
 from mirrorflow.topology import Topology
 from mirrorflow.topology.alerts import KINDS, AlertsConfig
 from mirrorflow.topology.lag import LagConfig
+from tests.unit.test_lag_config import four as four_clusters
 
 T0 = datetime(2026, 11, 22, 14, 4, 3, tzinfo=UTC)
 CHANNELS = {"email": frozenset(KINDS), "webhook": frozenset({"gap", "audit"})}
 
 
 def four(alerts_section=None) -> dict:
-    data = {
-        "clusters": {f"c{i}": {"bootstrap": f"127.0.0.1:{19091 + i}"} for i in range(1, 5)},
-        "tree": {"level": 3, "children": [{"level": 1, "children": ["c1", "c2"]},
-                                          {"level": 1, "children": ["c3", "c4"]}]},
-        "topics": ["orders"],
-    }
+    data = four_clusters()
     if alerts_section is not None:
         data["alerts"] = alerts_section
     return data

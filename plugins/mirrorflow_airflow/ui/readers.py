@@ -73,23 +73,27 @@ def _dags(session: Session, base: str) -> dict[str, DagInfo]:
     for model in models:
         runs = session.scalars(select(DagRun).where(DagRun.dag_id == model.dag_id)
                                .order_by(DagRun.run_after.desc()).limit(RUNS_READ)).all()
+        ids = [run.run_id for run in runs]  # one query each for the runs' tasks and results, not one per run
+        tasks_of: dict[str, dict[str, str]] = {i: {} for i in ids}
+        for run_id, task_id, state in session.execute(select(
+                TaskInstance.run_id, TaskInstance.task_id, TaskInstance.state).where(
+                TaskInstance.dag_id == model.dag_id, TaskInstance.run_id.in_(ids))):
+            tasks_of[run_id][task_id] = str(state) if state is not None else "none"
+        results: dict[str, dict[str, Any]] = {}
+        for xcom in session.scalars(select(XComModel).where(
+                XComModel.dag_id == model.dag_id, XComModel.run_id.in_(ids), XComModel.task_id.in_(RESULT_TASKS),
+                XComModel.key == "return_value")):
+            value = XComModel.deserialize_value(xcom)
+            if isinstance(value, dict):
+                results.setdefault(xcom.run_id, value)
         infos = []
         for run in runs:
-            tis = session.execute(select(TaskInstance.task_id, TaskInstance.state).where(
-                TaskInstance.dag_id == model.dag_id, TaskInstance.run_id == run.run_id)).all()
-            tasks = {t: str(s) if s is not None else "none" for t, s in tis}
+            tasks = tasks_of[run.run_id]
             logs = {t: forms.task_log_url(base, model.dag_id, run.run_id, t) for t in tasks}
-            result = None
-            xcom = session.scalars(select(XComModel).where(
-                XComModel.dag_id == model.dag_id, XComModel.run_id == run.run_id,
-                XComModel.task_id.in_(RESULT_TASKS), XComModel.key == "return_value")).first()
-            if xcom is not None:
-                value = XComModel.deserialize_value(xcom)
-                result = value if isinstance(value, dict) else None
             failed = [t for t, s in tasks.items() if s == "failed"]
             infos.append(RunInfo(
                 dag_id=model.dag_id, run_id=run.run_id, state=str(run.state), started=run.start_date,
-                ended=run.end_date, result=result, tasks=tasks, task_logs=logs,
+                ended=run.end_date, result=results.get(run.run_id), tasks=tasks, task_logs=logs,
                 log_url=logs[failed[0]] if failed else forms.run_url(base, model.dag_id, run.run_id)))
         out[model.dag_id] = DagInfo(model.dag_id, paused=model.is_paused, next_run=model.next_dagrun_create_after,
                                     runs=tuple(infos))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mirrorflow_airflow.sensors.lag import PollingSensor
+from mirrorflow_airflow.sensors.base import PollingSensor
 from mirrorflow_airflow.triggers.base import PollingTrigger
 from mirrorflow_airflow.triggers.failover import GroupReplicatedTrigger
 

@@ -36,7 +36,7 @@ from airflow.sdk import DAG, task
 from mirrorflow.topology import Topology
 from mirrorflow.topology.replication import parse_schedule
 from mirrorflow_airflow.dag_header import mirror_dag
-from mirrorflow_airflow.notifiers import alert_callbacks
+from mirrorflow_airflow.notifiers.alerts import alert_callbacks
 from mirrorflow_airflow.steps.lag_monitor import check_sla, measure_lag
 
 DAG_ID = "mirror_lag_monitor"

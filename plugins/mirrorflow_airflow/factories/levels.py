@@ -26,7 +26,7 @@ from airflow.sdk import DAG, task
 
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.dag_header import mirror_dag
-from mirrorflow_airflow.notifiers import alert_callbacks
+from mirrorflow_airflow.notifiers.alerts import alert_callbacks
 from mirrorflow_airflow.operators.level_copy import MirrorLevelCopyOperator
 from mirrorflow_airflow.steps.levels import plan_level
 

@@ -21,7 +21,7 @@ from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.masking import mask_values
+from mirrorflow_airflow.hooks.masking import mask_values
 
 
 def archive_location(topology: Topology) -> ArchiveLocation:

@@ -13,7 +13,7 @@ from airflow.sdk import BaseHook
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.masking import mask_settings
+from mirrorflow_airflow.hooks.masking import mask_settings
 
 
 class MirrorClusterHook(BaseHook):

@@ -23,7 +23,7 @@ from airflow.sdk import BaseHook
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.schemas.rest_store import inline_pem_to_files
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.masking import mask_settings
+from mirrorflow_airflow.hooks.masking import mask_settings
 
 
 class SchemaRegistryHook(BaseHook):

@@ -16,10 +16,11 @@ task's own process. It reads what the task produced, turns it into incidents
 (:mod:`mirrorflow.alerts`), compares them with the open ones in the Variable
 ``mirrorflow_alert_incidents`` and sends one message per incident opened and one
 per incident over, by e-mail (SMTP, the ``alerts.email.conn_id`` connection) and
-webhook (JSON POST, the ``alerts.webhook.conn_id`` connection). A channel that
-fails is logged as an error naming it and its connection and does not stop the
-other; its opening message is tried again by the next run. Secrets (password,
-token, webhook URL) are handed to Airflow's log masker and never logged.
+webhook (JSON POST, the ``alerts.webhook.conn_id`` connection), both read by the
+hooks of :mod:`mirrorflow_airflow.hooks.alerts`. A channel that fails is logged
+as an error naming it and its connection and does not stop the other; its
+opening message is tried again by the next run. Secrets (password, token,
+webhook URL) are handed to Airflow's log masker and never logged.
 """
 
 from __future__ import annotations
@@ -29,14 +30,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from airflow.sdk import BaseHook, BaseNotifier
+from airflow.sdk import BaseNotifier
 
 from mirrorflow import alerts
 from mirrorflow.alerts import Findings, Message, RunRef
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
-from mirrorflow.topology.alerts import AlertsConfig, EmailChannel, WebhookChannel
-from mirrorflow_airflow.masking import mask_values
+from mirrorflow.topology.alerts import AlertsConfig, EmailChannel
+from mirrorflow_airflow.hooks.alerts import AlertEmailHook, AlertWebhookHook
 from mirrorflow_airflow.state import open_incidents, set_open_incidents
 
 log = logging.getLogger(__name__)
@@ -46,64 +47,6 @@ log = logging.getLogger(__name__)
 Reader = Literal["lag", "copy", "audit", "task"]
 #: Characters of a task's exception quoted in a "task" incident.
 ERROR_CHARS = 500
-
-
-def _flag(value: Any) -> bool:
-    return value is True or str(value).strip().lower() in ("true", "1", "yes", "on")
-
-
-def smtp_server(channel: EmailChannel) -> alerts.SmtpServer:
-    """The SMTP server of the e-mail channel's connection (the SMTP provider's extras: ``disable_ssl``, ...)."""
-    conn = BaseHook.get_connection(channel.conn_id)
-    extra = conn.extra_dejson
-    mask_values([conn.password])
-    if not conn.host:
-        raise MirrorflowError(f"alerts.email.conn_id: connection {channel.conn_id!r} has no host (the SMTP server)")
-    use_ssl = not _flag(extra.get("disable_ssl", False))
-    starttls = not _flag(extra.get("disable_tls", False))
-    port = conn.port or (465 if use_ssl else 587 if starttls else 25)
-    return alerts.SmtpServer(conn.host, int(port), conn.login or None, conn.password or None, use_ssl=use_ssl,
-                             starttls=starttls, timeout=float(extra.get("timeout", 30)),
-                             sender=extra.get("from_email"))
-
-
-def webhook(channel: WebhookChannel) -> tuple[alerts.Webhook, str | None]:
-    """The webhook of the channel's connection, and for ``format: pagerduty`` its routing key.
-
-    The URL is the extra's ``url``, else built from the connection: a host that is
-    a whole URL, or scheme (``schema`` when it is http/https, else the conn type
-    when it is, else https), host and port; the path is the extra's ``path`` (or
-    ``endpoint``), else ``schema`` when it is not a scheme (a connection given as
-    the URI ``https://hooks.example.com/services/T/B/X`` keeps its path there).
-    The password is sent as a bearer token, or is PagerDuty's routing key; the
-    extra's ``headers`` are added as they are.
-    """
-    conn = BaseHook.get_connection(channel.conn_id)
-    extra = conn.extra_dejson
-    schema = conn.schema or ""
-    scheme_in_schema = schema.lower() in ("http", "https")
-    url = extra.get("url") or extra.get("webhook_url")
-    if not url:
-        host = (conn.host or "").rstrip("/")
-        if not host:
-            raise MirrorflowError(f"alerts.webhook.conn_id: connection {channel.conn_id!r} has no host and no url in "
-                                  f"its extra")
-        if "://" in host:
-            base = host
-        else:
-            conn_type = (conn.conn_type or "").lower()
-            scheme = schema.lower() if scheme_in_schema else conn_type if conn_type in ("http", "https") else "https"
-            base = f"{scheme}://{host}{f':{conn.port}' if conn.port else ''}"
-        path = extra.get("path") or extra.get("endpoint") or ("" if scheme_in_schema else schema)
-        url = f"{base}/{str(path).lstrip('/')}" if path else base
-    headers = {str(k): str(v) for k, v in dict(extra.get("headers") or {}).items()}
-    routing_key = None
-    if channel.format == "pagerduty":
-        routing_key = extra.get("routing_key") or conn.password
-    elif conn.password:
-        headers["Authorization"] = f"Bearer {conn.password}"
-    mask_values([url, conn.password, routing_key, *headers.values()])
-    return alerts.Webhook(str(url), headers, float(channel.timeout_seconds)), routing_key
 
 
 class MirrorAlertNotifier(BaseNotifier):
@@ -187,7 +130,7 @@ class MirrorAlertNotifier(BaseNotifier):
         channel = self.alerts_config.channels()[name]
         try:
             if isinstance(channel, EmailChannel):
-                server = smtp_server(channel)
+                server = AlertEmailHook(channel).server()
                 sender = channel.from_address or server.sender
                 if not sender:
                     raise MirrorflowError("no sender address: set alerts.email.from_address or the connection's "
@@ -198,11 +141,11 @@ class MirrorAlertNotifier(BaseNotifier):
                     alerts.send_email(server, alerts.email(message, sender, to))
 
                 return send_mail
-            hook, routing_key = webhook(channel)
+            endpoint, routing_key = AlertWebhookHook(channel).endpoint()
             fmt = channel.format
 
             def post(message: Message) -> None:
-                alerts.post_json(hook, alerts.webhook_body(message, fmt, routing_key))
+                alerts.post_json(endpoint, alerts.webhook_body(message, fmt, routing_key))
 
             return post
         except Exception as exc:  # a missing connection must not hide the other channel

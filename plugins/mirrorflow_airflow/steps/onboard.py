@@ -28,6 +28,7 @@ from mirrorflow.onboard.plan import OnboardPlan, OnboardRefused, OnboardRequest,
 from mirrorflow.onboard.verify import summarize, verify
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
+from mirrorflow_airflow.hooks.registry import sync_from_primary
 from mirrorflow_airflow.state import (
     group_owners,
     link_targets,
@@ -36,7 +37,6 @@ from mirrorflow_airflow.state import (
     record_onboarding,
     set_link_targets,
 )
-from mirrorflow_airflow.steps.schemas import sync_target
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ def sync_schemas(topology: Topology, plan: OnboardPlan, wanted: bool) -> dict[st
         return {"skipped": why}
     if plan.dry_run:
         return {"dry_run": True}
-    return sync_target(joined(topology, plan), plan.cluster, dry_run=False)
+    return sync_from_primary(joined(topology, plan), plan.cluster, dry_run=False)
 
 
 def position_groups(topology: Topology, plan: OnboardPlan) -> dict[str, Any]:

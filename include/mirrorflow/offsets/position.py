@@ -1,4 +1,4 @@
-"""A portable position: where a consumer group stands, in terms any cluster can resolve.
+"""A portable position: where a consumer group stands, in terms any cluster can translate.
 
 One record per (owner cluster, group, topic, partition) in the internal topic
 ``_mirrorflow.offsets`` (compacted, one partition, so each cluster holds the

@@ -20,8 +20,8 @@ from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.offsets import frontier as _frontier
 from mirrorflow.offsets.groups import GroupInfo, commit, committed, cut_metadata
 from mirrorflow.offsets.position import Position, key_of
-from mirrorflow.offsets.resolve import Resolution, resolve
 from mirrorflow.offsets.topic import publish, read_positions
+from mirrorflow.offsets.translate import Translation, translate
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ def plan_commits(client: ClusterClient, positions: Iterable[Position],
         precision, margin = precision_for(group)
         for p in sorted(mine, key=lambda x: (x.topic, x.partition)):
             key = (p.topic, p.partition)
-            res: Resolution = resolve(client, p, precision, margin, lows[key], ends[key], current.get(key))
+            res: Translation = translate(client, p, precision, margin, lows[key], ends[key], current.get(key))
             before = current[key][0] if key in current else None
             rows.append(CommitRow(group, p.topic, p.partition, p.owner, p.offset, before, res.offset, res.precision,
                                   res.how, p.published_at_ms))

@@ -1,4 +1,13 @@
-"""Turn a portable position into an offset on another cluster, in either precision."""
+"""Offset translation: a portable position turned into the offset on this cluster where the group resumes.
+
+In either precision: ``exact`` scans from a proven start for the first message
+the owner's consumption has not covered; ``timestamp`` looks up the first message
+at or after the last consumed one's time minus a margin.
+
+The consumer group ``_mirrorflow.offsets.resolver`` that the timestamp lookup
+uses keeps its name: it is a group on real clusters, and ACLs name it by the
+``_mirrorflow`` prefix.
+"""
 
 from __future__ import annotations
 
@@ -14,15 +23,15 @@ from mirrorflow.offsets.position import Position
 
 
 @dataclass(frozen=True)
-class Resolution:
+class Translation:
     offset: int
     precision: str
     #: How it was found, for the log: where the scan started, or the timestamp looked up.
     how: str
 
 
-def resolve(client: ClusterClient, pos: Position, precision: str, margin_s: float, low: int, end: int,
-            current: tuple[int, str] | None = None) -> Resolution:
+def translate(client: ClusterClient, pos: Position, precision: str, margin_s: float, low: int, end: int,
+            current: tuple[int, str] | None = None) -> Translation:
     """The offset on ``client``'s cluster where ``pos.group`` resumes ``pos.topic[pos.partition]``.
 
     ``low``/``end`` are this cluster's earliest and last stable offsets;
@@ -38,15 +47,15 @@ def resolve(client: ClusterClient, pos: Position, precision: str, margin_s: floa
         if made is not None and made[0] == pos.owner and made[1] <= pos.offset and low <= current[0] <= end:
             start, how = current[0], f"scanned from the previous cut {current[0]}"
     cut = _frontier.first_unconsumed(client, pos.topic, pos.partition, pos.frontier, start, end)
-    return Resolution(cut, "exact", how)
+    return Translation(cut, "exact", how)
 
 
-def _by_timestamp(client: ClusterClient, pos: Position, margin_s: float, low: int, end: int) -> Resolution:
+def _by_timestamp(client: ClusterClient, pos: Position, margin_s: float, low: int, end: int) -> Translation:
     """Axual's rule: the first offset at or after (last consumed CreateTime - margin); the end if none."""
     if pos.timestamp_ms is None:
         if pos.offset == 0:
-            return Resolution(low, "timestamp", "nothing consumed yet: from the earliest offset")
-        return Resolution(low, "timestamp", "no consumed message retained on the owner: from the earliest offset")
+            return Translation(low, "timestamp", "nothing consumed yet: from the earliest offset")
+        return Translation(low, "timestamp", "no consumed message retained on the owner: from the earliest offset")
     wanted = pos.timestamp_ms - int(margin_s * 1000)
     consumer = Consumer(client.consumer("_mirrorflow.offsets.resolver"))
     try:
@@ -59,5 +68,5 @@ def _by_timestamp(client: ClusterClient, pos: Position, margin_s: float, low: in
     if tp.error is not None:
         raise KafkaOperationError(client.name, f"offsets for times {pos.topic}[{pos.partition}]", tp.error)
     offset = end if tp.offset < 0 else min(max(tp.offset, low), end)
-    return Resolution(offset, "timestamp", f"first message at or after {wanted} ms (last consumed "
+    return Translation(offset, "timestamp", f"first message at or after {wanted} ms (last consumed "
                                             f"{pos.timestamp_ms} ms - {margin_s:g}s)")

@@ -2,9 +2,12 @@
 
 The effective target of each link (``mirrorflow_link_targets``, JSON ``{link id:
 target}``; links not listed use their default target), the clusters added and
-removed by operators (``mirrorflow_topology_changes``), consumer-group owners and
-onboardings in progress: durable, in Airflow's metadata database, visible under
-Admin -> Variables.
+removed by operators (``mirrorflow_topology_changes``), consumer-group owners,
+onboardings in progress, what the level runs copied, the open alert incidents,
+and the latest lag snapshot and completeness audit: durable, in Airflow's
+metadata database, visible under Admin -> Variables. Every Variable mirrorflow
+keeps is named here, so the steps that write one and the readers of the Mirror
+page share its name.
 
 Some of it is read when DAG files are parsed, and Airflow 3 parses them in
 several contexts: the dag-processor and task runners reach Variables through
@@ -206,3 +209,39 @@ def set_open_incidents(incidents: dict[str, dict[str, Any]]) -> None:
     Variable.set(INCIDENTS_VARIABLE, json.dumps(dict(sorted(incidents.items())), sort_keys=True),
                  description="mirrorflow: open alert incidents, one message each (written by the alert notifiers "
                              "of mirror_lag_monitor, mirror_level_<L> and mirror_audit; docs/alerts.md)")
+
+
+# --------------------------------------------------------------------------- what the monitors found last
+
+#: The latest lag snapshot (JSON; docs/lag.md, "Snapshot format"), written by ``mirror_lag_monitor``.
+LAG_SNAPSHOT_VARIABLE = "mirrorflow_lag_snapshot"
+#: The latest completeness audit's summary (JSON; docs/audit.md), written by ``mirror_audit``.
+AUDIT_RESULT_VARIABLE = "mirrorflow_audit_result"
+
+
+def _json_variable(key: str) -> dict[str, Any] | None:
+    raw = read_variable(key)
+    if not raw:
+        return None
+    return json.loads(raw) if isinstance(raw, str) else dict(raw)
+
+
+def read_lag_snapshot() -> dict[str, Any] | None:
+    """The latest snapshot stored by ``mirror_lag_monitor`` (``None`` before its first run)."""
+    return _json_variable(LAG_SNAPSHOT_VARIABLE)
+
+
+def set_lag_snapshot(snapshot: dict[str, Any]) -> None:
+    Variable.set(LAG_SNAPSHOT_VARIABLE, json.dumps(snapshot, sort_keys=True),
+                 description="mirrorflow: latest lag snapshot per link-partition and consumer group "
+                             "(written by mirror_lag_monitor; format in docs/lag.md)")
+
+
+def read_audit_result() -> dict[str, Any] | None:
+    """The latest summary stored by ``mirror_audit`` (``None`` before its first run)."""
+    return _json_variable(AUDIT_RESULT_VARIABLE)
+
+
+def set_audit_result(summary: dict[str, Any]) -> None:
+    Variable.set(AUDIT_RESULT_VARIABLE, json.dumps(summary, sort_keys=True),
+                 description="mirrorflow: latest completeness audit (written by mirror_audit; docs/audit.md)")

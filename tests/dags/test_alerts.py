@@ -23,8 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from mirrorflow_airflow.factories.lag_monitor import build_lag_monitor_dag
-from mirrorflow_airflow.state import INCIDENTS_VARIABLE, open_incidents
-from mirrorflow_airflow.steps.lag_monitor import SNAPSHOT_VARIABLE
+from mirrorflow_airflow.state import INCIDENTS_VARIABLE, LAG_SNAPSHOT_VARIABLE, open_incidents
 from tests.dags.test_lag_monitor_dag import pending, states, task_output  # noqa: F401 (pending is a fixture)
 from tests.integration.mirroring import clients, converge
 
@@ -140,10 +139,10 @@ def alert_connections(mailbox, receiver, monkeypatch):
 def clean_variables(airflow_home):
     from airflow.models import Variable
 
-    for key in (INCIDENTS_VARIABLE, SNAPSHOT_VARIABLE):
+    for key in (INCIDENTS_VARIABLE, LAG_SNAPSHOT_VARIABLE):
         Variable.delete(key)
     yield
-    for key in (INCIDENTS_VARIABLE, SNAPSHOT_VARIABLE):
+    for key in (INCIDENTS_VARIABLE, LAG_SNAPSHOT_VARIABLE):
         Variable.delete(key)
 
 

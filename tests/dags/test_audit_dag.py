@@ -23,10 +23,10 @@ def audit_result_cleared(airflow_home):
     """The Variable the audit leaves for the lag monitor is this test's: later tests' monitors must not see it."""
     from airflow.models import Variable
 
-    from mirrorflow_airflow.steps.audit import RESULT_VARIABLE
+    from mirrorflow_airflow.state import AUDIT_RESULT_VARIABLE
 
     yield
-    Variable.delete(RESULT_VARIABLE)
+    Variable.delete(AUDIT_RESULT_VARIABLE)
 
 
 def test_the_audit_dag_finds_the_tree_complete_under_traffic_and_fails_naming_a_loss(kafka_clusters, make_topic,
@@ -78,7 +78,7 @@ def test_the_audit_dag_finds_the_tree_complete_under_traffic_and_fails_naming_a_
 
     # the lag monitor counts the audit's difference as an SLA violation, naming it
     from mirrorflow_airflow.factories.lag_monitor import build_lag_monitor_dag
-    from mirrorflow_airflow.steps.lag_monitor import read_lag_snapshot
+    from mirrorflow_airflow.state import read_lag_snapshot
 
     monitored = build_lag_monitor_dag(topo).test()
     assert monitored.state == "failed"

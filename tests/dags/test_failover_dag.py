@@ -17,8 +17,7 @@ from confluent_kafka import Consumer
 from mirrorflow_airflow.factories.failover import build_failover_dag
 from mirrorflow_airflow.factories.lag_monitor import build_lag_monitor_dag
 from mirrorflow_airflow.factories.offsets import build_offsets_dag
-from mirrorflow_airflow.state import OWNERS_VARIABLE
-from mirrorflow_airflow.steps.lag_monitor import SNAPSHOT_VARIABLE
+from mirrorflow_airflow.state import LAG_SNAPSHOT_VARIABLE, OWNERS_VARIABLE
 from tests.dags.test_level_dags import xcom
 from tests.integration.groups import committed_offsets, consume_and_commit, read_from_committed
 from tests.integration.mirroring import (
@@ -59,8 +58,8 @@ def lag_snapshot(airflow_home):
     """The lag monitor's snapshot Variable, removed afterwards (a later monitor would read it as its previous)."""
     from airflow.models import Variable
 
-    yield lambda: json.loads(Variable.get(SNAPSHOT_VARIABLE, default_var="{}"))
-    Variable.delete(SNAPSHOT_VARIABLE)
+    yield lambda: json.loads(Variable.get(LAG_SNAPSHOT_VARIABLE, default_var="{}"))
+    Variable.delete(LAG_SNAPSHOT_VARIABLE)
 
 
 def _conf(**kw):

@@ -29,7 +29,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.defaults import DEFAULT_ARGS, START_DATE, tags
 from mirrorflow_airflow.factories.lag_monitor import DAG_ID, build_lag_monitor_dag
-from mirrorflow_airflow.steps.lag_monitor import SNAPSHOT_VARIABLE
+from mirrorflow_airflow.state import LAG_SNAPSHOT_VARIABLE
 from mirrorflow_airflow.triggers.base import PollingTrigger
 from mirrorflow_airflow.triggers.lag import ConsumerGroupLagTrigger, ReplicationLagTrigger
 from tests.dags.test_level_dags import xcom
@@ -53,11 +53,11 @@ def stored_snapshot(airflow_home):
 
     def read() -> tuple[dict, str | None]:
         with create_session() as session:
-            row = session.query(Variable).filter_by(key=SNAPSHOT_VARIABLE).one()
+            row = session.query(Variable).filter_by(key=LAG_SNAPSHOT_VARIABLE).one()
             return json.loads(row.val), row.description
 
     yield read
-    Variable.delete(SNAPSHOT_VARIABLE)
+    Variable.delete(LAG_SNAPSHOT_VARIABLE)
 
 
 @pytest.fixture

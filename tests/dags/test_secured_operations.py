@@ -82,12 +82,11 @@ def results_cleared(airflow_home):
     """The audit's result and the lag snapshot are this test's: later tests must not see them."""
     from airflow.models import Variable
 
-    from mirrorflow_airflow.steps.audit import RESULT_VARIABLE
-    from mirrorflow_airflow.steps.lag_monitor import SNAPSHOT_VARIABLE
+    from mirrorflow_airflow.state import AUDIT_RESULT_VARIABLE, LAG_SNAPSHOT_VARIABLE
 
     yield
-    Variable.delete(RESULT_VARIABLE)
-    Variable.delete(SNAPSHOT_VARIABLE)
+    Variable.delete(AUDIT_RESULT_VARIABLE)
+    Variable.delete(LAG_SNAPSHOT_VARIABLE)
 
 
 def _topology(conn_ids: dict[str, str], tree: str, topic: str) -> Topology:

@@ -19,8 +19,7 @@ import pytest
 
 from mirrorflow.lag import LinkPartitionLag
 from mirrorflow.lag.snapshot import LagSnapshot
-from mirrorflow_airflow.state import COPY_TOTALS_PREFIX
-from mirrorflow_airflow.steps.lag_monitor import SNAPSHOT_VARIABLE
+from mirrorflow_airflow.state import COPY_TOTALS_PREFIX, LAG_SNAPSHOT_VARIABLE
 
 ROUTES = ("/mirror/", "/mirror/api/status", "/mirror/api/links", "/mirror/metrics")
 
@@ -76,7 +75,7 @@ def test_a_logged_in_viewer_reads_the_page_its_api_and_the_metrics(api, stored, 
     rows = [LinkPartitionLag("c1.L1", 1, "c1", "c2", "orders", 0, 150, 12.0),
             LinkPartitionLag("c2.L1", 1, "c2", "c1", "orders", 0, 0, 0.0)]
     snapshot = LagSnapshot(now, "demo", links=rows, sla={"sla": {"records": 100}})
-    stored(SNAPSHOT_VARIABLE, snapshot.to_dict())
+    stored(LAG_SNAPSHOT_VARIABLE, snapshot.to_dict())
     stored(f"{COPY_TOTALS_PREFIX}1", {"partitions": {"c1.L1|orders|0": {
         "link": "c1.L1", "source": "c1", "target": "c2", "topic": "orders", "partition": 0, "records": 40,
         "bytes": 4000, "last_success": now.timestamp(), "error": None, "error_since": None}}})
@@ -176,7 +175,7 @@ def test_a_fifty_cluster_tree_stays_readable_in_the_browser(served, stored, monk
                              500 if (i % 97 == 0 and p == 0) else (3 if i % 13 == 0 else 0), 1.0)
             for i, link in enumerate(links) for p in (0, 1)]
     snapshot = LagSnapshot(datetime.now(UTC), "big", links=rows, sla={"sla": {"records": 100}})
-    stored(SNAPSHOT_VARIABLE, snapshot.to_dict())
+    stored(LAG_SNAPSHOT_VARIABLE, snapshot.to_dict())
     breaching = sum(1 for i in range(len(links)) if i % 97 == 0)
     lagging = sum(1 for i in range(len(links)) if i % 13 == 0 and i % 97 != 0)
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from mirrorflow.audit import audit, audit_warning
@@ -59,6 +60,30 @@ class AuditResult:
             "verdicts_written": {name: n for name, n in sorted(self.verdicts_written.items()) if n},
             "differences": [d.to_dict() for d in self.drills] or ([x.to_dict() for x in c.differences] if c else []),
         }
+
+
+def difference_lines(differences: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line per difference of a summary, with the messages when it was drilled down."""
+    rows = []
+    for d in differences:
+        window = datetime.fromtimestamp(d["window_ms"] / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+        line = (f"topic {d['topic']} window {window} origin {d['origin']} on {d['cluster']}: "
+                f"{d['held']} of {d['expected']} messages")
+        if "missing_count" in d:
+            line += (f"; missing {d['missing_count']} {d['missing']}, duplicated {d['duplicated_count']} "
+                     f"{d['duplicated']}, unexpected {d['unexpected_count']} {d['unexpected']} "
+                     f"(origin partition, offset)")
+        rows.append(line)
+    return rows
+
+
+def summary_problems(summary: Mapping[str, Any]) -> list[str]:
+    """Every problem of a summary (:meth:`AuditResult.summary`, or as stored), one line each.
+
+    The clusters not audited first, then the differences.
+    """
+    problems = [f"{name} not audited: {why}" for name, why in sorted(summary.get("unreachable", {}).items())]
+    return problems + difference_lines(summary.get("differences", []))
 
 
 def run_audit(clients: Mapping[str, ClusterClient], selects: Callable[[str], bool], *,

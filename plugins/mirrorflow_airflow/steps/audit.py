@@ -3,32 +3,29 @@
 Counting and judging are apart, like the lag monitor's measure and check: the
 counts are stored on the clusters (``_mirrorflow.audit``) and logged even when a
 window differs, and the failure names every difference with its messages. The
-latest summary is also kept in the Airflow Variable ``mirrorflow_audit_result``,
-where the lag monitor finds it: an audit violation is an SLA violation there too.
+latest summary is also kept in the Airflow Variable ``mirrorflow_audit_result``
+(:func:`mirrorflow_airflow.state.set_audit_result`), where the lag monitor finds
+it: an audit violation is an SLA violation there too.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow.sdk import Variable
 from airflow.sdk.exceptions import AirflowFailException
 
-from mirrorflow.completeness.run import run_audit
+from mirrorflow.completeness.run import difference_lines, run_audit, summary_problems
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
-from mirrorflow_airflow.state import read_variable
+from mirrorflow_airflow.state import read_audit_result, set_audit_result
 
 log = logging.getLogger(__name__)
 
 #: Differences per table in the task log and in the failure (the XCom has all that were drilled).
 LOG_ROWS = 50
-#: Airflow Variable holding the latest audit summary (JSON).
-RESULT_VARIABLE = "mirrorflow_audit_result"
 
 
 class AuditViolation(AirflowFailException, MirrorflowError):
@@ -44,17 +41,16 @@ def audit_clusters(topology: Topology, run_id: str = "") -> dict[str, Any]:
     log.info("counted since the last audit: %s", ", ".join(f"{c} {n}" for c, n in summary["read"].items()))
     log.info("windows judged %d, complete %d, waiting for their grace period %d, before a horizon %d",
              summary["judged"], summary["complete"], summary["pending"], summary["before_horizon"])
-    for row in _table(summary["differences"])[:LOG_ROWS]:
+    for row in difference_lines(summary["differences"])[:LOG_ROWS]:
         log.warning("%s", row)
     summary["checked_at"] = datetime.now(UTC).isoformat()
-    Variable.set(RESULT_VARIABLE, json.dumps(summary, sort_keys=True),
-                 description="mirrorflow: latest completeness audit (written by mirror_audit; docs/audit.md)")
+    set_audit_result(summary)
     return summary
 
 
 def check_audit(summary: dict[str, Any]) -> dict[str, Any]:
     """Fail, naming every difference (and every cluster not audited), when there is one."""
-    problems = audit_problems(summary)
+    problems = summary_problems(summary)
     if problems:
         shown = problems[:LOG_ROWS] + ([f"... and {len(problems) - LOG_ROWS} more"] if len(problems) > LOG_ROWS
                                        else [])
@@ -62,30 +58,9 @@ def check_audit(summary: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
-def audit_problems(summary: dict[str, Any]) -> list[str]:
-    """Every problem of an audit summary, one line each: clusters not audited, then the differences."""
-    problems = [f"{name} not audited: {why}" for name, why in sorted(summary.get("unreachable", {}).items())]
-    return problems + _table(summary.get("differences", []))
-
-
 def latest_problems() -> list[str]:
     """The problems of the latest audit (``mirrorflow_audit_result``), for the lag monitor; none before one ran."""
-    raw = read_variable(RESULT_VARIABLE)
-    if not raw:
+    summary = read_audit_result()
+    if not summary:
         return []
-    summary = json.loads(raw) if isinstance(raw, str) else dict(raw)
-    return [f"completeness audit of {summary.get('checked_at')}: {p}" for p in audit_problems(summary)]
-
-
-def _table(differences: list[dict[str, Any]]) -> list[str]:
-    rows = []
-    for d in differences:
-        window = datetime.fromtimestamp(d["window_ms"] / 1000, UTC).strftime("%Y-%m-%d %H:%M")
-        line = (f"topic {d['topic']} window {window} origin {d['origin']} on {d['cluster']}: "
-                f"{d['held']} of {d['expected']} messages")
-        if "missing_count" in d:
-            line += (f"; missing {d['missing_count']} {d['missing']}, duplicated {d['duplicated_count']} "
-                     f"{d['duplicated']}, unexpected {d['unexpected_count']} {d['unexpected']} "
-                     f"(origin partition, offset)")
-        rows.append(line)
-    return rows
+    return [f"completeness audit of {summary.get('checked_at')}: {p}" for p in summary_problems(summary)]

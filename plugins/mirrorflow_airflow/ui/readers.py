@@ -28,9 +28,13 @@ from sqlalchemy.orm import Session
 from mirrorflow.status import forms
 from mirrorflow.status.inputs import DagInfo, RunInfo, RunningTask, StatusInputs
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.state import COPY_TOTALS_PREFIX, OWNERS_VARIABLE, TARGETS_VARIABLE
-from mirrorflow_airflow.steps.audit import RESULT_VARIABLE as AUDIT_VARIABLE
-from mirrorflow_airflow.steps.lag_monitor import SNAPSHOT_VARIABLE as LAG_VARIABLE
+from mirrorflow_airflow.state import (
+    AUDIT_RESULT_VARIABLE,
+    COPY_TOTALS_PREFIX,
+    LAG_SNAPSHOT_VARIABLE,
+    OWNERS_VARIABLE,
+    TARGETS_VARIABLE,
+)
 
 #: Latest runs read per DAG.
 RUNS_READ = 5
@@ -133,8 +137,8 @@ def read_inputs(session: Session, topology: Topology, now: datetime | None = Non
     base = ui_base()
     return StatusInputs(
         now=now or datetime.now(UTC),
-        lag=json_variable(session, LAG_VARIABLE),
-        audit=json_variable(session, AUDIT_VARIABLE),
+        lag=json_variable(session, LAG_SNAPSHOT_VARIABLE),
+        audit=json_variable(session, AUDIT_RESULT_VARIABLE),
         targets={str(k): str(v) for k, v in (json_variable(session, TARGETS_VARIABLE) or {}).items()},
         owners={str(k): str(v) for k, v in (json_variable(session, OWNERS_VARIABLE) or {}).items()},
         totals=_totals(session, topology.levels),

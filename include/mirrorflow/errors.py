@@ -197,6 +197,45 @@ def _rebuild_kafka_error(cluster, operation, detail, code, code_name, retriable)
     return KafkaOperationError(cluster, operation, ErrorFacts(detail, code, code_name, retriable))
 
 
+class OffsetGone(KafkaOperationError):
+    """The records at a bounded read's position are no longer on the cluster; the read stopped there.
+
+    Retention or ``delete_records`` moved the partition's log start past the
+    position, or the log was truncated below it, and Kafka answered the fetch
+    with OFFSET_OUT_OF_RANGE. :mod:`mirrorflow.kafka.ranges` never lets a
+    consumer jump to another offset then (``auto.offset.reset=error``): what
+    was between is said, never skipped in silence.
+    """
+
+    def __init__(self, cluster: str, operation: str, error: Any, topic: str, partition: int, offset: int) -> None:
+        super().__init__(cluster, operation, error)
+        self.topic, self.partition, self.offset = topic, partition, offset
+        self.args = (f"cluster {cluster}: offset {offset} of {topic}[{partition}] is no longer on the cluster (its "
+                     f"log start moved past it, or the log was truncated below it): {operation} stopped there, "
+                     f"nothing skipped ({self.detail})",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self):
+        return (OffsetGone, (self.cluster, self.operation, ErrorFacts(self.detail, self.code, self.code_name,
+                                                                      self.retriable),
+                             self.topic, self.partition, self.offset))
+
+
+class ReadStalled(KafkaOperationError):
+    """A bounded read got neither a record nor a partition's end for its timeout; names where it stood."""
+
+    def __init__(self, cluster: str, operation: str, error: Any, topic: str, partition: int, offset: int) -> None:
+        super().__init__(cluster, operation, error)
+        self.topic, self.partition, self.offset = topic, partition, offset
+
+    def __reduce__(self):
+        return (ReadStalled, (self.cluster, self.operation, ErrorFacts(self.detail, self.code, self.code_name,
+                                                                       self.retriable),
+                              self.topic, self.partition, self.offset))
+
+
 class ClusterUnreachable(MirrorflowError):
     """A cluster did not answer at its bootstrap address."""
 

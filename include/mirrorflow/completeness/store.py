@@ -29,12 +29,11 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from mirrorflow.completeness.tally import DEFAULT_WINDOW_S, Tallies, Tally, WindowKey
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.internal_names import AUDIT_READER_GROUP, AUDIT_TOPIC
 from mirrorflow.kafka.compacted import ensure_compacted, read_whole
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.refusals import Need, call_failed
 
-AUDIT_TOPIC = f"{INTERNAL_TOPIC_PREFIX}.audit"
 TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}
 
 
@@ -62,7 +61,7 @@ def read_state(client: ClusterClient, window_s: int = DEFAULT_WINDOW_S, timeout:
     """The audit state kept on ``client``'s cluster for ``window_s`` windows (empty before its first audit)."""
     state = AuditState(window_s, tallies=Tallies(window_s))
     prefix = f"w{window_s}|"
-    for msg in read_whole(client, AUDIT_TOPIC, f"{AUDIT_TOPIC}.reader", timeout):
+    for msg in read_whole(client, AUDIT_TOPIC, AUDIT_READER_GROUP, timeout):
         key = msg.key().decode()
         if not key.startswith(prefix):
             continue  # another window length

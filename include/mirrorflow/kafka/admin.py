@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, ResourceType
 
 from mirrorflow.errors import ClusterLoginFailed, ClusterUnreachable, KafkaOperationError
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.internal_names import WATERMARKS_GROUP
 from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.handshake import HandshakeWatch, plaintext_at_tls_port
@@ -135,7 +135,7 @@ def topic_ids(client: ClusterClient, names: list[str], timeout: float = 10.0) ->
 
 def watermarks(client: ClusterClient, topic: str, partitions: int, timeout: float = 10.0) -> list[tuple[int, int]]:
     """(low, high) offsets of each partition, in partition order."""
-    consumer = Consumer(client.consumer(group_id=f"{INTERNAL_TOPIC_PREFIX}-watermarks"))
+    consumer = Consumer(client.consumer(group_id=WATERMARKS_GROUP))
     try:
         result = []
         for p in range(partitions):

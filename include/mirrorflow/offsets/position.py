@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.internal_names import OFFSETS_TOPIC
 
-OFFSETS_TOPIC = "_mirrorflow.offsets"
 FORMAT_VERSION = 1
 
 

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterable
 
 from mirrorflow.errors import KafkaOperationError
+from mirrorflow.internal_names import OFFSETS_READER_GROUP
 from mirrorflow.kafka.compacted import ensure_compacted, read_whole, write_all
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.refusals import NotAuthorized
@@ -39,7 +40,7 @@ def read_positions(client: ClusterClient, timeout: float = 30.0) -> dict[bytes, 
     offset, never guessed at.
     """
     latest: dict[bytes, Position] = {}
-    for msg in read_whole(client, OFFSETS_TOPIC, "_mirrorflow.offsets.reader", timeout):
+    for msg in read_whole(client, OFFSETS_TOPIC, OFFSETS_READER_GROUP, timeout):
         if msg.value() is None:
             continue  # a tombstone
         try:

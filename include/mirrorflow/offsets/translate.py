@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirrorflow.errors import KafkaOperationError
+from mirrorflow.internal_names import OFFSETS_TRANSLATE_GROUP
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.offsets import frontier as _frontier
 from mirrorflow.offsets.groups import parse_cut_metadata
@@ -57,7 +58,7 @@ def _by_timestamp(client: ClusterClient, pos: Position, margin_s: float, low: in
             return Translation(low, "timestamp", "nothing consumed yet: from the earliest offset")
         return Translation(low, "timestamp", "no consumed message retained on the owner: from the earliest offset")
     wanted = pos.timestamp_ms - int(margin_s * 1000)
-    consumer = Consumer(client.consumer("_mirrorflow.offsets.resolver"))
+    consumer = Consumer(client.consumer(OFFSETS_TRANSLATE_GROUP))
     try:
         [tp] = consumer.offsets_for_times([TopicPartition(pos.topic, pos.partition, wanted)], timeout=30)
     except KafkaException as exc:

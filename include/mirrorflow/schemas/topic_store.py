@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.internal_names import SCHEMAS_READER_GROUP as READER_GROUP
 from mirrorflow.kafka.compacted import ensure_compacted, read_whole, write_all
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.schemas.plan import Write
@@ -19,7 +20,6 @@ from mirrorflow.schemas.records import Key, RecordError, RegistryState, decode_v
 DEFAULT_TOPIC = "_schemas"
 #: What Confluent Schema Registry and Karapace create their storage topic with.
 TOPIC_CONFIG = {"cleanup.policy": "compact"}
-READER_GROUP = "_mirrorflow.schemas.reader"
 
 
 class SchemaStorageError(MirrorflowError):

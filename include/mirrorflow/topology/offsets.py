@@ -23,6 +23,10 @@ from typing import Literal
 
 from pydantic import Field, StrictStr, field_validator
 
+# Groups mirrorflow itself uses (link checkpoints, readers) are never distributed: the prefix and the test
+# live with the other internal names, and are handed on from here.
+from mirrorflow.internal_names import INTERNAL_GROUP_PREFIX as INTERNAL_GROUP_PREFIX
+from mirrorflow.internal_names import is_internal_group as is_internal_group
 from mirrorflow.topology.base import Model
 from mirrorflow.topology.replication import parse_schedule
 
@@ -33,13 +37,6 @@ DEFAULT_OFFSETS_SCHEDULE = "1m"
 DEFAULT_MARGIN_S = 60
 
 _MARGIN = re.compile(r"^(\d+)(ms|s|m)$")
-
-#: Groups mirrorflow itself uses (link checkpoints, readers): never distributed.
-INTERNAL_GROUP_PREFIX = "_mirrorflow."
-
-
-def is_internal_group(group: str) -> bool:
-    return group.startswith(INTERNAL_GROUP_PREFIX)
 
 
 def parse_margin(text: str) -> float:

@@ -30,7 +30,8 @@ import uuid
 from benchmarks.common import Case, create_topic, local_clusters, prefill, records_on, warm_up
 from mirrorflow.completeness.count import count_cluster
 from mirrorflow.completeness.store import read_state
-from mirrorflow.copy.job import JobSpec, LinkJob, run_job
+from mirrorflow.copy.job import run_job
+from mirrorflow.copy.spec import JobSpec, LinkJob
 from mirrorflow.kafka.config import ClusterClient
 
 

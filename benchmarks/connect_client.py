@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
-    from mirrorflow.copy.job import JobSpec, run_job
+    from mirrorflow.copy.job import run_job
+    from mirrorflow.copy.spec import JobSpec
     from mirrorflow.spark_connect import session
 
     spec = JobSpec.from_env()

@@ -2,7 +2,7 @@
 
 What the throughput table cannot separate: the per-record cost of the copier
 and what the transaction size costs, without Spark's start-up around them.
-Used to check a change to ``mirrorflow.copy.partition`` before the full
+Used to check a change to ``mirrorflow.copy.engine.partition`` before the full
 benchmark; its numbers go to stdout, not to the record.
 
     python -m benchmarks.engine --size 100 --records 1000000 --txn-records 5000,20000
@@ -21,8 +21,8 @@ from pathlib import Path
 from benchmarks.common import Case, create_topic, prefill, start_clusters, warm_up
 from benchmarks.mm2 import recreate_topic
 from benchmarks.raw_loop import raw_copy
-from mirrorflow.copy.executor import copy_tasks
-from mirrorflow.copy.partition import copy_partition
+from mirrorflow.copy.engine.executor import copy_tasks
+from mirrorflow.copy.engine.partition import copy_partition
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.kafka.config import ClusterClient
 

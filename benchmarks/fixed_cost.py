@@ -5,7 +5,7 @@
   it (``mirror_level_1`` under ``dag.test()``: the DAG run, and each task); with a
   Spark Connect server, the same two: a fresh client process from start to exit,
   and the DAG run on a ``spark_connect`` connection.
-- **Planning**: the driver's planning step (:func:`mirrorflow.copy.job.plan`: topic
+- **Planning**: the driver's planning step (:func:`mirrorflow.copy.plan.plan`: topic
   shapes on the target, source partitions, checkpoints, end offsets, packing) for
   100, 1,000 and 10,000 partitions spread over topics of 100 partitions, each
   partition holding one record so that every partition becomes work. The first
@@ -29,7 +29,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks.common import Case, create_topic, prefill
 from benchmarks.mirrorflow_copy import mirrorflow_copy
-from mirrorflow.copy.job import JobSpec, LinkJob, plan
+from mirrorflow.copy.plan import plan
+from mirrorflow.copy.spec import JobSpec, LinkJob
 
 TOPIC_PARTITIONS = 100
 _pause = threading.Event()  # never set: .wait(t) is a polling interval with a deadline around it

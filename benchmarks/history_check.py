@@ -1,7 +1,7 @@
 """What the truncation check costs a micro-batch that continues from checkpoints.
 
 Every checkpoint names the last record read before it, and a copy that goes on
-from a checkpoint reads that record again first (:mod:`mirrorflow.copy.history`):
+from a checkpoint reads that record again first (:mod:`mirrorflow.copy.state.history`):
 one more fetch per transaction group and run. This measures a level run (in this
 process, no Spark: the planner and ``copy_tasks`` as one Spark task runs them)
 over ``--partitions`` partitions that each got ``--new`` records since the last
@@ -20,8 +20,9 @@ import time
 import uuid
 
 from benchmarks.common import Case, create_topic, local_clusters, prefill, warm_up
-from mirrorflow.copy import group, partition
-from mirrorflow.copy.job import JobSpec, LinkJob, run_job
+from mirrorflow.copy.engine import group, partition
+from mirrorflow.copy.job import run_job
+from mirrorflow.copy.spec import JobSpec, LinkJob
 
 
 def _level_run(src: str, dst: str, topic: str, link_id: str, partitions: int) -> tuple[float, int]:

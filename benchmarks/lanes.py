@@ -3,7 +3,7 @@
     python -m benchmarks.lanes --cases 1000x64x300000,1000x8x300000 --threads 4,1 --rounds 3
 
 How the executor's lanes (at most one large transaction group at a time per Spark
-task, mirrorflow.copy.executor) were decided: before them, ``copy_threads=1`` against
+task, mirrorflow.copy.engine.executor) were decided: before them, ``copy_threads=1`` against
 4 on cases whose groups are all large. Since the lanes, both values copy such cases
 one group at a time per task, so the same comparison now shows the noise between
 runs; on cases with small groups it still shows what the extra threads give. The raw

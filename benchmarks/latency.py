@@ -31,9 +31,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from benchmarks.common import create_topic
 from benchmarks.mirrorflow_copy import submit
-from mirrorflow.copy.links import build_spec, effective_links
+from mirrorflow.copy.spec import build_spec
 from mirrorflow.topology import parse_topology
 from mirrorflow.topology.replication import parse_schedule
+from mirrorflow.topology.routes import effective_links
 
 NAMES = ("c1", "c2", "c3", "c4")
 TREE = "{level: 3, children: [{level: 1, children: [c1, c2]}, {level: 1, children: [c3, c4]}]}"

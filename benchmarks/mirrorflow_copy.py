@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from benchmarks.memory import TreeSampler
-from mirrorflow.copy.job import JOB_ENV, JobSpec, LinkJob
+from mirrorflow.copy.spec import JOB_ENV, JobSpec, LinkJob
 from mirrorflow.defaults import DEFAULT_COPY_THREADS
 
 REPO = Path(__file__).resolve().parents[1]

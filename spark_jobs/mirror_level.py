@@ -2,10 +2,10 @@
 
     MIRRORFLOW_JOB='<job spec JSON>' spark-submit spark_jobs/mirror_level.py --result /tmp/result.json
 
-The spec (see ``mirrorflow.copy.job.JobSpec``) names the level, the run, the
+The spec (see ``mirrorflow.copy.spec.JobSpec``) names the level, the run, the
 links with their effective targets and settings, and each cluster's client
 settings; it comes in an environment variable because it may hold credentials.
-The driver plans and writes the :class:`~mirrorflow.copy.job.JobResult` as JSON
+The driver plans and writes the :class:`~mirrorflow.copy.spec.JobResult` as JSON
 to ``--result`` (when given); executors copy.
 
 Exit codes: 0 every partition copied its planned range; 2 some link or
@@ -19,7 +19,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mirrorflow.copy.job import JobSpec, run_job
+    from mirrorflow.copy import JobSpec, run_job
     from mirrorflow.spark_entry import run_entry
 
     return run_entry(__doc__, lambda spec: f"mirrorflow-level-{spec.level}", JobSpec.from_env, run_job, argv)

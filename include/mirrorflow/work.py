@@ -7,7 +7,7 @@ carries much more than the others (uReplicator's controller role, without a
 consumer group rebalancing anything).
 
 Packing is free to change from run to run: a copy is fenced per transaction
-group, never per Spark task (:mod:`mirrorflow.copy.txn_group`, whose
+group, never per Spark task (:mod:`mirrorflow.copy.txn_groups`, whose
 ``txn_unit`` keeps a group's partitions in one task).
 """
 

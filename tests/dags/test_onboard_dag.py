@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.copy.checkpoints import checkpoint_group
+from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.offsets.distribute import distribute
 from mirrorflow.offsets.sync import publish_owned

@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterable, Mapping
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.copy.checkpoints import checkpoint_group
-from mirrorflow.copy.job import JobResult, run_job
-from mirrorflow.copy.links import build_spec, effective_links
+from mirrorflow.copy.job import run_job
+from mirrorflow.copy.spec import JobResult, build_spec
+from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
 from mirrorflow.topology import Topology, parse_topology
+from mirrorflow.topology.routes import effective_links
 from tests.integration.kafka_io import produce, read_all
 
 FOUR = """

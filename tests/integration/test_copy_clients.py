@@ -1,4 +1,4 @@
-"""A copy thread's kept clients (mirrorflow.copy.clients) against real brokers: c1 source, c2 target.
+"""A copy thread's kept clients (mirrorflow.copy.engine.clients) against real brokers: c1 source, c2 target.
 
 A kept reader moves from one range to the next, possibly of another topic, after
 having fetched past its previous range's end: the copies must still be exactly
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorflow.copy.clients import CopyClients
-from mirrorflow.copy.partition import copy_partition
+from mirrorflow.copy.engine.clients import CopyClients
+from mirrorflow.copy.engine.partition import copy_partition
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all

@@ -17,13 +17,14 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.audit import AUDIT_LOGGER
-from mirrorflow.copy.checkpoints import checkpoint_group
-from mirrorflow.copy.clients import CopyClients
-from mirrorflow.copy.group import copy_group
-from mirrorflow.copy.job import JobSpec, LinkJob, run_job
-from mirrorflow.copy.partition import copy_partition
+from mirrorflow.copy.engine.clients import CopyClients
+from mirrorflow.copy.engine.group import copy_group
+from mirrorflow.copy.engine.partition import copy_partition
+from mirrorflow.copy.job import run_job
+from mirrorflow.copy.spec import JobSpec, LinkJob
+from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.copy.task import PartitionTask
-from mirrorflow.copy.txn_group import TXN_GROUPS
+from mirrorflow.copy.txn_groups import TXN_GROUPS
 from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import (
@@ -288,7 +289,7 @@ def test_a_lost_checkpoint_is_recovered_exactly_from_the_copies_provenance(kafka
 def test_a_lost_checkpoint_that_cannot_be_proven_refuses_and_resume_from_continues_exactly(kafka_clusters,
                                                                                            make_topic, caplog):
     """A switched link's target may hold the source's messages through other links: no proof, so a refusal."""
-    from mirrorflow.copy.resolve import ResolveRefused, resolve
+    from mirrorflow.actions.gap import ResolveRefused, resolve
 
     topic = _topic_pair(make_topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
@@ -412,7 +413,7 @@ def test_a_topic_recreated_inside_the_tree_brings_every_message_to_every_cluster
 
 def test_resume_from_counts_the_copies_a_link_passes_on_not_only_its_sources_own(kafka_clusters, make_topic):
     """c1.L1 passes c3's messages on to c2: moving its checkpoint back over them would copy them again."""
-    from mirrorflow.copy.resolve import ResolveRefused, resolve
+    from mirrorflow.actions.gap import ResolveRefused, resolve
 
     topic = topic_everywhere(make_topic, partitions=1)
     topo = topology(kafka_clusters, FOUR, [topic])
@@ -431,8 +432,8 @@ def _values(bootstrap, topic, partition):
 
 def test_on_gap_restore_heals_a_gap_from_the_archive_or_stops_naming_what_it_lacks(kafka_clusters, make_topic,
                                                                                    s3_bucket, caplog):
+    from mirrorflow.actions.gap import ResolveRefused, resolve
     from mirrorflow.archive.job import ArchiveSpec, run_archive
-    from mirrorflow.copy.resolve import ResolveRefused, resolve
 
     topic = _topic_pair(make_topic, partitions=2)
     c1, c2 = _clients(kafka_clusters)
@@ -505,9 +506,10 @@ def test_on_gap_restore_heals_a_gap_from_the_archive_or_stops_naming_what_it_lac
 def test_a_gap_the_sources_archive_never_saw_is_restored_by_provenance_from_another_clusters_archive(
         kafka_clusters, make_topic, s3_bucket):
     """c1 is not archived; c3 is. c1.L1 (to c2) passes on c1's own messages and those c3 and c4 send to c1."""
+    from mirrorflow.actions.gap import ResolveRefused, resolve
     from mirrorflow.archive.job import ArchiveSpec, run_archive
-    from mirrorflow.copy.links import build_spec, effective_links
-    from mirrorflow.copy.resolve import ResolveRefused, resolve
+    from mirrorflow.copy.spec import build_spec
+    from mirrorflow.topology.routes import effective_links
     from tests.integration.kafka_io import stable_end_offsets
 
     topic = topic_everywhere(make_topic)
@@ -573,7 +575,8 @@ def test_a_top_level_link_heals_by_provenance_although_another_link_of_its_level
         kafka_clusters, make_topic, s3_bucket):
     """THREE: c1.L3 and c2.L3 both send to c3, whose level-3 copies of c2's messages are not c1.L3's to restore."""
     from mirrorflow.archive.job import ArchiveSpec, run_archive
-    from mirrorflow.copy.links import build_spec, effective_links
+    from mirrorflow.copy.spec import build_spec
+    from mirrorflow.topology.routes import effective_links
     from tests.integration.kafka_io import stable_end_offsets
 
     names = ("c1", "c2", "c3")

@@ -1,4 +1,4 @@
-"""Transaction groups (mirrorflow.copy.group) against real brokers: c1 source, c2 target.
+"""Transaction groups (mirrorflow.copy.engine.group) against real brokers: c1 source, c2 target.
 
 A group's partitions share one producer, one ``transactional.id`` and one transaction
 per commit. These tests check that each partition still gets exactly its range, that a
@@ -14,12 +14,12 @@ from collections import Counter
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from mirrorflow.copy.checkpoints import EARLIEST, checkpoint_group
-from mirrorflow.copy.clients import CopyClients
-from mirrorflow.copy.executor import by_txn_group, copy_tasks, large
-from mirrorflow.copy.group import copy_group
+from mirrorflow.copy.engine.clients import CopyClients
+from mirrorflow.copy.engine.executor import by_txn_group, copy_tasks, large
+from mirrorflow.copy.engine.group import copy_group
+from mirrorflow.copy.state.checkpoints import EARLIEST, checkpoint_group
 from mirrorflow.copy.task import PartitionTask
-from mirrorflow.copy.txn_group import TXN_GROUPS, transactional_id
+from mirrorflow.copy.txn_groups import TXN_GROUPS, transactional_id
 from mirrorflow.defaults import LARGE_GROUP_RECORDS
 from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all

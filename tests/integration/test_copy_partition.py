@@ -14,7 +14,7 @@ from confluent_kafka import IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, OffsetSpec
 
 from mirrorflow import copyflags, provenance
-from mirrorflow.copy.partition import copy_partition
+from mirrorflow.copy.engine.partition import copy_partition
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all, stable_end_offsets
@@ -123,7 +123,7 @@ def test_two_attempts_at_once_still_copy_exactly_once(kafka_clusters, make_topic
 
 _KILLABLE = """
 import sys
-from mirrorflow.copy.partition import copy_partition
+from mirrorflow.copy.engine.partition import copy_partition
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.kafka.config import ClusterClient
 src, dst, topic = sys.argv[1:4]

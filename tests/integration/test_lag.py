@@ -15,11 +15,11 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from mirrorflow.copy.links import effective_links
 from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.lag import WHOLE, group_lag, link_lag, link_table, measure
 from mirrorflow.topology import parse_topology
+from mirrorflow.topology.routes import effective_links
 from mirrorflow_dev.process import free_port
 from tests.integration.kafka_io import produce
 from tests.integration.mirroring import FOUR, clients, converge, run_level, topic_everywhere, topology
@@ -199,7 +199,7 @@ lag: {{sla: {{records: 0}}, groups: [{{groups: ".*", records: 0}}]}}
 def test_a_checkpoint_that_vanished_since_the_last_measurement_is_a_violation(kafka_clusters, make_topic):
     from confluent_kafka.admin import AdminClient
 
-    from mirrorflow.copy.checkpoints import checkpoint_group
+    from mirrorflow.copy.state.checkpoints import checkpoint_group
 
     topic = topic_everywhere(make_topic, PAIR_NAMES, partitions=1)
     topo = topology(kafka_clusters, PAIR, [topic], PAIR_NAMES)

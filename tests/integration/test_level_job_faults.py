@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 
-from mirrorflow.copy.job import JOB_ENV, run_job
-from mirrorflow.copy.links import build_spec, effective_links
+from mirrorflow.copy.job import run_job
+from mirrorflow.copy.spec import JOB_ENV, build_spec
+from mirrorflow.topology.routes import effective_links
 from tests.fixtures.kafka import wait_for_topic
 from tests.integration.kafka_io import produce
 from tests.integration.mirroring import (

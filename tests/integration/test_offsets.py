@@ -7,12 +7,12 @@ timestamp rule's bound: nothing skipped, replay within the margin.
 
 from __future__ import annotations
 
-from mirrorflow.copy.links import effective_links
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.offsets.distribute import distribute
 from mirrorflow.offsets.groups import describe
 from mirrorflow.offsets.sync import commit_positions, publish_owned
 from mirrorflow.offsets.topic import ensure_topic
+from mirrorflow.topology.routes import effective_links
 from tests.integration.groups import consume_and_commit, read_from_committed
 from tests.integration.mirroring import FOUR, clients, converge, topic_everywhere, topology, traffic
 

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow import copyflags, provenance
-from mirrorflow.copy.checkpoints import checkpoint_group
+from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.onboard.backfill import BackfillSpec, run_backfill
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.progress_lines import every_update, progress_lines

@@ -10,10 +10,11 @@ import time
 import pytest
 
 from mirrorflow.copy.job import run_job
-from mirrorflow.copy.links import build_spec, effective_links
+from mirrorflow.copy.spec import build_spec
 from mirrorflow.progress import Progress
 from mirrorflow.spark_connect import redact, session, session_id, with_session
 from mirrorflow.spark_run import parallelism, run_bins
+from mirrorflow.topology.routes import effective_links
 from tests.integration.mirroring import (
     FOUR,
     assert_exactly_once,

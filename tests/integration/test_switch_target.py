@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorflow.copy.links import effective_links
-from mirrorflow.copy.switch import SwitchError, switch_target
+from mirrorflow.actions.switch import SwitchError, switch_target
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.topology.routes import effective_links
 from tests.integration.mirroring import (
     FOUR,
     Traffic,

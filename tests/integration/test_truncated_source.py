@@ -1,4 +1,4 @@
-"""A source partition truncated and written again under a link (mirrorflow.copy.history), on real brokers.
+"""A source partition truncated and written again under a link (mirrorflow.copy.state.history), on real brokers.
 
 A single-broker source cluster of its own is stopped, its partition's last log
 segment removed (what an unclean leader election or a restore from an older disk
@@ -20,11 +20,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TopicPartition
 
+from mirrorflow.actions.gap import ResolveRefused, resolve
 from mirrorflow.audit import AUDIT_LOGGER
-from mirrorflow.copy.checkpoints import CheckpointMeta, read_checkpoints
-from mirrorflow.copy.job import JobSpec, LinkJob, run_job
-from mirrorflow.copy.partition import copy_partition
-from mirrorflow.copy.resolve import ResolveRefused, resolve
+from mirrorflow.copy.engine.partition import copy_partition
+from mirrorflow.copy.job import run_job
+from mirrorflow.copy.spec import JobSpec, LinkJob
+from mirrorflow.copy.state.checkpoints import CheckpointMeta, read_checkpoints
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow_dev.kafka import LocalCluster

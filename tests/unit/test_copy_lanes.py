@@ -1,4 +1,4 @@
-"""The executor's lanes (mirrorflow.copy.executor.in_lanes): at most one large group at a time per Spark task.
+"""The executor's lanes (mirrorflow.copy.engine.executor.in_lanes): at most one large group at a time per Spark task.
 
 Scheduling only: ``copy`` here is a function that records what runs when, so the
 threads' interleaving is checked without brokers (the copies themselves are
@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from mirrorflow.copy.executor import in_lanes, large
+from mirrorflow.copy.engine.executor import in_lanes, large
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.defaults import LARGE_GROUP_RECORDS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirrorflow.copy.txn_group import TXN_GROUPS, transactional_id, txn_group, txn_unit
+from mirrorflow.copy.txn_groups import TXN_GROUPS, transactional_id, txn_group, txn_unit
 from mirrorflow.work import PartitionWork, cap, pack
 
 

@@ -1,10 +1,10 @@
-"""Where a copy starts (mirrorflow.copy.checkpoints.copy_start): the one rule every copy path and the planner use."""
+"""Where a copy starts (mirrorflow.copy.state.copy_start): the one rule every copy path and the planner use."""
 
 from __future__ import annotations
 
 import pytest
 
-from mirrorflow.copy.checkpoints import EARLIEST, copy_start, switch_mark, switched_to
+from mirrorflow.copy.state.checkpoints import EARLIEST, copy_start, switch_mark, switched_to
 
 
 def test_a_checkpoint_inside_the_source_is_where_the_copy_starts():
@@ -69,7 +69,7 @@ def test_the_switch_mark_round_trips_and_plain_metadata_is_no_switch():
 
 
 def test_checkpoint_metadata_round_trips_and_foreign_metadata_is_none():
-    from mirrorflow.copy.checkpoints import CheckpointMeta
+    from mirrorflow.copy.state.checkpoints import CheckpointMeta
 
     meta = CheckpointMeta("AAAA", "BBBB")
     assert CheckpointMeta.decode(meta.encode()) == meta
@@ -79,7 +79,7 @@ def test_checkpoint_metadata_round_trips_and_foreign_metadata_is_none():
 
 
 def test_a_checkpoint_of_another_topic_incarnation_is_set_aside_and_unknown_ids_are_trusted():
-    from mirrorflow.copy.checkpoints import CheckpointMeta, set_aside
+    from mirrorflow.copy.state.checkpoints import CheckpointMeta, set_aside
 
     written = CheckpointMeta("src-1", "tgt-1").encode()
     assert set_aside(written, "src-1", "tgt-1") is None
@@ -90,8 +90,8 @@ def test_a_checkpoint_of_another_topic_incarnation_is_set_aside_and_unknown_ids_
 
 
 def test_a_checkpoint_names_the_last_record_read_and_only_a_kept_checkpoint_trusts_it():
-    from mirrorflow.copy.checkpoints import CheckpointMeta, copy_start, trusted_last
-    from mirrorflow.copy.history import LastRead, fingerprint
+    from mirrorflow.copy.state.checkpoints import CheckpointMeta, copy_start, trusted_last
+    from mirrorflow.copy.state.history import LastRead, fingerprint
 
     last = LastRead(99, fingerprint(b"k", b"v"))
     meta = CheckpointMeta("AAAA", "BBBB", last)
@@ -107,7 +107,7 @@ def test_a_checkpoint_names_the_last_record_read_and_only_a_kept_checkpoint_trus
 
 
 def test_a_checkpoint_says_when_it_was_committed_and_an_old_one_is_kept_alive():
-    from mirrorflow.copy.checkpoints import CheckpointMeta, needs_keep_alive
+    from mirrorflow.copy.state.checkpoints import CheckpointMeta, needs_keep_alive
 
     meta = CheckpointMeta("AAAA", "BBBB").committed_now(None)
     assert meta.at is not None and CheckpointMeta.decode(meta.encode()) == meta

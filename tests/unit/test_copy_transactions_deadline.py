@@ -7,7 +7,7 @@ import threading
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from mirrorflow.copy import transactions
+from mirrorflow.copy.engine import transactions
 
 
 def test_a_producer_call_that_outlives_its_timeout_fails_the_partition_instead_of_hanging():

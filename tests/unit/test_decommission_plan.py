@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorflow.decommission import DecommissionPlan, DecommissionRefused, Move, plan_decommission
+from mirrorflow.actions.decommission import DecommissionPlan, DecommissionRefused, Move, plan_decommission
 from mirrorflow.topology import Topology, parse_topology
 
 FOUR_TREE = "{level: 3, children: [{level: 1, children: [c1, c2]}, {level: 1, children: [c3, c4]}]}"

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from mirrorflow.copy.checkpoints import copy_start
-from mirrorflow.copy.heal import heal_plans, plan_heal, ranges_text
-from mirrorflow.copy.job import JobSpec, LinkJob
+from mirrorflow.copy.heal.archive import heal_plans, plan_heal, ranges_text
+from mirrorflow.copy.spec import JobSpec, LinkJob
+from mirrorflow.copy.state.checkpoints import copy_start
 from mirrorflow.errors import TopologyError
 from mirrorflow.topology import parse_topology
 

@@ -1,12 +1,12 @@
-"""The floors a link keeps after its source topic was recreated (mirrorflow.copy.held): pure parts."""
+"""The floors a link keeps after its source topic was recreated (mirrorflow.copy.state.held): pure parts."""
 
 from __future__ import annotations
 
 import pytest
 
 from mirrorflow import copyflags, provenance
-from mirrorflow.copy.checkpoints import CheckpointMeta
-from mirrorflow.copy.held import Held, HeldUnknown, held_at_start, skipping_held
+from mirrorflow.copy.state.checkpoints import CheckpointMeta
+from mirrorflow.copy.state.held import Held, HeldUnknown, held_at_start, skipping_held
 from mirrorflow.copy.task import PartitionTask
 
 

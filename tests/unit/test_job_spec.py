@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from mirrorflow.copy.job import JOB_ENV, JobResult, JobSpec, LinkJob, LinkReport, PartitionError, TopicSelector
+from mirrorflow.copy.spec import JOB_ENV, JobResult, JobSpec, LinkJob, LinkReport, PartitionError
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.topology.model import TopicSelector
 
 SECRET = "hunter2-very-secret"
 

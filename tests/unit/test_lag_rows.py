@@ -115,7 +115,7 @@ def test_tables_show_lagging_rows_and_say_how_many_were_left_out():
 
 def test_the_package_imports_neither_spark_nor_the_copy_driver():
     code = ("import sys, mirrorflow.lag; print(sorted(m for m in sys.modules if m.startswith(("
-            "'pyspark', 'airflow', 'mirrorflow.copy.job', 'mirrorflow.copy.partition'))))")
+            "'pyspark', 'airflow', 'mirrorflow.copy.job', 'mirrorflow.copy.engine'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -7,6 +7,9 @@ under ``TYPE_CHECKING``), so a lazy import cannot hide a wrong direction:
   development package, and importing all of it loads none of them;
 - the core's layers point one way (the table ``LAYERS`` below, the same as the
   architecture document's);
+- the copy room's sub-rooms point one way too (``COPY_ROOMS``), and everything
+  outside ``mirrorflow.copy`` and ``mirrorflow.actions`` imports them through their
+  faces (``COPY_FACES``, ``mirrorflow.actions``) only;
 - no import cycle among the modules of ``include/`` and ``plugins/``;
 - no module imports another module's private (underscore) name;
 - in the plugin, only the DAG factories import the DAG factories.
@@ -37,11 +40,27 @@ LAYERS: list[set[str]] = [
     {"topology"},
     {"archive", "schemas"},
     {"copy"},
-    {"offsets", "lag", "decommission", "completeness"},
+    {"offsets", "lag", "actions", "completeness"},
     {"onboard", "alerts", "status"},
     {"acls"},
 ]
 FORBIDDEN_IN_CORE = ("airflow", "mirrorflow_airflow", "mirrorflow_dev")
+
+#: The rooms of ``mirrorflow.copy``, lowest first: a module of one imports its own room and lower ones, never a
+#: higher one. Names are the first part under ``copy``: a sub-package, or a module at copy's root (the shared
+#: vocabulary below everything, the driver above everything). The face ``mirrorflow.copy`` hands names on and
+#: sits above them all.
+COPY_ROOMS: list[set[str]] = [
+    {"task", "txn_groups", "headers"},  # the vocabulary every room shares
+    {"state"},  # what a target holds and where a link stands
+    {"heal"},  # a retention gap healed from the archive
+    {"engine"},  # what runs a copy, on Spark executors or in this process
+    {"spec", "plan", "job"},  # the driver
+]
+#: What modules outside ``mirrorflow.copy`` may import of it (``mirrorflow.actions``: only its own face).
+COPY_FACES = {"mirrorflow.copy", "mirrorflow.copy.state", "mirrorflow.copy.heal", "mirrorflow.copy.engine"}
+#: Outside the core and the plugin: the Spark entry points and the DAG files import faces only too.
+ENTRY_POINTS = [*sorted((REPO / "spark_jobs").glob("*.py")), *sorted((REPO / "dags").glob("*.py"))]
 
 
 @dataclass(frozen=True)
@@ -90,7 +109,7 @@ IMPORTS = [imp for module, path in MODULES.items() for imp in _imports(module, p
 
 
 def _part(module: str) -> str:
-    """``mirrorflow.copy.partition`` -> ``copy``; ``mirrorflow.audit`` -> ``audit``; ``mirrorflow`` -> ``""``."""
+    """``mirrorflow.copy.engine.partition`` -> ``copy``; ``mirrorflow.audit`` -> ``audit``; ``mirrorflow`` -> ``""``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
 
@@ -133,6 +152,61 @@ def test_the_core_layers_point_one_way():
         if _layer(theirs) > _layer(mine) or (_layer(theirs) == _layer(mine) and _layer(mine) != 0):
             wrong.append(f"{i.module}:{i.line} imports {i.target} (layer {_layer(mine)} -> {_layer(theirs)})")
     assert not wrong, "\n".join(wrong)
+
+
+def _copy_room(module: str) -> int:
+    """``mirrorflow.copy.state.held`` -> 1 (its place in ``COPY_ROOMS``); the face ``mirrorflow.copy`` -> above all."""
+    parts = module.split(".")
+    if len(parts) == 2:
+        return len(COPY_ROOMS)
+    for i, names in enumerate(COPY_ROOMS):
+        if parts[2] in names:
+            return i
+    raise AssertionError(f"{module} is in no room of COPY_ROOMS in tests/unit/test_layers.py (and docs/architecture.md): "
+                         f"add it to the one it belongs to")
+
+
+def _in(package: str, module: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_the_copy_rooms_point_one_way():
+    wrong = []
+    for i in IMPORTS:
+        if not (_in("mirrorflow.copy", i.module) and _in("mirrorflow.copy", i.target)) or i.module == "mirrorflow.copy":
+            continue
+        if _copy_room(i.target) > _copy_room(i.module):
+            wrong.append(f"{i.module}:{i.line} imports {i.target} (room {_copy_room(i.module)} -> "
+                         f"{_copy_room(i.target)})")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _in("mirrorflow.copy", m)))
+def test_every_copy_module_has_a_room(module):
+    _copy_room(module)
+
+
+def _entry_point_imports() -> Iterator[Import]:
+    for path in ENTRY_POINTS:
+        yield from _imports(f"{path.parent.name}.{path.stem}", path)
+
+
+def test_outside_copy_and_actions_only_their_faces_are_imported():
+    wrong = []
+    for i in [*IMPORTS, *_entry_point_imports()]:
+        if _in("mirrorflow.copy", i.target) and not _in("mirrorflow.copy", i.module) and i.target not in COPY_FACES:
+            wrong.append(f"{i.module}:{i.line} imports {i.target}: import from one of {sorted(COPY_FACES)}")
+        if (_in("mirrorflow.actions", i.target) and not _in("mirrorflow.actions", i.module)
+                and i.target != "mirrorflow.actions"):
+            wrong.append(f"{i.module}:{i.line} imports {i.target}: import from mirrorflow.actions")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_face_rule_sees_a_submodule_import():
+    imp = Import("mirrorflow.onboard.backfill", "mirrorflow.copy.engine.executor", None, 1)
+    assert _in("mirrorflow.copy", imp.target) and imp.target not in COPY_FACES
+    assert not _in("mirrorflow.copy", "mirrorflow.copyflags")
+    assert _copy_room("mirrorflow.copy.state.held") < _copy_room("mirrorflow.copy.engine") < _copy_room("mirrorflow.copy")
 
 
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:

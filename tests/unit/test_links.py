@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow.copy.job import JobSpec, LinkJob
-from mirrorflow.copy.links import ClosedLink, build_spec, effective_links, link_job, split_by_window
+from mirrorflow.copy.spec import JobSpec, LinkJob, build_spec, link_job
 from mirrorflow.topology import parse_topology
+from mirrorflow.topology.routes import ClosedLink, effective_links, split_by_window
 
 DEMO = (Path(__file__).resolve().parents[2] / "topologies" / "demo.yaml").read_text(encoding="utf-8")
 
@@ -76,14 +76,14 @@ def test_stored_targets_are_applied_and_keep_link_ids(demo):
 
 
 def test_stored_target_equal_to_the_default_changes_nothing(demo, caplog):
-    with caplog.at_level(logging.WARNING, logger="mirrorflow.copy.links"):
+    with caplog.at_level(logging.WARNING, logger="mirrorflow.topology.routes"):
         assert effective_links(demo, 3, {"c1.L3": "c3"}) == demo.links(3)
     assert not caplog.records
 
 
 @pytest.mark.parametrize("stored", ["c2", "c1", "c9"])
 def test_stored_target_outside_the_sibling_subtree_is_ignored_with_a_warning(demo, caplog, stored):
-    with caplog.at_level(logging.WARNING, logger="mirrorflow.copy.links"):
+    with caplog.at_level(logging.WARNING, logger="mirrorflow.topology.routes"):
         links = effective_links(demo, 3, {"c1.L3": stored, "c2.L3": "c3"})
     assert {l.link_id: l.default_target for l in links}["c1.L3"] == "c3"     # default applies
     assert {l.link_id: l.default_target for l in links}["c2.L3"] == "c3"     # valid switch still applied
@@ -94,7 +94,7 @@ def test_stored_target_outside_the_sibling_subtree_is_ignored_with_a_warning(dem
 
 
 def test_stored_targets_of_other_levels_or_unknown_links_are_ignored(demo, caplog):
-    with caplog.at_level(logging.WARNING, logger="mirrorflow.copy.links"):
+    with caplog.at_level(logging.WARNING, logger="mirrorflow.topology.routes"):
         links = effective_links(demo, 1, {"c1.L3": "c4", "gone.L1": "c1"})
     assert links == demo.links(1)
     assert not caplog.records

@@ -1,10 +1,10 @@
-"""mirror_carry_checkpoints' level map (mirrorflow.copy.renumber.parse_level_map): only order-keeping renumberings."""
+"""mirror_carry_checkpoints' level map (mirrorflow.actions.parse_level_map): only order-keeping renumberings."""
 
 from __future__ import annotations
 
 import pytest
 
-from mirrorflow.copy.renumber import CarryRefused, parse_level_map
+from mirrorflow.actions.renumber import CarryRefused, parse_level_map
 
 
 def test_a_level_map_reads_old_to_new():

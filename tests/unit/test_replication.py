@@ -504,7 +504,7 @@ def test_with_cluster_keeps_replication():
 
 def test_on_gap_defaults_to_fail_and_a_link_may_choose_skip():
     topo = Topology.parse(four({"links": {"c3.L1": {"on_gap": "skip"}}}))
-    from mirrorflow.copy.links import link_job
+    from mirrorflow.copy.spec import link_job
 
     assert link_job(topo, topo.link("c1.L1")).on_gap == "fail"
     assert link_job(topo, topo.link("c3.L1")).on_gap == "skip"

@@ -1,10 +1,10 @@
-"""mirror_resolve_gap's rule (mirrorflow.copy.resolve.decide): never drop what the source holds, never copy twice."""
+"""mirror_resolve_gap's rule (mirrorflow.actions.gap.decide): never drop what the source holds, never copy twice."""
 
 from __future__ import annotations
 
 import pytest
 
-from mirrorflow.copy.resolve import Decision, ResolveRefused, decide
+from mirrorflow.actions.gap import Decision, ResolveRefused, decide
 
 
 def test_skip_moves_past_a_retention_gap_and_names_the_loss():
@@ -58,7 +58,7 @@ def test_a_lost_checkpoint_resumes_forward_only_over_offsets_the_target_holds_co
 
 
 def test_rewind_goes_back_exactly_to_where_the_history_differs():
-    from mirrorflow.copy.history import Difference
+    from mirrorflow.copy.state.history import Difference
 
     differs = Difference(49, 64, "the source's record at offset 49 differs")
     assert decide("rewind", 64, 0, 80, difference=differs).position == 49

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mirrorflow.copy.throttle import RateLimiter
+from mirrorflow.copy.engine.throttle import RateLimiter
 
 
 class FakeTime:

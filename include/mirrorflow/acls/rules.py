@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from mirrorflow.acls.model import CLUSTER_RESOURCE, ROLES, Acl
 from mirrorflow.acls.patterns import ResourcePattern, resource_pattern
 from mirrorflow.completeness.store import AUDIT_TOPIC
-from mirrorflow.copy.checkpoints import checkpoint_group
-from mirrorflow.copy.txn_group import transactional_id_prefix
+from mirrorflow.copy import transactional_id_prefix
+from mirrorflow.copy.state import checkpoint_group
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.offsets.position import OFFSETS_TOPIC

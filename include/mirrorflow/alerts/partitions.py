@@ -1,11 +1,11 @@
 """Incidents of a level run (``mirror_level_<L>``): one per failed link-topic-partition of its copy result.
 
-Read from the copy task's result (:meth:`mirrorflow.copy.job.JobResult.summary`,
+Read from the copy task's result (:meth:`mirrorflow.copy.spec.JobResult.summary`,
 pushed as its XCom even when the task fails): ``error_details`` names link,
 source, target, topic, partition, offset and error of each failure. A failure
 whose error says so is a retention ``gap`` or a ``truncated`` source (the
-sentences of :mod:`mirrorflow.copy.checkpoints` and :mod:`mirrorflow.copy.history`),
-a lost ``checkpoint`` the planner refused to guess (:mod:`mirrorflow.copy.job`), a
+sentences of :mod:`mirrorflow.copy.state.checkpoints` and :mod:`mirrorflow.copy.state.history`),
+a lost ``checkpoint`` the planner refused to guess (:mod:`mirrorflow.copy.plan`), a
 cluster that did not answer is ``unreachable``; every other is a failed
 ``partition``. A link whose planning failed (topic ``*``) was not copied at all:
 the incidents of its partitions are not taken for resolved while it lasts.

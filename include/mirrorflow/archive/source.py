@@ -1,6 +1,6 @@
 """The S3 archive as a message source for the copier: restore what the peers no longer hold.
 
-The copier (:func:`mirrorflow.copy.partition.copy_partition`) reads a source
+The copier (:func:`mirrorflow.copy.engine.partition.copy_partition`) reads a source
 through a tiny slice of confluent-kafka's ``Consumer`` interface (``assign``,
 ``consume``), and imports this module only for a restore (onboarding).
 :class:`ArchiveSource` offers the same slice over the archived Parquet rows

@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from mirrorflow import provenance
 from mirrorflow.completeness.compare import Difference
 from mirrorflow.completeness.store import Position
-from mirrorflow.copy.copies import CopyScanner
+from mirrorflow.copy.state import CopyScanner
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.config import ClusterClient

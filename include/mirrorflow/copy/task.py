@@ -44,7 +44,7 @@ class PartitionTask:
     max_message_bytes: int | None = None
     on_malformed: copyflags.OnMalformed = "fresh"
     #: Onboarding only. Where to start when the link has no checkpoint yet
-    #: (:data:`mirrorflow.copy.checkpoints.EARLIEST`:
+    #: (:data:`mirrorflow.copy.state.checkpoints.EARLIEST`:
     #: the source's first offset); that start is committed as the checkpoint even when
     #: there is nothing to copy, so the regular link continues exactly there.
     start_offset: int | None = None
@@ -54,27 +54,27 @@ class PartitionTask:
     backfill_flags: int | None = None
     #: Restore ``[start, end)`` from the S3 archive of the source cluster before reading Kafka:
     #: ``{"location": ArchiveLocation dict, "end": next archived offset}`` (onboarding from the
-    #: archive; a retention gap healed with ``on_gap: restore``, mirrorflow.copy.heal).
+    #: archive; a retention gap healed with ``on_gap: restore``, mirrorflow.copy.heal.archive).
     restore: dict[str, Any] | None = None
     #: Onboarding from the archive: the copy must reach the source's first offset without a hole.
     require_contiguous: bool = False
     #: When the source no longer holds offsets the link has not copied: ``fail`` stops the partition
     #: naming the lost range; ``skip`` steps over them with a recorded loss; ``restore`` reads them from
-    #: the source's archive (``restore`` above, planned by mirrorflow.copy.heal), and stops like ``fail``
+    #: the source's archive (``restore`` above, planned by mirrorflow.copy.heal.archive), and stops like ``fail``
     #: when the planner could not (``replication`` key ``on_gap``).
     on_gap: OnGap = DEFAULT_ON_GAP
     #: The planner's estimate of the records this range holds (0: not estimated). The executor
-    #: copies large ranges one at a time per Spark task (mirrorflow.copy.executor).
+    #: copies large ranges one at a time per Spark task (mirrorflow.copy.engine.executor).
     planned_records: int = 0
     #: Kafka's ids of the source and target topic when planned (``None``: not known). A checkpoint
     #: committed for other ids belongs to an earlier incarnation of a topic and is set aside.
     source_topic_id: str | None = None
     target_topic_id: str | None = None
     #: Commit the checkpoint again even with nothing to copy: it is old enough that Kafka would
-    #: soon delete it (``offsets.retention.minutes`` after its last commit; mirrorflow.copy.job).
+    #: soon delete it (``offsets.retention.minutes`` after its last commit; mirrorflow.copy.plan).
     keep_alive: bool = False
     #: The source topic was recreated (the checkpoint is set aside): per origin cluster, the highest
-    #: origin offset the target holds already, measured by the planner (mirrorflow.copy.held).
+    #: origin offset the target holds already, measured by the planner (mirrorflow.copy.state.held).
     held: tuple[tuple[str, int], ...] | None = None
     #: ``False`` (``replication`` key ``exactly_once: false``): at-least-once copies. No
     #: transactions: an idempotent producer, and the checkpoint committed once every copy
@@ -115,7 +115,7 @@ class PartitionResult:
     #: The checkpoint this copy started without one and committed (onboarding hand-over).
     initialised: bool = False
     #: The source offset whose record is no longer the one the link read before its checkpoint
-    #: (a truncated source, mirrorflow.copy.history); ``None``: the history is as copied.
+    #: (a truncated source, mirrorflow.copy.state.history); ``None``: the history is as copied.
     diverged_at: int | None = None
     #: The checkpoint was committed again with nothing to copy, so that Kafka does not expire it.
     kept_alive: bool = False

@@ -18,7 +18,7 @@ The package, by what each module holds:
 - :mod:`~mirrorflow.lag.report`: fixed-width tables for logs.
 
 Offsets and committed offsets are read through :mod:`mirrorflow.kafka.admin`,
-checkpoints through :mod:`mirrorflow.copy.checkpoints`. Import from here: these
+checkpoints through :mod:`mirrorflow.copy.state`. Import from here: these
 names are the package's public face.
 """
 

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from confluent_kafka import TopicPartition
 
-from mirrorflow.copy.checkpoints import read_checkpoints, switched_to
+from mirrorflow.copy.state import read_checkpoints, switched_to
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable_or_errors
 from mirrorflow.kafka.config import ClusterClient
@@ -32,7 +32,7 @@ def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters
     """Lag of each link on each selected topic-partition of its source.
 
     ``links`` carry their *effective* target (see
-    :func:`mirrorflow.copy.links.effective_links`): the checkpoint there is the
+    :func:`mirrorflow.topology.effective_links`): the checkpoint there is the
     authoritative position. ``topics`` (names or regexes, full match) narrows the
     topology's topics. A link whose source or target cannot be measured gets one
     row with ``topic == "*"`` and the reason in ``error``. ``had_checkpoint(link, topic,

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import TopicPartition
 
-from mirrorflow.copy.partition import copy_partition
-from mirrorflow.copy.task import PartitionTask
+from mirrorflow.copy import PartitionTask
+from mirrorflow.copy.engine import copy_partition
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable
 from mirrorflow.kafka.config import ClusterClient

@@ -1,7 +1,7 @@
 """The onboarding backfill: a Spark job that copies the sibling's history to the new cluster, exactly once.
 
 It is the copy engine with three differences, all in the per-partition task
-(:class:`~mirrorflow.copy.partition.PartitionTask`):
+(:class:`~mirrorflow.copy.PartitionTask`):
 
 - every message is copied whatever its flags, with the bits of every level the
   new cluster distributes at added (``backfill_flags``), so the new cluster's
@@ -31,10 +31,9 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirrorflow.audit import audit
-from mirrorflow.copy.checkpoints import EARLIEST, read_checkpoints
-from mirrorflow.copy.job import execute, passed
-from mirrorflow.copy.task import PartitionTask
-from mirrorflow.copy.txn_group import txn_unit
+from mirrorflow.copy import PartitionTask, txn_unit
+from mirrorflow.copy.engine import execute, passed
+from mirrorflow.copy.state import EARLIEST, read_checkpoints
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable

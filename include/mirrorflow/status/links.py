@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, get_args
 
-from mirrorflow.copy.links import effective_links
 from mirrorflow.lag.rows import WHOLE
 from mirrorflow.status import forms
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, effective_links
 from mirrorflow.topology.tree import is_leaf
 
 #: A link's state, worst first: the order of the page's tables and of a link's colour.

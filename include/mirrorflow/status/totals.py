@@ -1,6 +1,6 @@
 """Running totals per link-partition, kept by the level runs: what the counters of the metrics are made of.
 
-A level run's copy (:class:`mirrorflow.copy.job.JobResult`) reports one row per
+A level run's copy (:class:`mirrorflow.copy.spec.JobResult`) reports one row per
 link-partition it copied (``JobResult.partitions``: ``link_id``, ``source``,
 ``target``, ``topic``, ``partition``, ``copied``, ``skipped``, ``bytes``,
 ``error``, ``error_offset``...). :func:`fold` adds such a run to the totals

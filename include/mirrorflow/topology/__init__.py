@@ -9,12 +9,17 @@ Contract (docs/architecture.md, "Contracts"; reference in docs/topology.md)::
     topology.distributors("c1")                  # what runs on c1
     topology.links(3)                            # every level-3 distributor
     topology.selects("orders")                   # is this topic mirrored?
+
+Which links a level copies and where they point once the operator's switches
+and the replication windows apply: :func:`effective_links`, :func:`split_by_window`
+(:mod:`mirrorflow.topology.routes`).
 """
 
 from mirrorflow.copyflags import LEVEL_MAX, LEVEL_MIN
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX, is_internal_topic
 from mirrorflow.topology.load import TOPOLOGY_ENV, load_topology, load_topology_from_env, parse_topology
 from mirrorflow.topology.model import ClusterConfig, Topology, TreeNode
+from mirrorflow.topology.routes import ClosedLink, effective_links, split_by_window
 from mirrorflow.topology.tree import Distributor
 
 __all__ = [
@@ -22,12 +27,15 @@ __all__ = [
     "LEVEL_MAX",
     "LEVEL_MIN",
     "TOPOLOGY_ENV",
+    "ClosedLink",
     "ClusterConfig",
     "Distributor",
     "Topology",
     "TreeNode",
+    "effective_links",
     "is_internal_topic",
     "load_topology",
     "load_topology_from_env",
     "parse_topology",
+    "split_by_window",
 ]

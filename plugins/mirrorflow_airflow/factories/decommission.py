@@ -6,7 +6,7 @@ Steps, each its own task and log:
    survive), and no consumer group is active on it (unless ``force``). The
    plan: which links move where, which of its own links drain.
 2. ``switch``: every link that copies into the cluster moves to another leaf
-   of the same subtree with an exact cut (:mod:`mirrorflow.copy.switch`); the
+   of the same subtree with an exact cut (:mod:`mirrorflow.actions.switch`); the
    new targets are recorded at once, so level runs use them from now on.
 3. ``drain``: the cluster's own links copy what it still holds (in this task,
    up to the end captured now); refuses to go on while producers keep writing

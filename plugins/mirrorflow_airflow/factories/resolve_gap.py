@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param, task
 
-from mirrorflow.copy.resolve import ACTIONS
+from mirrorflow.actions import ACTIONS
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.dag_header import mirror_dag
 from mirrorflow_airflow.steps.resolve_gap import run_resolve

@@ -3,7 +3,7 @@
 The Axual operator action for a target leaf that is unavailable or being
 decommissioned. The form offers the topology's clusters and levels as
 drop-downs; the task checks the choice against the tree, cuts the link over
-exactly (see :mod:`mirrorflow.copy.switch`), and records the new effective
+exactly (see :mod:`mirrorflow.actions.switch`), and records the new effective
 target in the Airflow Variable the level DAGs read at every run: no file edit,
 no restart. A dry run shows the cut without changing anything.
 """

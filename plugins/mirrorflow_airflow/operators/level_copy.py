@@ -24,10 +24,9 @@ import logging
 import time
 from typing import Any
 
-from mirrorflow.copy.job import JOB_ENV, run_job
-from mirrorflow.copy.links import build_spec, effective_links, heals_from_archive
+from mirrorflow.copy import JOB_ENV, build_spec, heals_from_archive, run_job
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.archive import archive_location
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator

@@ -3,7 +3,7 @@
 Every link of a new level gets the checkpoints its former id left on its
 (effective) target. All links are checked first; if any cannot be carried
 (the new link already has checkpoints), nothing is changed anywhere. The rules
-are the core's (:mod:`mirrorflow.copy.renumber`).
+are the core's (:mod:`mirrorflow.actions.renumber`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ import logging
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from mirrorflow.copy.links import effective_links
-from mirrorflow.copy.renumber import CarryRefused, carry_checkpoints, parse_level_map
-from mirrorflow.topology import Topology
+from mirrorflow.actions import CarryRefused, carry_checkpoints, parse_level_map
+from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.state import link_targets
 

@@ -13,14 +13,12 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from mirrorflow.actions import DecommissionPlan, DecommissionRefused, SwitchError, plan_decommission, switch_target
 from mirrorflow.audit import audit
-from mirrorflow.copy.job import run_job
-from mirrorflow.copy.links import build_spec, effective_links, heals_from_archive
-from mirrorflow.copy.switch import SwitchError, switch_target
-from mirrorflow.decommission import DecommissionPlan, DecommissionRefused, plan_decommission
+from mirrorflow.copy import build_spec, heals_from_archive, run_job
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.offsets.groups import describe_every_group
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, effective_links
 from mirrorflow.topology.changes import remove_event
 from mirrorflow_airflow.hooks.archive import archive_location
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook

@@ -17,7 +17,6 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from mirrorflow.audit import audit
-from mirrorflow.copy.links import effective_links
 from mirrorflow.errors import ClusterUnreachable
 from mirrorflow.kafka.admin import probe
 from mirrorflow.offsets.distribute import distribute
@@ -35,7 +34,7 @@ from mirrorflow.offsets.failover import (
 from mirrorflow.offsets.groups import describe_groups
 from mirrorflow.offsets.sync import apply_commits, current_positions, publish_owned
 from mirrorflow.offsets.topic import ensure_topic, read_positions
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, effective_links
 from mirrorflow.topology.offsets import PRECISIONS
 from mirrorflow_airflow.clusters import reachable_clients
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook

@@ -18,10 +18,9 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow import lag
 from mirrorflow.audit import audit
-from mirrorflow.copy.links import effective_links
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.offsets.failover_preview import preview_failovers
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.state import group_owners, link_targets, read_variable
 from mirrorflow_airflow.steps.audit import latest_problems

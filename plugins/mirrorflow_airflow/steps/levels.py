@@ -14,8 +14,7 @@ from datetime import UTC, datetime
 from airflow.sdk.exceptions import AirflowSkipException
 
 from mirrorflow.audit import audit
-from mirrorflow.copy.links import effective_links, split_by_window
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, effective_links, split_by_window
 from mirrorflow_airflow.state import link_targets
 
 log = logging.getLogger(__name__)

@@ -12,13 +12,12 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException
 
 from mirrorflow.audit import audit
-from mirrorflow.copy.links import effective_links
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.offsets.distribute import distribute
 from mirrorflow.offsets.groups import describe, describe_groups
 from mirrorflow.offsets.sync import commit_positions, owners_from, publish_owned
 from mirrorflow.offsets.topic import ensure_topic
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.clusters import reachable_clients
 from mirrorflow_airflow.state import group_owners, link_targets, set_group_owners
 

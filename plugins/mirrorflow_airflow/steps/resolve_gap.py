@@ -2,7 +2,7 @@
 
 The link is taken at its effective target (a switched link's checkpoint lives
 there); the rules of what may be done are the core's
-(:mod:`mirrorflow.copy.resolve`), which refuses anything that would drop or
+(:mod:`mirrorflow.actions.gap`), which refuses anything that would drop or
 duplicate messages and names why. A refusal fails the task at once: retrying the
 same decision cannot change it.
 """
@@ -13,9 +13,8 @@ import logging
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from mirrorflow.copy.links import effective_links
-from mirrorflow.copy.resolve import ResolveRefused, resolve
-from mirrorflow.topology import Topology
+from mirrorflow.actions import ResolveRefused, resolve
+from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.archive import archive_location
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.state import link_targets

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import logging
 
+from mirrorflow.actions import SwitchError, switch_target
 from mirrorflow.audit import audit
-from mirrorflow.copy.links import effective_links
-from mirrorflow.copy.switch import SwitchError, switch_target
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.state import link_targets, set_link_target
 

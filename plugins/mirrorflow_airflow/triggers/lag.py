@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from mirrorflow.copy.links import effective_links
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.lag import (
     DEFAULT_TIMEOUT,
@@ -28,6 +27,7 @@ from mirrorflow.lag import (
     link_table,
     link_violations,
 )
+from mirrorflow.topology import effective_links
 from mirrorflow.topology.lag import Bound
 from mirrorflow.topology.offsets import group_matches
 from mirrorflow_airflow.triggers.base import CheckContext, CheckResult, PollingTrigger

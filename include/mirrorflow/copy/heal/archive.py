@@ -4,7 +4,7 @@ A link's source lost offsets ``[position, earliest)`` before the link copied
 them. Each archived cluster keeps its own archive, keyed by its own offsets
 (mirrorflow.archive.layout), so the source's archive holds exactly those
 offsets. A heal hands them to the copier in place of Kafka
-(:meth:`mirrorflow.copy.partition._PartitionCopy.restore`): the same copy
+(:meth:`mirrorflow.copy.engine.partition._PartitionCopy.restore`): the same copy
 flags, provenance, transactions and checkpoint, and the copy goes on from Kafka
 at ``earliest``. A killed heal resumes at its checkpoint like any copy.
 
@@ -13,7 +13,7 @@ would leave a hole that looks healed. :func:`plan_heal` is the rule (pure) and
 names what is missing; :func:`heal_plans` reads the archive's coverage once per
 source cluster. Where the source's archive falls short and other clusters are
 archived, the copier looks for the gap's messages there by provenance
-(:mod:`mirrorflow.copy.heal_origin`), and stops naming what no archive proves.
+(:mod:`mirrorflow.copy.heal.origin`), and stops naming what no archive proves.
 """
 
 from __future__ import annotations

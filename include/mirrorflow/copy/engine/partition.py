@@ -4,13 +4,13 @@ The protocol (docs/architecture.md, "Checkpoints and exactly-once"):
 
 1. A transactional producer on the target with a ``transactional.id`` derived
    only from (link, topic, partition): one per transaction group of the topic
-   (:mod:`mirrorflow.copy.txn_group`). ``init_transactions`` fences every older
+   (:mod:`mirrorflow.copy.txn_groups`). ``init_transactions`` fences every older
    producer with that id (a zombie attempt, a retried Spark task) and completes
    or aborts its open transaction. A group's partitions are usually copied
-   together (:mod:`mirrorflow.copy.group`); this module copies one partition,
+   together (:mod:`mirrorflow.copy.engine.group`); this module copies one partition,
    for ranges that need it and after a refused copy.
 2. Only *after* fencing, read the link's checkpoint
-   (:mod:`mirrorflow.copy.checkpoints`). Nobody else can move it now.
+   (:mod:`mirrorflow.copy.state.checkpoints`). Nobody else can move it now.
 3. Read the source with a ``read_committed`` consumer from where the copy starts
    up to the planned end, decide each message with the copy flags, produce the
    copies and, in the same transaction, ``send_offsets_to_transaction`` the next
@@ -30,24 +30,11 @@ from typing import Any
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from mirrorflow.copy.access import during, named, stage_of
-from mirrorflow.copy.checkpoints import (
-    LinkSwitchedAway,
-    copy_start,
-    read_positions,
-    record_start,
-    task_start,
-    trusted_last,
-)
-from mirrorflow.copy.clients import CopyClients
-from mirrorflow.copy.headers import CopyHeaders
-from mirrorflow.copy.heal_origin import NotProven, origin_source
-from mirrorflow.copy.held import Held, HeldUnknown, held_at_start, skipping_held
-from mirrorflow.copy.history import LastRead, last_read, verify
-from mirrorflow.copy.spans import note_target_offsets, target_end
-from mirrorflow.copy.task import PartitionResult, PartitionTask
-from mirrorflow.copy.throttle import RateLimiter
-from mirrorflow.copy.transactions import (
+from mirrorflow.copy.engine.access import during, named, stage_of
+from mirrorflow.copy.engine.clients import CopyClients
+from mirrorflow.copy.engine.spans import note_target_offsets, target_end
+from mirrorflow.copy.engine.throttle import RateLimiter
+from mirrorflow.copy.engine.transactions import (
     Commits,
     ProduceRejected,
     TargetSilent,
@@ -55,6 +42,19 @@ from mirrorflow.copy.transactions import (
     fresh_producer,
     produce_carefully,
 )
+from mirrorflow.copy.headers import CopyHeaders
+from mirrorflow.copy.heal.origin import NotProven, origin_source
+from mirrorflow.copy.state.checkpoints import (
+    LinkSwitchedAway,
+    copy_start,
+    read_positions,
+    record_start,
+    task_start,
+    trusted_last,
+)
+from mirrorflow.copy.state.held import Held, HeldUnknown, held_at_start, skipping_held
+from mirrorflow.copy.state.history import LastRead, last_read, verify
+from mirrorflow.copy.task import PartitionResult, PartitionTask
 from mirrorflow.kafka.codes import FENCED_CODES
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 from mirrorflow.progress import note
@@ -70,9 +70,9 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
     Errors are reported in the result (with the source offset where the
     partition stopped) so the caller can let other partitions finish.
     ``clients``: the calling thread's clients kept from its previous range
-    (see :mod:`mirrorflow.copy.clients`); without it the copy opens and closes its own.
+    (see :mod:`mirrorflow.copy.engine.clients`); without it the copy opens and closes its own.
     ``carry``: the result of this run's earlier copy of the same partition (a transaction
-    group's, :mod:`mirrorflow.copy.group`), continued here: counts, checksum and spans add up.
+    group's, :mod:`mirrorflow.copy.engine.group`), continued here: counts, checksum and spans add up.
     """
     result = carry if carry is not None else PartitionResult(task.link_id, task.source, task.target, task.topic,
                                                              task.partition, end_offset=task.end_offset)
@@ -116,7 +116,7 @@ class _PartitionCopy:
         self.task, self.source, self.target, self.result = task, source, target, result
         self.producer, self.checkpoint, self.reader, self.kept_reader = producer, checkpoint, reader, kept_reader
         self.idle_timeout, self.op_timeout = idle_timeout, op_timeout
-        #: The last record read before the committed checkpoint (mirrorflow.copy.history).
+        #: The last record read before the committed checkpoint (mirrorflow.copy.state.history).
         self.last: LastRead | None = None
         #: What the target holds already of what the link passes on, after a recreated source.
         self.held: Held | None = None
@@ -211,7 +211,7 @@ class _PartitionCopy:
             result.restored_offsets = [start, result.next_offset - 1]
 
     def restore_by_origin(self, start: int, end: int) -> None:
-        """``[start, end)`` from other archives by provenance, in one transaction (mirrorflow.copy.heal_origin).
+        """``[start, end)`` from other archives by provenance, in one transaction (mirrorflow.copy.heal.origin).
 
         One transaction, so that the checkpoint only ever moves from a real source
         offset to the gap's end: the next attempt computes the same set again.

@@ -1,6 +1,6 @@
 """Copy the ranges of one transaction group together: one reader, one producer, one transaction at a time.
 
-Partitions of a topic share a ``transactional.id`` by group (:mod:`mirrorflow.copy.txn_group`),
+Partitions of a topic share a ``transactional.id`` by group (:mod:`mirrorflow.copy.txn_groups`),
 so their copies can share transactions: the group's producer fences once, the
 checkpoints of all its partitions are read after that, and each commit sends the
 next source offset of every partition it moved with ``send_offsets_to_transaction``
@@ -14,7 +14,7 @@ Copied one partition at a time, a run paid that wait (and, exactly once, a fresh
 producer's ``init_transactions``) once per partition, on machines where the
 brokers need the CPU (docs/benchmarks.md has the figures).
 
-What this loop does not do, :func:`~mirrorflow.copy.partition.copy_partition` does,
+What this loop does not do, :func:`~mirrorflow.copy.engine.partition.copy_partition` does,
 one partition after the other under the same ``transactional.id``:
 
 - ranges restored from the S3 archive (onboarding, :func:`groupable`): the whole
@@ -43,18 +43,18 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from mirrorflow.copy.access import during, named, stage_of
-from mirrorflow.copy.checkpoints import LinkSwitchedAway, read_positions, record_start, task_start, trusted_last
-from mirrorflow.copy.clients import CopyClients
+from mirrorflow.copy.engine.access import during, named, stage_of
+from mirrorflow.copy.engine.clients import CopyClients
+from mirrorflow.copy.engine.partition import copy_partition
+from mirrorflow.copy.engine.spans import note_target_offsets, target_ends
+from mirrorflow.copy.engine.throttle import RateLimiter
+from mirrorflow.copy.engine.transactions import Commits, ProduceRejected, TargetSilent, produce_carefully
 from mirrorflow.copy.headers import CopyHeaders
-from mirrorflow.copy.held import Held, HeldUnknown, held_at_start, skipping_held
-from mirrorflow.copy.history import LastRead, last_read, verify
-from mirrorflow.copy.partition import copy_partition
-from mirrorflow.copy.spans import note_target_offsets, target_ends
+from mirrorflow.copy.state.checkpoints import LinkSwitchedAway, read_positions, record_start, task_start, trusted_last
+from mirrorflow.copy.state.held import Held, HeldUnknown, held_at_start, skipping_held
+from mirrorflow.copy.state.history import LastRead, last_read, verify
 from mirrorflow.copy.task import PartitionResult, PartitionTask
-from mirrorflow.copy.throttle import RateLimiter
-from mirrorflow.copy.transactions import Commits, ProduceRejected, TargetSilent, produce_carefully
-from mirrorflow.copy.txn_group import txn_group
+from mirrorflow.copy.txn_groups import txn_group
 from mirrorflow.kafka.codes import FENCED_CODES
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 from mirrorflow.progress import note
@@ -211,11 +211,11 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
     """Copy every ``ranges[p] = [start, end)`` of the group, in transactions bounded like a partition's.
 
     ``lasts``: the last record read before each checkpoint, updated at each commit. ``held``: per
-    partition, what the target holds already after a recreated source (mirrorflow.copy.held).
+    partition, what the target holds already after a recreated source (mirrorflow.copy.state.held).
 
     A range may be empty: an onboarding start with nothing to copy is still committed
     as the link's checkpoint. A byte-rate cap applies to the group as a whole (each task
-    carries the group's share, see mirrorflow.copy.job); a per-run byte budget to each
+    carries the group's share, see mirrorflow.copy.plan); a per-run byte budget to each
     partition, as on the per-partition path. Raises :class:`_Refused` after aborting,
     when the target refused a copy of the open transaction.
     """

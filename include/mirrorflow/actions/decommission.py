@@ -4,7 +4,7 @@ Two kinds of links are affected:
 
 - links that copy *into* the leaving cluster (it is their effective target):
   each moves to another leaf of the same sibling subtree with the exact cut of
-  :func:`mirrorflow.copy.switch.switch_target` (the old target's checkpoint;
+  :func:`mirrorflow.actions.switch.switch_target` (the old target's checkpoint;
   the old target is fenced and marked, so no stale copy lands there again);
 - the leaving cluster's *own* links: what reached it before the cuts (its own
   producers' messages and copies it has not passed on yet) must still leave
@@ -22,9 +22,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from mirrorflow.copy.links import effective_links
 from mirrorflow.errors import MirrorflowError, TopologyError
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, effective_links
 
 
 class DecommissionRefused(MirrorflowError):

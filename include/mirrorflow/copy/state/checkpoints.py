@@ -14,7 +14,7 @@ tells the whole protocol. This module is its one home:
   the source and target topics it was written for, so that a checkpoint of a
   deleted and recreated topic is set aside instead of trusted (:func:`set_aside`),
   and the last record read before it, so that a truncated source is noticed
-  (:mod:`mirrorflow.copy.history`);
+  (:mod:`mirrorflow.copy.state.history`);
 - reading checkpoints: inside a copy, after fencing and with coordinator retries
   (:func:`read_positions`), and from the driver or a monitor (:func:`read_checkpoints`);
 - where a copy starts (:func:`copy_start`): pure, for every path (level runs,
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from mirrorflow.copy.history import LastRead
+from mirrorflow.copy.state.history import LastRead
 from mirrorflow.copy.task import OnGap, PartitionResult, PartitionTask
 from mirrorflow.defaults import DEFAULT_ON_GAP
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
@@ -41,7 +41,7 @@ from mirrorflow.kafka.config import ClusterClient
 log = logging.getLogger(__name__)
 
 #: Checkpoint metadata written on a link's *old* target when the link is switched away
-#: (see :mod:`mirrorflow.copy.switch`): a copier that still aims at that target stops.
+#: (see :mod:`mirrorflow.actions.switch`): a copier that still aims at that target stops.
 SWITCHED_MARK = "mirrorflow:switched-to="
 
 #: ``PartitionTask.start_offset`` meaning "the source's earliest offset when the copy starts".
@@ -76,7 +76,7 @@ class CheckpointMeta:
     The incarnations it belongs to: Kafka's topic ids of the source and target
     topic (a topic that is deleted and created again gets a new id, and its
     offsets start over; a checkpoint of the old incarnation says nothing about the
-    new one). And the last record the link read before it (:mod:`mirrorflow.copy.history`),
+    new one). And the last record the link read before it (:mod:`mirrorflow.copy.state.history`),
     so that a source that was truncated and written again is noticed.
     """
 
@@ -87,7 +87,7 @@ class CheckpointMeta:
     #: members ``offsets.retention.minutes`` after their last commit, so idle links commit again.
     at: int | None = None
     #: After the source topic was recreated: per origin cluster, the highest origin offset the
-    #: target held already (:mod:`mirrorflow.copy.held`), until the link reads past it.
+    #: target held already (:mod:`mirrorflow.copy.state.held`), until the link reads past it.
     held: tuple[tuple[str, int], ...] = ()
 
     def encode(self) -> str:
@@ -259,7 +259,7 @@ def copy_start(committed: int | None, earliest: int, *, start_offset: int | None
     reports the loss; with ``"fail"`` (or ``require_contiguous``, an onboarding
     from the archive) it refuses to copy past the hole, so nothing is lost in
     silence; so does ``"restore"`` here, where no restore was planned for the
-    hole (mirrorflow.copy.heal plans them). ``source`` names the cluster in the sentences.
+    hole (mirrorflow.copy.heal.archive plans them). ``source`` names the cluster in the sentences.
     """
     position, initialised = committed, False
     if position is None and start_offset is not None:

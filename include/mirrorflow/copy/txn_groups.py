@@ -12,7 +12,7 @@ from mirrorflow.work import PartitionWork
 
 #: Transaction groups per topic: partition ``p`` is in group ``p % TXN_GROUPS``, and the
 #: partitions of a group share a ``transactional.id``. A group's ranges are copied by one
-#: thread, in transactions that span its partitions (:mod:`mirrorflow.copy.group`).
+#: thread, in transactions that span its partitions (:mod:`mirrorflow.copy.engine.group`).
 #:
 #: Why groups: every commit first waits for the producer's acknowledgements, and an
 #: idempotent librdkafka producer with only a few partitions in flight keeps its broker

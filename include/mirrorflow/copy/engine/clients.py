@@ -18,7 +18,7 @@ thread keeps, from a range that ended cleanly, for its next range:
 What is never kept:
 
 - an exactly-once producer. Its ``transactional.id`` names one transaction
-  group of (link, topic) (see :data:`~mirrorflow.copy.txn_group.TXN_GROUPS`): that is what
+  group of (link, topic) (see :data:`~mirrorflow.copy.txn_groups.TXN_GROUPS`): that is what
   fences the group's zombie copies, so each group gets its own producer and its
   own ``init_transactions``;
 - any client of a range that ended with an error or an exception. It is
@@ -33,9 +33,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from mirrorflow.copy.checkpoints import checkpoint_group
+from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.copy.task import PartitionTask
-from mirrorflow.copy.txn_group import transactional_id
+from mirrorflow.copy.txn_groups import transactional_id
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.config import ClusterClient
 

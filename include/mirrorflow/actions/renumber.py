@@ -1,7 +1,7 @@
 """Carry links' checkpoints over when the levels of the tree are renumbered.
 
 A link's id is ``<source>.L<level>``, and its checkpoint lives in a group named
-after it (:func:`~mirrorflow.copy.checkpoints.checkpoint_group`). Renumbering the
+after it (:func:`~mirrorflow.copy.state.checkpoints.checkpoint_group`). Renumbering the
 levels (1 and 3 become 2 and 4, to make room for an onboarding) gives every link
 a new id and so no checkpoint: the planner then refuses to copy (its target
 already holds copies), naming the old link whose checkpoints it found.
@@ -24,12 +24,9 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit_warning
-from mirrorflow.copy.checkpoints import CheckpointMeta, read_checkpoints
-from mirrorflow.copy.held import Held
-from mirrorflow.copy.history import LastRead
-from mirrorflow.copy.task import PartitionTask
-from mirrorflow.copy.transactions import fenced_commit
-from mirrorflow.copy.txn_group import txn_group
+from mirrorflow.copy import PartitionTask, txn_group
+from mirrorflow.copy.engine import fenced_commit
+from mirrorflow.copy.state import CheckpointMeta, Held, LastRead, read_checkpoints
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.admin import list_topics
 from mirrorflow.kafka.config import ClusterClient

@@ -42,9 +42,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.audit import audit
-from mirrorflow.copy.checkpoints import checkpoint_group, read_checkpoints, switch_mark
-from mirrorflow.copy.copies import CopyScanner, ScanStalled
-from mirrorflow.copy.txn_group import transactional_id
+from mirrorflow.copy import transactional_id
+from mirrorflow.copy.state import CopyScanner, ScanStalled, checkpoint_group, read_checkpoints, switch_mark
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
 from mirrorflow.kafka import admin
 from mirrorflow.kafka.config import ClusterClient
@@ -154,7 +153,7 @@ def _by_topic(cuts: dict[tuple[str, int], int | None]) -> dict[str, dict[int, in
 def _fence(client: ClusterClient, link_id: str, tps: list[TopicPartition], timeout: float) -> None:
     """Bump the producer epoch of every partition's ``transactional.id`` on ``client``: running copies abort.
 
-    Partitions of one transaction group share an id (mirrorflow.copy.txn_group): each id is fenced once.
+    Partitions of one transaction group share an id (mirrorflow.copy.txn_groups): each id is fenced once.
     """
     fenced: set[str] = set()
     for tp in tps:

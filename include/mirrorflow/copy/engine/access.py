@@ -15,10 +15,10 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from mirrorflow.copy.checkpoints import checkpoint_group
-from mirrorflow.copy.clients import reader_group
+from mirrorflow.copy.engine.clients import reader_group
+from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.copy.task import PartitionTask
-from mirrorflow.copy.txn_group import transactional_id
+from mirrorflow.copy.txn_groups import transactional_id
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.refusals import Need, NotAuthorized, refusal
 

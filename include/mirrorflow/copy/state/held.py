@@ -3,7 +3,7 @@
 A cluster inside the tree passes other clusters' messages on. When its topic is
 deleted and created again, the links into it fill the new topic again from their
 sources (Kafka dropped their checkpoints with the old topic), and its links out
-start over at the new topic's first offset (:func:`mirrorflow.copy.checkpoints.set_aside`).
+start over at the new topic's first offset (:func:`mirrorflow.copy.state.checkpoints.set_aside`).
 Their targets already hold most of what that refill brings; copying it again
 would duplicate it, and leaving it out would lose what was still in flight when
 the topic was deleted (on the old topic, not yet passed on).
@@ -16,7 +16,7 @@ So per origin cluster, the highest origin offset held is the whole answer
 Once the link has read past an origin's floor, the floor is dropped at the next
 commit: a later incarnation of that origin's own topic starts its offsets at 0
 again and must not be taken for what was held. The floors travel in the
-checkpoint's metadata (:class:`mirrorflow.copy.checkpoints.CheckpointMeta`), so a
+checkpoint's metadata (:class:`mirrorflow.copy.state.checkpoints.CheckpointMeta`), so a
 copy killed half way, or the next run, goes on with the same ones.
 """
 
@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from mirrorflow import copyflags, provenance
-from mirrorflow.copy.checkpoints import CheckpointMeta, source_recreated
-from mirrorflow.copy.copies import CopyScanner
+from mirrorflow.copy.state.checkpoints import CheckpointMeta, source_recreated
+from mirrorflow.copy.state.copies import CopyScanner
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.config import ClusterClient

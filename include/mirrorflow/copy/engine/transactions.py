@@ -1,7 +1,7 @@
 """How a copy makes its copies and its checkpoint durable, and how it survives a target that stops answering.
 
-Shared by the per-partition copy (:mod:`mirrorflow.copy.partition`) and the
-transaction-group copy (:mod:`mirrorflow.copy.group`): both write copies through
+Shared by the per-partition copy (:mod:`mirrorflow.copy.engine.partition`) and the
+transaction-group copy (:mod:`mirrorflow.copy.engine.group`): both write copies through
 one producer and end each batch with :meth:`Commits.commit_positions`, which is
 the only place a link's checkpoint moves during a copy (docs/architecture.md,
 "Checkpoints and exactly-once").
@@ -15,10 +15,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from mirrorflow.copy.checkpoints import CheckpointMeta, checkpoint_group
-from mirrorflow.copy.clients import new_producer
-from mirrorflow.copy.held import Held
-from mirrorflow.copy.history import LastRead
+from mirrorflow.copy.engine.clients import new_producer
+from mirrorflow.copy.state.checkpoints import CheckpointMeta, checkpoint_group
+from mirrorflow.copy.state.held import Held
+from mirrorflow.copy.state.history import LastRead
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient
@@ -55,12 +55,12 @@ class Commits:
     def __init__(self, task: PartitionTask, producer: Producer, checkpoint: Consumer, timeout: float,
                  held: Mapping[int, Held | None] | None = None) -> None:
         self.task, self.producer, self.checkpoint, self.timeout = task, producer, checkpoint, timeout
-        #: Per partition, what the target holds already after a recreated source (mirrorflow.copy.held):
+        #: Per partition, what the target holds already after a recreated source (mirrorflow.copy.state.held):
         #: each checkpoint keeps the floors not read past yet.
         self.held = {p: h for p, h in (held or {}).items() if h is not None}
         self.group_meta = checkpoint.consumer_group_metadata() if task.exactly_once else None
         # Every checkpoint says which incarnations of the topics it belongs to (when the planner knew them),
-        # which record the link read last before it (mirrorflow.copy.history), and when it was committed.
+        # which record the link read last before it (mirrorflow.copy.state.history), and when it was committed.
         self.meta = CheckpointMeta(task.source_topic_id, task.target_topic_id)
 
     def begin(self) -> None:
@@ -157,7 +157,7 @@ def fenced_commit(task: PartitionTask, target: ClusterClient, positions: list[To
                   held: Mapping[int, Held | None] | None = None) -> None:
     """Commit checkpoints from outside a copy (an operator's decision, a carry-over) through the link's own
     ``transactional.id``: ``init_transactions`` fences any copy still running, so none can overwrite them.
-    ``held``: floors a checkpoint keeps (mirrorflow.copy.held)."""
+    ``held``: floors a checkpoint keeps (mirrorflow.copy.state.held)."""
     producer = new_producer(task, target)
     checkpoint = Consumer(target.consumer(checkpoint_group(task.link_id)))
     try:

@@ -28,7 +28,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from mirrorflow.copy.copies import content, copy_contents
+from mirrorflow.copy.state.copies import content, copy_contents
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
 from mirrorflow.kafka.config import ClusterClient
 

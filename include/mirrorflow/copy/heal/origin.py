@@ -1,6 +1,6 @@
 """Healing a retention gap from *other* clusters' archives, by provenance.
 
-When the source's own archive does not hold a gap (:mod:`mirrorflow.copy.heal`),
+When the source's own archive does not hold a gap (:mod:`mirrorflow.copy.heal.archive`),
 the messages the link would have copied from it may still be in another
 cluster's archive: every message reaches every cluster, and every archived row
 names its origin. What is missing is known per origin, not per source offset:
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mirrorflow import copyflags, provenance
-from mirrorflow.copy.copies import CopyScanner
+from mirrorflow.copy.state.copies import CopyScanner
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.config import ClusterClient
 

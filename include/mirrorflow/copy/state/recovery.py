@@ -2,7 +2,7 @@
 
 Kafka may delete a link's checkpoint (``offsets.retention.minutes`` after its
 last commit, when level runs stopped for that long; see the keep-alive in
-:mod:`mirrorflow.copy.job`). The target still holds the copies, each stamped
+:mod:`mirrorflow.copy.plan`). The target still holds the copies, each stamped
 with its origin (:mod:`mirrorflow.provenance`), so the resume point can often be
 proven instead of guessed:
 
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mirrorflow.copy.copies import CopyScanner
 from mirrorflow.copy.headers import CopyHeaders
+from mirrorflow.copy.state.copies import CopyScanner
 from mirrorflow.kafka.config import ClusterClient
 
 #: At most this many source records after the last copy are read to prove a resume point.

@@ -3,10 +3,10 @@
 A copy carries its origin (cluster, topic, partition, offset) in a header, not
 in its offset, so finding the copies of a source partition means reading target
 partitions whole. Three decisions need that: where a forced target switch cuts
-(:mod:`mirrorflow.copy.switch`), whether a link without a checkpoint would copy
+(:mod:`mirrorflow.actions.switch`), whether a link without a checkpoint would copy
 again what its target holds (the planner), and what an operator's
 ``resume_from`` would drop or repeat and where a ``rewind`` after a truncated
-source resumes (:mod:`mirrorflow.copy.resolve`). They share this one reader.
+source resumes (:mod:`mirrorflow.actions.gap`). They share this one reader.
 """
 
 from __future__ import annotations

@@ -11,13 +11,13 @@ source still holds nor copy again what the target already holds:
   longer holds or the target already holds copies of (a lost checkpoint);
   backward only over offsets of which the target holds no copy (read from the
   provenance stamped on the target's copies; counted over what the link copies,
-  its source's own records and the copies it passes on: :func:`mirrorflow.copy.recovery.range_copies`);
+  its source's own records and the copies it passes on: :func:`mirrorflow.copy.state.recovery.range_copies`);
 - ``rewind``: after the source was truncated and written again
-  (:mod:`mirrorflow.copy.history`), back to the first offset whose record is no
+  (:mod:`mirrorflow.copy.state.history`), back to the first offset whose record is no
   longer the one copied, so that the records written again are copied; the
   copies of the records the source lost stay on the target;
 - ``restore``: past a retention gap by copying it from the source's S3 archive
-  (:mod:`mirrorflow.copy.heal`), through the link's own transactions, up to the
+  (:mod:`mirrorflow.copy.heal.archive`), through the link's own transactions, up to the
   source's first offset; refused, naming what is missing, unless the archive
   holds the whole gap;
 - ``restore_and_skip``: the same for what the archive holds, stepping over only
@@ -37,15 +37,18 @@ from typing import Any, Literal
 from confluent_kafka import TopicPartition
 
 from mirrorflow.audit import audit_warning
-from mirrorflow.copy.checkpoints import CheckpointMeta, read_checkpoints, source_recreated
-from mirrorflow.copy.heal import Heal, heal_plans
-from mirrorflow.copy.heal_origin import NotProven, origin_source
-from mirrorflow.copy.held import Held
-from mirrorflow.copy.history import Difference, first_difference
-from mirrorflow.copy.partition import copy_partition
-from mirrorflow.copy.recovery import range_copies
-from mirrorflow.copy.task import PartitionTask
-from mirrorflow.copy.transactions import fenced_commit
+from mirrorflow.copy import PartitionTask
+from mirrorflow.copy.engine import copy_partition, fenced_commit
+from mirrorflow.copy.heal import Heal, NotProven, heal_plans, origin_source
+from mirrorflow.copy.state import (
+    CheckpointMeta,
+    Difference,
+    Held,
+    first_difference,
+    range_copies,
+    read_checkpoints,
+    source_recreated,
+)
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable, topic_ids
 from mirrorflow.kafka.config import ClusterClient
@@ -268,7 +271,7 @@ def _restore(link_id: str, level: int, source: ClusterClient, target: ClusterCli
 def _restore_by_origin(link_id: str, level: int, source: ClusterClient, target: ClusterClient, topic: str,
                        partition: int, checkpoint: int, earliest: int, end: int, archive: Mapping[str, Any] | None,
                        heal: Heal, dry_run: bool, timeout: float, action: str) -> Resolution:
-    """The gap from other clusters' archives by provenance (mirrorflow.copy.heal_origin): all of it, or refused."""
+    """The gap from other clusters' archives by provenance (mirrorflow.copy.heal.origin): all of it, or refused."""
     assert archive is not None  # heal_plans names other archives only with a location
     restore = heal.restore(archive)
     try:  # proven here first, so that a refusal is one (the copier proves it again, in its transaction)
@@ -298,7 +301,7 @@ def _commit(link_id: str, level: int, source: ClusterClient, target: ClusterClie
 
     ``init_transactions`` fences any copy of the partition still running, so the
     checkpoint cannot be overwritten by a copy that started before the decision.
-    Floors the checkpoint keeps after a recreated source (``metadata``, mirrorflow.copy.held)
+    Floors the checkpoint keeps after a recreated source (``metadata``, mirrorflow.copy.state.held)
     stay as long as the source topic is the same one.
     """
     ids_source, ids_target = topic_ids(source, [topic], timeout), topic_ids(target, [topic], timeout)

@@ -1,31 +1,35 @@
 """What a Spark executor runs: the partition ranges of one task, copied on a few threads.
 
-Kept apart from :mod:`mirrorflow.copy.job` (the driver: planning, results,
+Kept apart from the driver (:mod:`mirrorflow.copy.job`, :mod:`~mirrorflow.copy.plan`: planning, results,
 audit) because Spark ships the task's function by reference, so a Python worker
 imports this module's dependencies and nothing else. The driver's modules pull
 in the topology's validated models and with them pydantic, which would add to
-every Python worker's start (docs/benchmarks.md).
+every Python worker's start (docs/benchmarks.md). :func:`execute` is the
+driver's door to it: every copy that runs on Spark (a level run, a backfill)
+hands its bins of tasks here.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from mirrorflow.copy.clients import CopyClients
-from mirrorflow.copy.group import copy_group, groupable
-from mirrorflow.copy.partition import copy_partition
+from mirrorflow.copy.engine.clients import CopyClients
+from mirrorflow.copy.engine.group import copy_group, groupable
+from mirrorflow.copy.engine.partition import copy_partition
 from mirrorflow.copy.task import PartitionResult, PartitionTask
-from mirrorflow.copy.txn_group import txn_group
+from mirrorflow.copy.txn_groups import txn_group
 from mirrorflow.defaults import LARGE_GROUP_RECORDS
 from mirrorflow.errors import ClusterUnreachable
 from mirrorflow.kafka.admin import probe
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.progress import in_context
+from mirrorflow.progress import Progress, in_context, tracking
+from mirrorflow.spark_run import run_bins
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +39,11 @@ def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[Partit
     """Executor side: copy each task's partition; one result dict per task, errors included.
 
     Tasks are copied by transaction group (:func:`by_txn_group`): a group's partitions
-    together, in shared transactions (:mod:`mirrorflow.copy.group`), or one after the
+    together, in shared transactions (:mod:`mirrorflow.copy.engine.group`), or one after the
     other when they need the per-partition path. Up to ``threads`` groups are copied at
     the same time, but at most one :func:`large` group: each on its own thread with its
     own producer and consumers; a thread keeps its consumers (and, at least once, its
-    producer) for its next group (:mod:`mirrorflow.copy.clients`).
+    producer) for its next group (:mod:`mirrorflow.copy.engine.clients`).
     A small copy spends most of its time waiting on the brokers (acknowledgements before
     each commit, the commit itself, fencing, the first fetch); one at a time left the
     core idle during those waits. A large copy keeps the core busy by itself.
@@ -127,7 +131,7 @@ def large(group: list[PartitionTask]) -> bool:
     """Whether ``group`` is copied alone (see :data:`~mirrorflow.defaults.LARGE_GROUP_RECORDS`).
 
     A group under a byte-rate cap never is: it waits on its cap, not on a core, and its
-    share of the cap assumes it runs beside the others (mirrorflow.copy.job).
+    share of the cap assumes it runs beside the others (mirrorflow.copy.plan).
     """
     return (sum(t.planned_records for t in group) >= LARGE_GROUP_RECORDS
             and not any(t.max_bytes_per_second for t in group))
@@ -184,7 +188,7 @@ def in_lanes(groups: list[list[PartitionTask]], copy: Callable[[list[PartitionTa
 
 
 def by_txn_group(tasks: Iterable[PartitionTask]) -> list[list[PartitionTask]]:
-    """``tasks`` gathered by transaction group (same link and target, see :mod:`mirrorflow.copy.txn_group`), in order.
+    """``tasks`` gathered by transaction group (same link and target, see :mod:`mirrorflow.copy.txn_groups`), in order.
 
     A group's tasks run on one thread, one transaction stream: two threads copying
     partitions of one group would fence each other's producer.
@@ -201,3 +205,30 @@ def copy_bins(clusters: Mapping[str, Mapping[str, Any]], threads: int,
     """One Spark task: its bins of partition ranges, copied by :func:`copy_tasks`."""
     for tasks in bins:
         yield from copy_tasks(clusters, tasks, threads)
+
+
+def execute(spark: Any, spec: Any, bins: list[list[PartitionTask]], progress: Progress | None = None
+            ) -> list[dict[str, Any]]:
+    """Run the bins as Spark tasks (one bin, one task), or in this process when ``spark`` is ``None``.
+
+    ``spec`` is any job spec with ``clusters``, ``level``, ``run_id`` and ``copy_threads``;
+    ``spark`` a SparkContext or a Spark Connect session (:mod:`mirrorflow.spark_run`).
+    ``progress``: in this process the copiers count every committed transaction into it
+    (:func:`mirrorflow.progress.note`); on Spark it follows the finished Spark tasks.
+    """
+    if not bins:
+        return []
+    clusters = {name: dict(settings) for name, settings in spec.clusters.items()}
+    threads = spec.copy_threads
+    if spark is None:
+        if progress is None:
+            return [r for tasks in bins for r in copy_tasks(clusters, tasks, threads)]
+        with tracking(progress), progress.running():
+            return [r for tasks in bins for r in copy_tasks(clusters, tasks, threads)]
+    return run_bins(spark, functools.partial(copy_bins, clusters, threads), bins,
+                    f"mirrorflow level {spec.level} run {spec.run_id}: {sum(map(len, bins))} partitions", progress)
+
+
+def passed(results: list[dict[str, Any]]) -> int:
+    """Source offsets the copies passed (what a progress plan counts): from each start to where it committed."""
+    return sum(max(0, r["next_offset"] - r["start_offset"]) for r in results if r["start_offset"] >= 0)

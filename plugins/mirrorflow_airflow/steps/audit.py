@@ -20,7 +20,7 @@ from mirrorflow.completeness.run import difference_lines, run_audit, summary_pro
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
-from mirrorflow_airflow.state import read_audit_result, set_audit_result
+from mirrorflow_airflow.state import set_audit_result
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +57,3 @@ def check_audit(summary: dict[str, Any]) -> dict[str, Any]:
         raise AuditViolation("completeness audit: " + str(len(problems)) + " problem(s)\n  " + "\n  ".join(shown))
     return summary
 
-
-def latest_problems() -> list[str]:
-    """The problems of the latest audit (``mirrorflow_audit_result``), for the lag monitor; none before one ran."""
-    summary = read_audit_result()
-    if not summary:
-        return []
-    return [f"completeness audit of {summary.get('checked_at')}: {p}" for p in summary_problems(summary)]

@@ -2,8 +2,9 @@
 
 The snapshot is kept in an Airflow Variable as well as returned, so any task
 (and an operator, under Admin -> Variables) can read the latest one without
-measuring again. The check is a step of its own: the snapshot is stored and
-logged even when it exceeds the SLA, and the failure names every violation.
+measuring again (:func:`mirrorflow_airflow.state.read_lag_snapshot`). The check
+is a step of its own: the snapshot is stored and logged even when it exceeds
+the SLA, and the failure names every violation.
 """
 
 from __future__ import annotations
@@ -13,22 +14,19 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from airflow.sdk import Variable
 from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow import lag
 from mirrorflow.audit import audit
+from mirrorflow.completeness.run import summary_problems
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.offsets.failover_preview import preview_failovers
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
-from mirrorflow_airflow.state import group_owners, link_targets, read_variable
-from mirrorflow_airflow.steps.audit import latest_problems
+from mirrorflow_airflow.state import group_owners, link_targets, read_audit_result, read_lag_snapshot, set_lag_snapshot
 
 log = logging.getLogger(__name__)
 
-#: Airflow Variable holding the latest snapshot (JSON).
-SNAPSHOT_VARIABLE = "mirrorflow_lag_snapshot"
 #: Rows per table in the task log (the snapshot itself has every row).
 LOG_ROWS = 200
 
@@ -57,7 +55,7 @@ def measure_lag(topology: Topology, now: datetime | None = None) -> dict[str, An
     """What the ``measure`` task does: snapshot, log, store, audit; returns the snapshot as a dict."""
     snap = take_snapshot(topology, now)
     data = snap.to_dict()
-    audited = latest_problems()  # an audit violation is an SLA violation (docs/audit.md)
+    audited = audit_problems()  # an audit violation is an SLA violation (docs/audit.md)
     if audited:
         data["violations"] = list(data["violations"]) + audited
         data["totals"]["violations"] = data["totals"].get("violations", 0) + len(audited)
@@ -72,9 +70,7 @@ def measure_lag(topology: Topology, now: datetime | None = None) -> dict[str, An
     log.info("consumer group lag:\n%s", lag.group_table(snap.groups, limit=LOG_ROWS))
     for cluster, reason in data["unreachable"].items():
         log.error("cluster %s: %s", cluster, reason)
-    Variable.set(SNAPSHOT_VARIABLE, json.dumps(data, sort_keys=True),
-                 description="mirrorflow: latest lag snapshot per link-partition and consumer group "
-                             "(written by mirror_lag_monitor; format in docs/lag.md)")
+    set_lag_snapshot(data)
     audit("lag_snapshot", topology=data["topology"], taken_at=data["taken_at"], ok=data["ok"], totals=totals,
           violations=data["violations"][:20])
     return data
@@ -91,9 +87,9 @@ def check_sla(snapshot: dict[str, Any]) -> dict[str, Any]:
     return snapshot.get("totals", {})
 
 
-def read_lag_snapshot() -> dict[str, Any] | None:
-    """The latest snapshot stored by ``mirror_lag_monitor`` (``None`` before its first run)."""
-    raw = read_variable(SNAPSHOT_VARIABLE)
-    if not raw:
-        return None
-    return json.loads(raw) if isinstance(raw, str) else dict(raw)
+def audit_problems() -> list[str]:
+    """The problems of the latest completeness audit (``mirrorflow_audit_result``); none before one ran."""
+    summary = read_audit_result()
+    if not summary:
+        return []
+    return [f"completeness audit of {summary.get('checked_at')}: {p}" for p in summary_problems(summary)]

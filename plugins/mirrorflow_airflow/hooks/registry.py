@@ -32,7 +32,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.schemas.rest_store import RegistryAccessError, inline_pem_to_files
 from mirrorflow.schemas.sync import build_store, sync
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.clusters import reachable_clients
+from mirrorflow_airflow.hooks.cluster import reachable_clients
 from mirrorflow_airflow.hooks.masking import mask_settings
 
 log = logging.getLogger(__name__)

@@ -36,8 +36,7 @@ from mirrorflow.offsets.sync import apply_commits, current_positions, publish_ow
 from mirrorflow.offsets.topic import ensure_topic, read_positions
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow.topology.offsets import PRECISIONS
-from mirrorflow_airflow.clusters import reachable_clients
-from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
+from mirrorflow_airflow.hooks.cluster import MirrorClusterHook, reachable_clients
 from mirrorflow_airflow.state import group_owners, link_targets, set_group_owners
 
 log = logging.getLogger(__name__)

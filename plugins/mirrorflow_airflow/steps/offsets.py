@@ -18,7 +18,7 @@ from mirrorflow.offsets.groups import describe, describe_groups
 from mirrorflow.offsets.sync import commit_positions, owners_from, publish_owned
 from mirrorflow.offsets.topic import ensure_topic
 from mirrorflow.topology import Topology, effective_links
-from mirrorflow_airflow.clusters import reachable_clients
+from mirrorflow_airflow.hooks.cluster import reachable_clients
 from mirrorflow_airflow.state import group_owners, link_targets, set_group_owners
 
 log = logging.getLogger(__name__)

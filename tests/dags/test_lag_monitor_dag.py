@@ -27,7 +27,7 @@ from confluent_kafka import TopicPartition
 
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.defaults import DEFAULT_ARGS, START_DATE, tags
+from mirrorflow_airflow.factories.dag_header import DEFAULT_ARGS, START_DATE, tags
 from mirrorflow_airflow.factories.lag_monitor import DAG_ID, build_lag_monitor_dag
 from mirrorflow_airflow.state import LAG_SNAPSHOT_VARIABLE
 from mirrorflow_airflow.triggers.base import PollingTrigger

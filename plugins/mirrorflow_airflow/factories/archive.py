@@ -17,7 +17,7 @@ from airflow.sdk import DAG
 
 from mirrorflow.topology import Topology
 from mirrorflow.topology.replication import parse_schedule
-from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.operators.archive import MirrorArchiveOperator
 
 DAG_ID = "mirror_archive"

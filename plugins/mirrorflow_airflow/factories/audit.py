@@ -29,7 +29,7 @@ from airflow.sdk import DAG, get_current_context, task
 
 from mirrorflow.topology import Topology
 from mirrorflow.topology.replication import parse_schedule
-from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.notifiers.alerts import alert_callbacks
 from mirrorflow_airflow.steps.audit import audit_clusters, check_audit
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from airflow.sdk import DAG, Param, task
 
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.steps.carry_checkpoints import run_carry
 
 DAG_ID = "mirror_carry_checkpoints"

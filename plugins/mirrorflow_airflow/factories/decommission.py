@@ -23,7 +23,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.steps.decommission import STEPS, drain, leave, run_preflight, summary, switch_links
 
 DAG_ID = "mirror_decommission_cluster"

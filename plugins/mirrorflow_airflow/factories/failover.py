@@ -28,7 +28,7 @@ from airflow.sdk import DAG, Param, task
 from mirrorflow.offsets.failover import MODES
 from mirrorflow.topology import Topology
 from mirrorflow.topology.offsets import PRECISIONS
-from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.sensors.failover import GroupReplicatedSensor
 from mirrorflow_airflow.steps.failover import preflight, publish_final, refusal_is_final, switch, verify_switch
 

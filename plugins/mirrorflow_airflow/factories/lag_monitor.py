@@ -35,7 +35,7 @@ from airflow.sdk import DAG, task
 
 from mirrorflow.topology import Topology
 from mirrorflow.topology.replication import parse_schedule
-from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.notifiers.alerts import alert_callbacks
 from mirrorflow_airflow.steps.lag_monitor import check_sla, measure_lag
 

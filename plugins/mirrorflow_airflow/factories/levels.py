@@ -25,7 +25,7 @@ from __future__ import annotations
 from airflow.sdk import DAG, task
 
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.notifiers.alerts import alert_callbacks
 from mirrorflow_airflow.operators.level_copy import MirrorLevelCopyOperator
 from mirrorflow_airflow.steps.levels import plan_level

@@ -24,7 +24,7 @@ from airflow.sdk import DAG, task
 
 from mirrorflow.topology import Topology
 from mirrorflow.topology.replication import parse_schedule
-from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.steps.offsets import commit_run, distribute_positions, find_owners, publish_positions
 
 DAG_ID = "mirror_offsets"

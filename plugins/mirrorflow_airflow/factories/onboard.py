@@ -31,7 +31,7 @@ from airflow.sdk import DAG, Param, task
 
 from mirrorflow.onboard.plan import BACKFILL_MODES, OnboardPlan
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.operators.backfill import MirrorBackfillOperator
 from mirrorflow_airflow.steps.onboard import (
     STEPS,

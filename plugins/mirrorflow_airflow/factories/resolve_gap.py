@@ -21,7 +21,7 @@ from airflow.sdk import DAG, Param, task
 
 from mirrorflow.actions import ACTIONS
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.steps.resolve_gap import run_resolve
 
 DAG_ID = "mirror_resolve_gap"

@@ -21,7 +21,7 @@ from airflow.sdk import DAG, Param, task
 
 from mirrorflow.topology import Topology
 from mirrorflow.topology.replication import parse_schedule
-from mirrorflow_airflow.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.steps.schemas import report_disabled, sync_target
 
 DAG_ID = "mirror_schemas"

@@ -2,20 +2,36 @@
 
 Every mirrorflow DAG starts at the same fixed date, never catches up, runs one
 at a time and takes the house defaults (owner, retries, the ``mirrorflow``
-tag); the DagBag test holds each DAG to them. A factory then only says what
-is its own: the id, one line of description, the schedule, its extra tags, its
-form, and its module docstring as the DAG's documentation.
+tag), all defined here; the DagBag test holds each DAG to them. A factory then
+only says what is its own: the id, one line of description, the schedule, its
+extra tags, its form, and its module docstring as the DAG's documentation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import DAG
 
-from mirrorflow_airflow.defaults import DEFAULT_ARGS, START_DATE
-from mirrorflow_airflow.defaults import tags as house_tags
+OWNER = "mirrorflow"
+TAG = "mirrorflow"
+
+DEFAULT_ARGS = {
+    "owner": OWNER,
+    "retries": 2,
+    "retry_delay": timedelta(seconds=30),
+    "retry_exponential_backoff": True,
+}
+
+# A fixed start in the past; with catchup off only the latest interval runs.
+START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def tags(*extra: str) -> list[str]:
+    """The house tag, then ``extra``."""
+    return [TAG, *extra]
 
 
 def mirror_dag(dag_id: str, *, description: str, schedule: Any, doc_md: str | None, tags: tuple[str, ...] = (),
@@ -30,7 +46,7 @@ def mirror_dag(dag_id: str, *, description: str, schedule: Any, doc_md: str | No
         catchup=False,
         max_active_runs=1,
         default_args=default_args,
-        tags=house_tags(*tags),
+        tags=[TAG, *tags],
         doc_md=doc_md,
         params=dict(params) if params is not None else None,
     )

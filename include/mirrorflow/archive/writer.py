@@ -26,14 +26,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pyarrow.parquet as pq
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
 
 from mirrorflow import provenance
 from mirrorflow.archive import layout
 from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.archive.records import ArchivedRecord, to_table
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
-from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
+from mirrorflow.errors import KafkaOperationError, OffsetGone
+from mirrorflow.internal_names import archive_reader_group as reader_group
+from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.ranges import RangeReader
 from mirrorflow.progress import note
 
 log = logging.getLogger(__name__)
@@ -42,11 +44,6 @@ log = logging.getLogger(__name__)
 #: executor's memory on a busy partition (keys are still deterministic, see ``_key_offset``).
 DEFAULT_ROWS_PER_OBJECT = 100_000
 PARQUET_CONTENT_TYPE = "application/vnd.apache.parquet"
-
-
-def reader_group(cluster: str) -> str:
-    """The consumer's ``group.id`` (librdkafka wants one); it never commits or joins a group."""
-    return f"{INTERNAL_TOPIC_PREFIX}.archive.{cluster}"
 
 
 @dataclass(frozen=True)
@@ -145,63 +142,35 @@ def archive_partition(task: ArchiveTask, source: ClusterClient, location: Archiv
     """
     started = time.monotonic()
     result = ArchivePartitionResult(task.cluster, task.topic, task.partition, task.start, task.end, next=task.start)
-    consumer: Consumer | None = None
+    reader: RangeReader | None = None
     try:
         s3 = s3 if s3 is not None else location.client()
-        # auto.offset.reset=error: if retention deleted `start` after the driver planned the run,
-        # fail this partition loudly (the next run records the gap) instead of silently skipping.
-        consumer = Consumer(source.consumer(reader_group(task.cluster), **{
-            "enable.partition.eof": True, "auto.offset.reset": "error"}))
+        # A bounded read never jumps: if retention deleted records after the driver planned the run,
+        # this partition fails loudly (the next run records the gap) instead of skipping them.
+        reader = RangeReader.open(source, reader_group(task.cluster), timeout=idle_timeout, batch=500)
         objects = _Objects(task, location, s3, result)
         if task.start < task.end:
-            _read(task, consumer, objects, result, idle_timeout)
+            _read(task, reader, objects, result)
         objects.flush_all()
     except Exception as exc:  # one partition's failure must not end the Spark task of the others
         result.error = _describe(exc, task)
         log.error("archive %s %s[%d] from %d: %s", task.cluster, task.topic, task.partition, task.start,
                   result.error)
     finally:
-        if consumer is not None:
-            consumer.close()
+        if reader is not None:
+            reader.close()
     result.duration_s = round(time.monotonic() - started, 3)
     return result.to_dict()
 
 
-def _read(task: ArchiveTask, consumer: Consumer, objects: _Objects, result: ArchivePartitionResult,
-          idle_timeout: float) -> None:
-    consumer.assign([TopicPartition(task.topic, task.partition, task.start)])
-    position, end = task.start, task.end
+def _read(task: ArchiveTask, reader: RangeReader, objects: _Objects, result: ArchivePartitionResult) -> None:
     crc, count, size = 0, 0, 0
+    position, full = task.start, task.max_records is not None and task.max_records <= 0
     noted = (position, size)  # what progress was told (once per consumed batch, mirrorflow.progress)
-    last_progress = time.monotonic()
-    while position < end and (task.max_records is None or count < task.max_records):
-        if noted != (position, size):
-            note(position - noted[0], size - noted[1])
-            noted = (position, size)
-        # A short wait: consume() holds a partial batch until its timeout, and the last
-        # batch of every range is partial.
-        msgs = consumer.consume(num_messages=500, timeout=CONSUME_WAIT_S)
-        if not msgs:
-            if time.monotonic() - last_progress > idle_timeout:
-                raise KafkaException(KafkaError(KafkaError._TIMED_OUT,
-                                                f"no progress reading for {idle_timeout:.0f}s at offset {position} "
-                                                f"(planned end {end})"))
-            continue
-        for msg in msgs:
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    if msg.offset() >= end:  # only transaction markers or aborted records remain before end
-                        position = end
-                    continue
-                raise KafkaException(err)
+    batches = reader.batches({(task.topic, task.partition): (task.start, task.end)})
+    while not full and (batch := next(batches, None)) is not None:
+        for msg in batch:
             offset = msg.offset()
-            if offset < position:
-                continue  # re-delivered after a reconnect: already archived in this run
-            if offset >= end:
-                position = end
-                break
-            last_progress = time.monotonic()
             ts_type, ts = msg.timestamp()
             if ts_type == TIMESTAMP_NOT_AVAILABLE:
                 ts = -1
@@ -214,17 +183,21 @@ def _read(task: ArchiveTask, consumer: Consumer, objects: _Objects, result: Arch
             count += 1
             size += len(key or b"") + len(value or b"")
             position = offset + 1
-            if task.max_records is not None and count >= task.max_records:
+            full = task.max_records is not None and count >= task.max_records
+            if full:
                 break
+        note(position - noted[0], size - noted[1])
+        noted = (position, size)
+    if not full:  # read to the end: the range's end, transaction markers after the last record included
+        position = reader.position(task.topic, task.partition)
     note(position - noted[0], size - noted[1])
     result.next, result.count, result.bytes, result.checksum = position, count, size, crc
 
 
 def _describe(exc: Exception, task: ArchiveTask) -> str:
-    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-        err = exc.args[0]
-        if err.code() == KafkaError._AUTO_OFFSET_RESET:
-            return (f"offset {task.start} of {task.topic}[{task.partition}] is no longer on cluster {task.cluster} "
-                    f"(deleted after this run was planned); the next run records the gap ({err.str()})")
-        return f"{err.name()}: {err.str()} (cluster {task.cluster})"
+    if isinstance(exc, OffsetGone):
+        return (f"offset {exc.offset} of {task.topic}[{task.partition}] is no longer on cluster {task.cluster} "
+                f"(deleted after this run was planned); the next run records the gap ({exc.detail})")
+    if isinstance(exc, KafkaOperationError):
+        return f"{exc.code_name}: {exc.detail} (cluster {task.cluster})"
     return f"{type(exc).__name__}: {exc}"

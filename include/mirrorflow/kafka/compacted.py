@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics
-from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
+from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.ranges import RangeReader
 from mirrorflow.kafka.refusals import Need, call_failed, refusal
 
 log = logging.getLogger(__name__)
@@ -69,9 +70,10 @@ def read_whole(client: ClusterClient, topic: str, reader_group: str, timeout: fl
 
     Yields nothing when the topic does not exist. Raises
     :class:`KafkaOperationError` naming the cluster and topic when the read
-    fails or makes no progress for ``timeout`` seconds, and :class:`NotAuthorized`
-    when the topic is hidden from this principal (Kafka lists only the topics a
-    principal may describe, so a store it may not read would look empty).
+    fails or makes no progress for ``timeout`` seconds (a bounded read,
+    :mod:`mirrorflow.kafka.ranges`), and :class:`NotAuthorized` when the topic
+    is hidden from this principal (Kafka lists only the topics a principal may
+    describe, so a store it may not read would look empty).
     """
     if topic not in list_topics(client, timeout) and not _hidden(client, topic, timeout):
         return
@@ -80,35 +82,8 @@ def read_whole(client: ClusterClient, topic: str, reader_group: str, timeout: fl
     low, end = lows[(topic, 0)], ends[(topic, 0)]
     if end <= low:
         return
-    consumer = Consumer(client.consumer(reader_group, **{"enable.partition.eof": True}))
-    try:
-        consumer.assign([TopicPartition(topic, 0, low)])
-        deadline = time.monotonic() + timeout
-        while True:
-            msgs = consumer.consume(num_messages=1000, timeout=CONSUME_WAIT_S)
-            if not msgs and time.monotonic() > deadline:
-                raise KafkaOperationError(client.name, f"read {topic}",
-                                          KafkaError(KafkaError._TIMED_OUT, f"stuck before offset {end}"))
-            for msg in msgs:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= end:
-                            return
-                        continue
-                    raise call_failed(client, f"read {topic}", err, Need("TOPIC", topic, "READ"),
-                                      Need("GROUP", reader_group, "DESCRIBE"))
-                if msg.offset() >= end:
-                    return
-                deadline = time.monotonic() + timeout
-                yield msg
-                if msg.offset() + 1 >= end:
-                    return
-    except KafkaException as exc:
-        raise call_failed(client, f"read {topic}", exc.args[0], Need("TOPIC", topic, "READ"),
-                          Need("GROUP", reader_group, "DESCRIBE")) from exc
-    finally:
-        consumer.close()
+    with RangeReader.open(client, reader_group, timeout=timeout) as reader:
+        yield from reader.range(topic, 0, low, end)
 
 
 #: Records sent before waiting for their acknowledgement: bounds what is in flight and paces progress logs.

@@ -9,21 +9,20 @@ with one ``read_committed`` consumer per cluster that never commits
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaException
 
+from mirrorflow.errors import KafkaOperationError, ReadStalled
+from mirrorflow.internal_names import LAG_READER_GROUP
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.ranges import RangeReader
 from mirrorflow.lag.reach import Clusters
 from mirrorflow.lag.rows import join_notes
-
-#: Group id of the consumer that reads the oldest pending messages (it never commits).
-LAG_READER_GROUP = "_mirrorflow.lag-reader"
 
 
 def epoch_ms(now: datetime | None) -> int:
@@ -50,8 +49,8 @@ def fill_ages(reach: Clusters, rows: list, cluster_of: Callable[[Any], str], sta
         wanted = {(r.topic, r.partition, start_of(r), r.end) for r in group}
         try:
             first = _first_messages(reach.clients[cluster], wanted, timeout)
-        except KafkaException as exc:
-            err = exc.args[0]
+        except (KafkaException, KafkaOperationError) as exc:
+            err = exc.args[0] if isinstance(exc, KafkaException) else exc.error
             note = f"age not read: {err.name()}: {err.str()}"
             for r in group:
                 r.note = join_notes(r.note, note)
@@ -87,41 +86,26 @@ def _first_messages(client: ClusterClient, wanted: set[tuple[str, int, int, int]
             rounds[i][key] = item
     out: dict[tuple[str, int, int], _First] = {}
     for todo in rounds:
-        pending = dict(todo)
-        # a consumer per round: paused partitions of one round must not stay paused in the next
-        consumer = Consumer(client.consumer(LAG_READER_GROUP, **{
-            "enable.partition.eof": True,
-            "max.partition.fetch.bytes": 65536,  # only the first message of each partition is wanted
-        }))
-        try:
-            consumer.assign([TopicPartition(t, p, start) for (t, p), (start, _) in sorted(pending.items())])
-            deadline = time.monotonic() + timeout
-            while pending and time.monotonic() < deadline:
-                for msg in consumer.consume(num_messages=min(500, len(pending) * 2), timeout=0.5):
-                    key = (msg.topic(), msg.partition())
-                    if key not in pending:
-                        continue
-                    start, end = pending[key]
-                    err = msg.error()
-                    if err is not None:
-                        if err.code() == KafkaError._PARTITION_EOF:
-                            out[(*key, start)] = _First(None)
-                        elif err.retriable():
-                            continue
-                        else:
-                            out[(*key, start)] = _First(None, f"age not read: {err.name()}: {err.str()}")
-                    elif msg.offset() < start:
-                        continue
-                    elif msg.offset() >= end:
-                        out[(*key, start)] = _First(None)
-                    else:
-                        ts_type, ts = msg.timestamp()
-                        out[(*key, start)] = (_First(ts) if ts_type != TIMESTAMP_NOT_AVAILABLE
-                                              else _First(None, "the message has no timestamp"))
-                    pending.pop(key)
-                    consumer.pause([TopicPartition(*key)])  # its first message is all that is wanted
-        finally:
-            consumer.close()
-        for (t, p), (start, _) in pending.items():
-            out[(t, p, start)] = _First(None, f"age not read: no message within {timeout:.0f}s")
+        starts_of = {key: start for key, (start, _) in todo.items()}
+
+        def failed(key: tuple[str, int], error: KafkaOperationError) -> None:
+            if isinstance(error, ReadStalled):
+                out[(*key, starts_of[key])] = _First(None, f"age not read: no message within {timeout:.0f}s")
+            else:
+                out[(*key, starts_of[key])] = _First(None, f"age not read: {error.code_name}: {error.detail}")
+
+        # a reader per round: a partition stopped in one round must not stay paused in the next
+        with RangeReader.open(client, LAG_READER_GROUP, timeout=timeout, batch=500, config={
+                "max.partition.fetch.bytes": 65536}) as reader:  # only the first message of each partition is wanted
+            for msg in reader.read(todo, on_error=failed):
+                key = (msg.topic(), msg.partition())
+                if (*key, starts_of[key]) in out:
+                    continue  # a later message of a partition whose first one came in the same batch
+                ts_type, ts = msg.timestamp()
+                out[(*key, starts_of[key])] = (_First(ts) if ts_type != TIMESTAMP_NOT_AVAILABLE
+                                               else _First(None, "the message has no timestamp"))
+                reader.stop(*key)  # its first message is all that is wanted
+        for key, start in starts_of.items():
+            # at its end with no message: only transaction markers or aborted records before the end
+            out.setdefault((*key, start), _First(None))
     return out

@@ -27,14 +27,12 @@ time from the target's earliest offset).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-
 from mirrorflow import provenance
-from mirrorflow.errors import KafkaOperationError
-from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
+from mirrorflow.internal_names import POSITION_SCAN_GROUP
+from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.ranges import RangeReader
 
 log = logging.getLogger(__name__)
 
@@ -65,37 +63,17 @@ def scan(client: ClusterClient, topic: str, partition: int, start: int, end: int
 
     Stops early when ``visit`` returns ``False`` and returns that message's
     offset; otherwise returns ``end``. ``end`` must not exceed the last stable
-    offset (the caller reads it first).
+    offset (the caller reads it first). A bounded read (:mod:`mirrorflow.kafka.ranges`):
+    records deleted under it stop it by name, they are never stepped over.
     """
     if start >= end:
         return end
-    consumer = Consumer(client.consumer("_mirrorflow.scan", **{"enable.partition.eof": True}))
-    try:
-        consumer.assign([TopicPartition(topic, partition, start)])
-        last_progress = time.monotonic()
-        while True:
-            msgs = consumer.consume(num_messages=1000, timeout=CONSUME_WAIT_S)
-            if not msgs and time.monotonic() - last_progress > timeout:
-                raise KafkaOperationError(client.name, f"read {topic}[{partition}] {start}..{end}",
-                                          KafkaError(KafkaError._TIMED_OUT, "no progress"))
-            for msg in msgs:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= end:
-                            return end
-                        continue
-                    raise KafkaOperationError(client.name, f"read {topic}[{partition}]", err)
-                last_progress = time.monotonic()
-                if msg.offset() >= end:
-                    return end
-                key, origin_offset = origin_of(msg, client.name)
-                if not visit(msg, key, origin_offset):
-                    return msg.offset()
-    except KafkaException as exc:
-        raise KafkaOperationError(client.name, f"read {topic}[{partition}]", exc.args[0]) from exc
-    finally:
-        consumer.close()
+    with RangeReader.open(client, POSITION_SCAN_GROUP, timeout=timeout) as reader:
+        for msg in reader.range(topic, partition, start, end):
+            key, origin_offset = origin_of(msg, client.name)
+            if not visit(msg, key, origin_offset):
+                return msg.offset()
+    return end
 
 
 def advance(client: ClusterClient, topic: str, partition: int, frontier: dict[str, int],

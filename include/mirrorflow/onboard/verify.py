@@ -23,18 +23,18 @@ an error. Each partition is read up to its last stable offset at the start.
 from __future__ import annotations
 
 import logging
-import time
 import zlib
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TopicPartition
 
 from mirrorflow import provenance
-from mirrorflow.errors import KafkaOperationError
+from mirrorflow.internal_names import VERIFY_GROUP
 from mirrorflow.kafka.admin import earliest_and_stable
-from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
+from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.ranges import RangeReader
 
 log = logging.getLogger(__name__)
 
@@ -96,45 +96,18 @@ def read_identities(client: ClusterClient, topic: str, partition: int, low: int,
     count = 0
     if end <= low:
         return out, dups, 0
-    consumer = Consumer(client.consumer("_mirrorflow.verify", **{"enable.partition.eof": True}))
-    consumer.assign([TopicPartition(topic, partition, low)])
     here = f"{client.name}:{topic}:{partition}"
-    last_progress = time.monotonic()
-    try:
-        position = low
-        while position < end:
-            msgs = consumer.consume(num_messages=1000, timeout=CONSUME_WAIT_S)
-            if not msgs:
-                if time.monotonic() - last_progress > timeout:
-                    raise KafkaOperationError(client.name, f"verify read {topic}[{partition}]",
-                                              KafkaError(KafkaError._TIMED_OUT, f"stuck at offset {position}"))
-                continue
-            last_progress = time.monotonic()
-            for msg in msgs:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= end:
-                            position = end
-                        continue
-                    raise KafkaOperationError(client.name, f"verify read {topic}[{partition}]", err)
-                if msg.offset() >= end:
-                    position = end
-                    break
-                position = msg.offset() + 1
-                origin = provenance.find(msg.headers())
-                key, offset = (f"{origin.cluster}:{origin.topic}:{origin.partition}", origin.offset) if origin \
-                    else (here, msg.offset())
-                crc = zlib.crc32(msg.value() or b"", zlib.crc32(msg.key() or b""))
-                seen = out.setdefault(key, {})
-                if offset in seen:
-                    dups.append(f"{key}@{offset}")
-                seen[offset] = crc
-                count += 1
-    except KafkaException as exc:
-        raise KafkaOperationError(client.name, f"verify read {topic}[{partition}]", exc.args[0]) from exc
-    finally:
-        consumer.close()
+    with RangeReader.open(client, VERIFY_GROUP, timeout=timeout, doing="verify read") as reader:
+        for msg in reader.range(topic, partition, low, end):
+            origin = provenance.find(msg.headers())
+            key, offset = (f"{origin.cluster}:{origin.topic}:{origin.partition}", origin.offset) if origin \
+                else (here, msg.offset())
+            crc = zlib.crc32(msg.value() or b"", zlib.crc32(msg.key() or b""))
+            seen = out.setdefault(key, {})
+            if offset in seen:
+                dups.append(f"{key}@{offset}")
+            seen[offset] = crc
+            count += 1
     return out, dups, count
 
 

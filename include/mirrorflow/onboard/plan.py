@@ -140,6 +140,10 @@ class OnboardRequest:
         """The new cluster's entry under ``clusters`` (an address, or the connection id)."""
         return {"bootstrap": self.bootstrap} if self.bootstrap else {"conn_id": self.conn_id}
 
+    def grown(self, topology: Topology) -> Topology:
+        """``topology`` with the new cluster in place, unchecked (:func:`joined_topology` checks the join)."""
+        return _grown(topology, self.cluster, self.cluster_config(), self.sibling_of, self.level)
+
     def since_ms(self) -> int | None:
         return parse_since(self.since) if self.backfill == "since" and self.since else None
 
@@ -198,13 +202,23 @@ class OnboardPlan:
 
         return add_event(self.cluster, self.config, sibling_of=self.sibling_of, level=self.level)
 
+    def grown(self, topology: Topology) -> Topology:
+        """``topology`` with the new cluster in place, as the join will make it (itself once the cluster joined)."""
+        return _grown(topology, self.cluster, self.config, self.sibling_of, self.level)
+
+
+def _grown(topology: Topology, cluster: str, config: Mapping[str, Any], sibling_of: str, level: int) -> Topology:
+    if cluster in topology.clusters:
+        return topology
+    return topology.with_cluster(cluster, config, sibling_of=sibling_of, level=level)
+
 
 def joined_topology(topology: Topology, req: OnboardRequest) -> Topology:
     """The topology with the new cluster in place; refuses joins that would need racing cuts."""
     if req.cluster in topology.clusters:
         return topology
     try:
-        new = topology.with_cluster(req.cluster, req.cluster_config(), sibling_of=req.sibling_of, level=req.level)
+        new = req.grown(topology)
     except (MirrorflowError, LookupError, ValueError) as exc:
         raise OnboardRefused(f"cluster {req.cluster} cannot join next to {req.sibling_of} at level {req.level}: "
                              f"{exc} (a new cluster joins as a pair with one leaf, at a level below the level of "

@@ -3,9 +3,8 @@
 Nothing changes before the preflight passed, and every step after it works
 from the plan the preflight returned (XCom), so a re-run continues where the
 last attempt stopped. Until the join the new cluster is not in the topology:
-:func:`joined` is the topology as the plan will make it, and
-:func:`plan_clients` its two clusters' clients, which the backfill operator
-uses too.
+the steps work on the topology as the plan will make it (``plan.grown``), and
+:func:`plan_clients` gives its two clusters' clients.
 """
 
 from __future__ import annotations
@@ -44,17 +43,9 @@ log = logging.getLogger(__name__)
 STEPS = ("preflight", "create_topics", "schemas", "backfill", "positions", "join", "verify")
 
 
-def joined(topology: Topology, plan: OnboardPlan | OnboardRequest) -> Topology:
-    """The topology with the new cluster in place (as the plan or request says)."""
-    if plan.cluster in topology.clusters:
-        return topology
-    config = plan.config if isinstance(plan, OnboardPlan) else plan.cluster_config()
-    return topology.with_cluster(plan.cluster, config, sibling_of=plan.sibling_of, level=plan.level)
-
-
 def plan_clients(topology: Topology, plan: OnboardPlan | OnboardRequest) -> dict[str, ClusterClient]:
     """Clients of the sibling and the new cluster, resolved from Airflow connections on the grown topology."""
-    grown = joined(topology, plan)
+    grown = plan.grown(topology)
     return {name: MirrorClusterHook(grown, name).client() for name in (plan.sibling_of, plan.cluster)}
 
 
@@ -139,14 +130,14 @@ def sync_schemas(topology: Topology, plan: OnboardPlan, wanted: bool) -> dict[st
         return {"skipped": why}
     if plan.dry_run:
         return {"dry_run": True}
-    return sync_from_primary(joined(topology, plan), plan.cluster, dry_run=False)
+    return sync_from_primary(plan.grown(topology), plan.cluster, dry_run=False)
 
 
 def position_groups(topology: Topology, plan: OnboardPlan) -> dict[str, Any]:
     """Each owned group committed on the new cluster from its distributed positions (never an active one)."""
     if plan.dry_run:
         return {"dry_run": True}
-    grown = joined(topology, plan)
+    grown = plan.grown(topology)
     client = plan_clients(topology, plan)[plan.cluster]
     owners = group_owners()
     infos = describe(client, sorted(owners))
@@ -170,7 +161,7 @@ def join_tree(topology: Topology, plan: OnboardPlan, run_id: str) -> dict[str, A
     if pinned:  # preflight computed them from the valid targets; a stale stored one is replaced
         set_link_targets({**targets, **pinned})
     events = record_change({**plan.event(), "at": datetime.now(UTC).isoformat(), "run_id": run_id})
-    grown = joined(topology, plan)
+    grown = plan.grown(topology)
     log.info("%s joined the tree next to %s at level %d; its links: %s", plan.cluster, plan.sibling_of, plan.level,
              ", ".join(str(d) for d in grown.distributors(plan.cluster)))
     log.info("the link %s -> %s continues from the backfill's checkpoint at the next mirror_level_%d run",

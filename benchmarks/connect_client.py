@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from mirrorflow.copy.job import run_job
     from mirrorflow.copy.spec import JobSpec
-    from mirrorflow.spark_connect import session
+    from mirrorflow.spark import session
 
     spec = JobSpec.from_env()
     with session(args.url) as spark:

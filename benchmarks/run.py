@@ -47,7 +47,7 @@ def progress(message: str) -> None:
 
 def start_connect_server(run_dir: Path) -> tuple[LocalConnectServer, dict[str, Any]]:
     """Start the Spark Connect server and run two trivial jobs: its one-time costs, measured apart."""
-    from mirrorflow.spark_connect import session
+    from mirrorflow.spark import session
 
     def job(spark: Any) -> float:
         import pyarrow as pa

@@ -6,7 +6,7 @@ on a SparkSession with the JVM's defaults (the entry points before
 2026-11-22), on a bare SparkContext with the JVM's defaults (before
 2026-11-23), and as now: a bare SparkContext whose driver JVM maps Spark's
 classes from the archive ``make setup`` builds and uses the C1 compiler only
-(:mod:`mirrorflow.spark_driver`). The script reports, from inside: the time until
+(:mod:`mirrorflow.spark.driver`). The script reports, from inside: the time until
 its Python started (``spark-submit``'s launcher and the JVM), until the
 context was up, the first job (starting the Python workers), and the stop.
 """

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from mirrorflow.spark_driver import java_path
+from mirrorflow.spark import java_path
 
 Progress = Callable[[str], None]
 

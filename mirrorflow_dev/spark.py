@@ -1,13 +1,13 @@
 """Local Spark for development: the driver's class-data-sharing archive built, and a Spark Connect server.
 
-``prepare`` builds the archive that :mod:`mirrorflow.spark_driver` hands a local
+``prepare`` builds the archive that :mod:`mirrorflow.spark.driver` hands a local
 driver JVM (that module says why and where it lives): it runs a trivial job
 whose JVM dumps its classes at exit, then proves the archive maps.
 ``make setup`` runs it once per machine.
 
 :class:`LocalConnectServer` is the other way to a short micro-batch: a Spark
 Connect server on loopback, started once, that every job of a ``spark_connect``
-Airflow connection runs on (:mod:`mirrorflow.spark_run` says why). The tests,
+Airflow connection runs on (:mod:`mirrorflow.spark.run` says why). The tests,
 the benchmarks and ``connect-server`` below start one.
 
     python -m mirrorflow_dev.spark prepare                        # build the archive if missing
@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from mirrorflow.spark_driver import C1_ONLY, archive_path
+from mirrorflow.spark import C1_ONLY, archive_path
 from mirrorflow_dev.process import LocalServerProcess, die_with_parent, free_port, port_accepts
 
 _WARM_UP = """

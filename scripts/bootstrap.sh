@@ -81,7 +81,7 @@ fi
 .venv/bin/python -m mirrorflow_dev.kafka fetch
 
 # --- Spark driver's class archive ---------------------------------------------
-# Every local micro-batch's driver JVM starts sooner with it (include/mirrorflow/spark_driver.py says why; first time: about 30 s).
+# Every local micro-batch's driver JVM starts sooner with it (include/mirrorflow/spark/driver.py says why; first time: about 30 s).
 # A rebuilt venv reinstalled pyspark's jars (new file times), which the JVM checks against the
 # archive: an archive of the old jars would be ignored silently, so build it again then.
 .venv/bin/python -m mirrorflow_dev.spark prepare ${venv_rebuilt:+--force}

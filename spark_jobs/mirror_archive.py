@@ -21,9 +21,9 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     from mirrorflow.archive.job import ArchiveSpec, run_archive
-    from mirrorflow.spark_entry import run_entry
+    from mirrorflow.spark import run_entry
 
-    return run_entry(__doc__, lambda spec: f"mirrorflow-archive-{spec.run_id}", ArchiveSpec.from_env, run_archive, argv)
+    return run_entry(__doc__, ArchiveSpec, run_archive, lambda spec: f"mirrorflow-archive-{spec.run_id}", argv)
 
 
 if __name__ == "__main__":

@@ -18,9 +18,9 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     from mirrorflow.onboard.backfill import BackfillSpec, run_backfill
-    from mirrorflow.spark_entry import run_entry
+    from mirrorflow.spark import run_entry
 
-    return run_entry(__doc__, lambda spec: f"mirrorflow-backfill-{spec.target}", BackfillSpec.from_env, run_backfill, argv)
+    return run_entry(__doc__, BackfillSpec, run_backfill, lambda spec: f"mirrorflow-backfill-{spec.target}", argv)
 
 
 if __name__ == "__main__":

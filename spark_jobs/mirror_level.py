@@ -20,9 +20,9 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     from mirrorflow.copy import JobSpec, run_job
-    from mirrorflow.spark_entry import run_entry
+    from mirrorflow.spark import run_entry
 
-    return run_entry(__doc__, lambda spec: f"mirrorflow-level-{spec.level}", JobSpec.from_env, run_job, argv)
+    return run_entry(__doc__, JobSpec, run_job, lambda spec: f"mirrorflow-level-{spec.level}", argv)
 
 
 if __name__ == "__main__":

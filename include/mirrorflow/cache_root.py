@@ -1,7 +1,7 @@
 """Where this machine keeps what mirrorflow builds or fetches: the Spark driver's class archive, and jars.
 
 The core needs it at run time (the Airflow plugin looks for the driver's class
-archive there, :mod:`mirrorflow.spark_driver`); the development tooling
+archive there, :mod:`mirrorflow.spark.driver`); the development tooling
 (``mirrorflow_dev``, outside this package) puts its fetched jars and servers
 there too, so both agree on one place.
 """

@@ -16,7 +16,7 @@ included), the unit its plan is made in. The interval is ``MIRRORFLOW_PROGRESS_S
 count per consumed batch or committed transaction, never per message, and a
 copier reports through :func:`note`, which costs one context-variable read when
 nobody listens (on a Spark executor, always). Work running on Spark is measured
-in finished Spark tasks instead (:mod:`mirrorflow.spark_run`): the driver learns
+in finished Spark tasks instead (:mod:`mirrorflow.spark.run`): the driver learns
 records and bytes only when the job ends.
 
 Pure: no Airflow, no Spark, no Kafka; the clock is injectable for tests.

@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 import mirrorflow
-from mirrorflow.spark_driver import driver_java_options
+from mirrorflow.spark import driver_java_options
 
 REPO = Path(__file__).resolve().parents[2]
 #: Where the Spark entry points are; containers mount them elsewhere than a checkout.
@@ -51,6 +51,6 @@ def spark_conf(master: str) -> dict[str, str]:
         conf["spark.pyspark.python"] = os.environ.get("PYSPARK_PYTHON", sys.executable)
         conf["spark.pyspark.driver.python"] = os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable)
     if master.startswith("local"):
-        # The driver JVM starts sooner (mirrorflow.spark_driver says how and why).
+        # The driver JVM starts sooner (mirrorflow.spark.driver says how and why).
         conf["spark.driver.extraJavaOptions"] = driver_java_options()
     return conf

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow import spark_driver as local_spark
+from mirrorflow import spark as local_spark
 
 pytestmark = pytest.mark.spark
 

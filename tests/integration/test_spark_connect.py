@@ -12,8 +12,7 @@ import pytest
 from mirrorflow.copy.job import run_job
 from mirrorflow.copy.spec import build_spec
 from mirrorflow.progress import Progress
-from mirrorflow.spark_connect import redact, session, session_id, with_session
-from mirrorflow.spark_run import parallelism, run_bins
+from mirrorflow.spark import parallelism, redact, run_bins, session, session_id, with_session
 from mirrorflow.topology.routes import effective_links
 from tests.integration.mirroring import (
     FOUR,
@@ -122,7 +121,7 @@ def test_a_session_the_server_closed_is_replaced_by_a_fresh_one(spark_connect_se
     closing = SparkSession.builder.remote(with_session(spark_connect_server.url, sid)).create()
     closing.range(1).collect()
     closing.stop()  # releases the session: the server refuses its id from now on
-    with caplog.at_level(logging.WARNING, logger="mirrorflow.spark_connect"):
+    with caplog.at_level(logging.WARNING, logger="mirrorflow.spark.connect"):
         with session(spark_connect_server.url, name) as spark:
             assert spark.range(3).count() == 3
             assert spark.session_id != sid

@@ -35,9 +35,10 @@ ROOTS = {"mirrorflow": REPO / "include", "mirrorflow_airflow": REPO / "plugins"}
 #: they are leaves that may lean on each other, such as ``audit`` on ``secrets``).
 LAYERS: list[set[str]] = [
     {"errors", "secrets", "internal_names", "copyflags", "subjects", "defaults", "work", "provenance", "audit",
-     "spark_run", "spark_connect", "spark_entry", "spark_driver", "cache_root", "progress", ""},
+     "cache_root", "progress", ""},
     {"kafka"},
-    {"topology"},
+    # spark: how jobs reach Spark and the Spark-job contract, whose specs build cluster clients (kafka.config)
+    {"topology", "spark"},
     {"archive", "schemas"},
     {"copy"},
     {"offsets", "lag", "actions", "completeness"},

@@ -36,7 +36,6 @@ import copy
 import functools
 import json
 import logging
-import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -55,7 +54,7 @@ from mirrorflow.kafka.admin import earliest_and_stable, list_topics
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.progress import Progress as Tracker
 from mirrorflow.progress import tracking
-from mirrorflow.spark_run import parallelism, run_bins
+from mirrorflow.spark import SparkJobResult, SparkJobSpec, parallelism, run_bins
 from mirrorflow.topology.model import TopicSelector
 from mirrorflow.work import PartitionWork, pack
 
@@ -70,7 +69,7 @@ MANIFEST_VERSION = 1
 
 
 @dataclass(frozen=True)
-class ArchiveSpec:
+class ArchiveSpec(SparkJobSpec, env=ARCHIVE_ENV, kind="archive spec", passed_by="the archive DAG"):
     run_id: str
     #: Cluster name -> librdkafka settings (``bootstrap.servers`` and any credentials).
     clusters: Mapping[str, Mapping[str, Any]] = field(repr=False)
@@ -89,8 +88,8 @@ class ArchiveSpec:
         return (f"ArchiveSpec(run_id={self.run_id!r}, archived={list(self.archived)}, topics={list(self.topics)}, "
                 f"location={self.location!r}, clusters=<{len(self.clusters)} hidden>)")
 
-    def to_json(self) -> str:
-        return json.dumps({
+    def to_dict(self) -> dict[str, Any]:
+        return {
             "run_id": self.run_id,
             "clusters": {k: dict(v) for k, v in self.clusters.items()},
             "archived": list(self.archived),
@@ -99,20 +98,12 @@ class ArchiveSpec:
             "slots": self.slots,
             "max_records_per_run": self.max_records_per_run,
             "rows_per_object": self.rows_per_object,
-        }, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> ArchiveSpec:
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise MirrorflowError(f"{ARCHIVE_ENV}: not JSON: {exc}") from None
-        return cls.from_dict(data)
+        }
 
     @classmethod
     def from_dict(cls, data: Any) -> ArchiveSpec:
         def bad(key: str, problem: str) -> MirrorflowError:
-            return MirrorflowError(f"{ARCHIVE_ENV}: not a valid archive spec: {key}: {problem}")
+            return cls.invalid(f"{key}: {problem}")
 
         if not isinstance(data, dict):
             raise bad("(top)", f"expected a JSON object, got {type(data).__name__}")
@@ -152,25 +143,12 @@ class ArchiveSpec:
             rows_per_object=data.get("rows_per_object") or DEFAULT_ROWS_PER_OBJECT,
         )
 
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> ArchiveSpec:
-        text = (environ if environ is not None else os.environ).get(ARCHIVE_ENV)
-        if not text:
-            raise MirrorflowError(f"{ARCHIVE_ENV} is not set: the archive DAG passes the job spec in this variable")
-        return cls.from_json(text)
-
-    def client(self, cluster: str) -> ClusterClient:
-        try:
-            return ClusterClient(cluster, dict(self.clusters[cluster]))
-        except KeyError:
-            raise MirrorflowError(f"archive spec has no client settings for cluster {cluster!r}") from None
-
 
 # --------------------------------------------------------------------------- results
 
 
 @dataclass
-class ArchiveResult:
+class ArchiveResult(SparkJobResult):
     run_id: str
     #: One manifest entry per partition that archived, lost or failed something, with ``cluster``.
     partitions: list[dict[str, Any]] = field(default_factory=list)
@@ -180,10 +158,6 @@ class ArchiveResult:
     plan_s: float = 0.0
     archive_s: float = 0.0
     tasks: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
 
     @property
     def count(self) -> int:
@@ -209,10 +183,8 @@ class ArchiveResult:
             "errors": list(self.errors),
         }
 
-    def to_json(self) -> str:
-        data = self.summary()
-        data["partition_details"] = self.partitions
-        return json.dumps(data, sort_keys=True, default=str)
+    def details(self) -> dict[str, Any]:
+        return {"partition_details": self.partitions}
 
 
 # --------------------------------------------------------------------------- planning (driver)

@@ -24,7 +24,7 @@ from mirrorflow.copy.plan import plan
 from mirrorflow.copy.spec import JobResult, JobSpec, LinkJob, PartitionError, link_fields
 from mirrorflow.copy.txn_groups import txn_unit
 from mirrorflow.progress import Progress
-from mirrorflow.spark_run import parallelism
+from mirrorflow.spark import parallelism
 from mirrorflow.work import pack
 
 log = logging.getLogger(__name__)

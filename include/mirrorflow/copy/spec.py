@@ -13,16 +13,13 @@ pure, so tests and dry runs can ask what a run would do.
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mirrorflow.copy.task import OnGap
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP
-from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.spark import SparkJobResult, SparkJobSpec
 from mirrorflow.topology import Distributor, Topology
 
 #: Environment variable that carries the job spec into ``spark-submit``.
@@ -54,7 +51,7 @@ class LinkJob:
 
 
 @dataclass(frozen=True)
-class JobSpec:
+class JobSpec(SparkJobSpec, env=JOB_ENV, kind="mirrorflow job spec", passed_by="the level DAG"):
     level: int
     run_id: str
     #: The topology's topic patterns (full match; internal topics never selected).
@@ -79,13 +76,9 @@ class JobSpec:
         return (f"JobSpec(level={self.level}, run_id={self.run_id!r}, links=[{links}], "
                 f"clusters=<{len(self.clusters)} hidden>)")
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
     @classmethod
-    def from_json(cls, text: str) -> JobSpec:
+    def from_dict(cls, data: Any) -> JobSpec:
         try:
-            data = json.loads(text)
             if not isinstance(data, dict):
                 raise TypeError(f"expected a JSON object, got {type(data).__name__}")
             topics, clusters, slots = data["topics"], data["clusters"], data.get("slots")
@@ -112,21 +105,7 @@ class JobSpec:
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise MirrorflowError(f"{JOB_ENV}: not a valid mirrorflow job spec: {problem}") from None
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> JobSpec:
-        text = (environ if environ is not None else os.environ).get(JOB_ENV)
-        if not text:
-            raise MirrorflowError(f"{JOB_ENV} is not set: the level DAG passes the job spec in this variable "
-                                  "(see spark_jobs/README.md to run the job by hand)")
-        return cls.from_json(text)
-
-    def client(self, cluster: str) -> ClusterClient:
-        try:
-            return ClusterClient(cluster, dict(self.clusters[cluster]))
-        except KeyError:
-            raise MirrorflowError(f"job spec has no client settings for cluster {cluster!r}") from None
+            raise cls.invalid(problem) from None
 
 
 def _archive(value: Any) -> dict[str, Any] | None:
@@ -175,7 +154,7 @@ class LinkReport:
 
 
 @dataclass
-class JobResult:
+class JobResult(SparkJobResult):
     level: int
     run_id: str
     links: list[LinkReport] = field(default_factory=list)
@@ -187,10 +166,6 @@ class JobResult:
     #: Wall clock (epoch seconds) when every partition's copy had ended, its last commit
     #: on the target included: where the benchmarks' clock stops (Spark's stop comes after).
     finished_at: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
 
     @property
     def copied(self) -> int:
@@ -214,11 +189,8 @@ class JobResult:
             "error_details": [asdict(e) for e in self.errors],
         }
 
-    def to_json(self) -> str:
-        data = self.summary()
-        data["partitions"] = self.partitions
-        data["finished_at"] = self.finished_at
-        return json.dumps(data, sort_keys=True, default=str)
+    def details(self) -> dict[str, Any]:
+        return {"partitions": self.partitions, "finished_at": self.finished_at}
 
 
 def link_fields(link: LinkJob) -> dict[str, Any]:

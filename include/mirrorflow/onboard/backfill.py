@@ -20,12 +20,10 @@ where it committed, and the regular level run takes over at the same offset.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -35,11 +33,11 @@ from mirrorflow.copy import PartitionTask, txn_unit
 from mirrorflow.copy.engine import execute, passed
 from mirrorflow.copy.state import EARLIEST, read_checkpoints
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
-from mirrorflow.errors import KafkaOperationError, MirrorflowError
+from mirrorflow.errors import KafkaOperationError
 from mirrorflow.kafka.admin import earliest_and_stable
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.progress import Progress
-from mirrorflow.spark_run import parallelism
+from mirrorflow.spark import SparkJobResult, SparkJobSpec, parallelism
 from mirrorflow.work import PartitionWork, pack
 
 log = logging.getLogger(__name__)
@@ -49,7 +47,7 @@ BACKFILL_ENV = "MIRRORFLOW_BACKFILL"
 
 
 @dataclass(frozen=True)
-class BackfillSpec:
+class BackfillSpec(SparkJobSpec, env=BACKFILL_ENV, kind="backfill spec", passed_by="mirror_onboard_cluster"):
     run_id: str
     link_id: str
     level: int
@@ -72,30 +70,16 @@ class BackfillSpec:
     #: Partitions each Spark task copies at the same time (``replication.copy_threads``).
     copy_threads: int = DEFAULT_COPY_THREADS
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
     @classmethod
-    def from_json(cls, text: str) -> BackfillSpec:
+    def from_dict(cls, data: Any) -> BackfillSpec:
         try:
-            return cls(**json.loads(text))
+            return cls(**data)
         except (TypeError, ValueError) as exc:
-            raise MirrorflowError(f"{BACKFILL_ENV}: not a valid backfill spec: {exc}") from None
-
-    @classmethod
-    def from_env(cls) -> BackfillSpec:
-        text = os.environ.get(BACKFILL_ENV)
-        if not text:
-            raise MirrorflowError(f"{BACKFILL_ENV} is not set: mirror_onboard_cluster passes the backfill spec in "
-                                  "this variable")
-        return cls.from_json(text)
-
-    def client(self, cluster: str) -> ClusterClient:
-        return ClusterClient(cluster, dict(self.clusters[cluster]))
+            raise cls.invalid(str(exc)) from None
 
 
 @dataclass
-class BackfillResult:
+class BackfillResult(SparkJobResult):
     run_id: str
     link_id: str
     source: str
@@ -105,10 +89,6 @@ class BackfillResult:
     errors: list[str] = field(default_factory=list)
     plan_s: float = 0.0
     copy_s: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -120,8 +100,8 @@ class BackfillResult:
             "plan_s": round(self.plan_s, 3), "copy_s": round(self.copy_s, 3), "errors": list(self.errors),
         }
 
-    def to_json(self) -> str:
-        return json.dumps({**self.summary(), "partition_results": self.partitions}, sort_keys=True, default=str)
+    def details(self) -> dict[str, Any]:
+        return {"partition_results": self.partitions}
 
 
 def _since_offsets(client: ClusterClient, tps: list[TopicPartition], since_ms: int, timeout: float

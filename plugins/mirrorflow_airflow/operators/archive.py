@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mirrorflow.archive.job import ARCHIVE_ENV, ArchiveSpec, run_archive
+from mirrorflow.archive.job import ArchiveSpec, run_archive
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.hooks.archive import archive_location
@@ -25,10 +25,10 @@ class ArchiveFailed(MirrorflowError):
     """Some partitions were not archived; the others were, and the next run retries these."""
 
 
-class MirrorArchiveOperator(MirrorSparkJobOperator):
+class MirrorArchiveOperator(MirrorSparkJobOperator[ArchiveSpec]):
     def __init__(self, *, topology: Topology, **kwargs: Any) -> None:
         super().__init__(application=str(SPARK_JOBS / "mirror_archive.py"), name="mirrorflow-archive",
-                         spec_env=ARCHIVE_ENV, run=run_archive, **kwargs)
+                         run=run_archive, **kwargs)
         self.topology = topology
 
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the result is the XCom

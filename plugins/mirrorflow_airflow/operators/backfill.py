@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.onboard.backfill import BACKFILL_ENV, BackfillSpec, run_backfill
+from mirrorflow.onboard.backfill import BackfillSpec, run_backfill
 from mirrorflow.onboard.plan import OnboardPlan
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator
@@ -25,10 +25,10 @@ class BackfillFailed(MirrorflowError):
     """Some partitions did not reach the cut; re-running continues from their checkpoints."""
 
 
-class MirrorBackfillOperator(MirrorSparkJobOperator):
+class MirrorBackfillOperator(MirrorSparkJobOperator[BackfillSpec]):
     def __init__(self, *, topology: Topology, plan_task_id: str = "preflight", **kwargs: Any) -> None:
         super().__init__(application=str(SPARK_JOBS / "mirror_backfill.py"), name="mirrorflow-backfill",
-                         spec_env=BACKFILL_ENV, run=run_backfill, **kwargs)
+                         run=run_backfill, **kwargs)
         self.topology = topology
         self.plan_task_id = plan_task_id
 

@@ -24,7 +24,7 @@ import logging
 import time
 from typing import Any
 
-from mirrorflow.copy import JOB_ENV, build_spec, heals_from_archive, run_job
+from mirrorflow.copy import JobSpec, build_spec, heals_from_archive, run_job
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.archive import archive_location
@@ -40,13 +40,13 @@ class CopyFailed(MirrorflowError):
     """Some links or partitions of a level run failed; the others were copied."""
 
 
-class MirrorLevelCopyOperator(MirrorSparkJobOperator):
+class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
     """Submit one micro-batch of a level to Spark and report its result."""
 
     def __init__(self, *, topology: Topology, level: int, plan_task_id: str = "plan",
                  spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
         super().__init__(application=str(JOB_SCRIPT), spark_conn_id=spark_conn_id, name=f"mirrorflow-level-{level}",
-                         spec_env=JOB_ENV, run=run_job, **kwargs)
+                         run=run_job, **kwargs)
         self.topology = topology
         self.level = level
         self.plan_task_id = plan_task_id

@@ -12,7 +12,7 @@ The Airflow Spark connection says where and how (``spark_conn_id``, default
 - a ``spark_connect`` connection (``sc://host:port``, token and TLS from the
   connection): the job's driver part (planning, audit) runs in this task and its
   Spark tasks on the Connect server, which stays up between runs, so a
-  micro-batch skips Spark's start-up (:mod:`mirrorflow.spark_run`). The result is
+  micro-batch skips Spark's start-up (:mod:`mirrorflow.spark.run`). The result is
   the same dict. Killing the task interrupts the job on the server.
 """
 
@@ -24,7 +24,7 @@ import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -32,35 +32,37 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.providers.common.compat.sdk import BaseHook
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.spark_connect import redact
-from mirrorflow.spark_connect import session as connect_session
+from mirrorflow.spark import SparkJobResult, SparkJobSpec, redact
+from mirrorflow.spark import session as connect_session
 from mirrorflow_airflow.spark import core_zip, spark_conf
 
 log = logging.getLogger(__name__)
 
+#: The spec type of the job an operator runs.
+SpecT = TypeVar("SpecT", bound=SparkJobSpec)
 
-class MirrorSparkJobOperator(SparkSubmitOperator):
+
+class MirrorSparkJobOperator(SparkSubmitOperator, Generic[SpecT]):
     """Run a mirrorflow Spark job with ``spark-submit`` or on a Spark Connect server; return its result as a dict.
 
-    ``spec_env`` is the environment variable the job's entry point reads its spec
-    from; ``run`` the job's function (``run(spec, spark) -> result``), which the
-    Connect path calls in this process.
+    ``run`` is the job's function (``run(spec, spark) -> result``), which the
+    Connect path calls in this process; ``spark-submit`` gets the spec in the
+    environment variable the spec names (:class:`mirrorflow.spark.SparkJobSpec`).
     """
 
-    def __init__(self, *, application: str, name: str, spec_env: str, run: Callable[[Any, Any], Any],
+    def __init__(self, *, application: str, name: str, run: Callable[[SpecT, Any], SparkJobResult],
                  spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
         super().__init__(application=application, conn_id=spark_conn_id, name=name, **kwargs)
-        self.spec_env = spec_env
         self.run_job = run
         self._connect: tuple[str, str] | None = None  # (URL, tag) of a job running on Spark Connect
 
-    def submit(self, context: Any, spec: Any) -> dict[str, Any]:
+    def submit(self, context: Any, spec: SpecT) -> dict[str, Any]:
         """Run the job on ``spec``; return its result (raise if there is none)."""
         if BaseHook.get_connection(self._conn_id).conn_type == SparkConnectHook.conn_type:
             return self._run_on_connect(context, spec)
-        return self._spark_submit(context, {self.spec_env: spec.to_json()})
+        return self._spark_submit(context, {spec.env: spec.to_json()})
 
-    def _run_on_connect(self, context: Any, spec: Any) -> dict[str, Any]:
+    def _run_on_connect(self, context: Any, spec: SpecT) -> dict[str, Any]:
         url = SparkConnectHook(self._conn_id).get_connection_url()
         # Tags name the job so that on_kill interrupts it (and only it) on the server.
         tag = re.sub(r"[^A-Za-z0-9_.-]", "_", f"mirrorflow-{self.task_id}-{context['run_id']}")

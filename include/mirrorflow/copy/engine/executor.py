@@ -16,7 +16,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from mirrorflow.copy.engine.clients import CopyClients
 from mirrorflow.copy.engine.group import copy_group, groupable
@@ -29,7 +29,7 @@ from mirrorflow.kafka.admin import probe
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.progress import Progress, in_context, tracking
-from mirrorflow.spark_run import run_bins
+from mirrorflow.spark import run_bins
 
 log = logging.getLogger(__name__)
 
@@ -207,12 +207,25 @@ def copy_bins(clusters: Mapping[str, Mapping[str, Any]], threads: int,
         yield from copy_tasks(clusters, tasks, threads)
 
 
-def execute(spark: Any, spec: Any, bins: list[list[PartitionTask]], progress: Progress | None = None
+class CopySpec(Protocol):
+    """What :func:`execute` reads of a copying job's spec (the level job's and the backfill's)."""
+
+    @property
+    def clusters(self) -> Mapping[str, Mapping[str, Any]]: ...
+    @property
+    def copy_threads(self) -> int: ...
+    @property
+    def level(self) -> int: ...
+    @property
+    def run_id(self) -> str: ...
+
+
+def execute(spark: Any, spec: CopySpec, bins: list[list[PartitionTask]], progress: Progress | None = None
             ) -> list[dict[str, Any]]:
     """Run the bins as Spark tasks (one bin, one task), or in this process when ``spark`` is ``None``.
 
-    ``spec`` is any job spec with ``clusters``, ``level``, ``run_id`` and ``copy_threads``;
-    ``spark`` a SparkContext or a Spark Connect session (:mod:`mirrorflow.spark_run`).
+    ``spec`` is the job's spec (:class:`CopySpec`: ``clusters``, ``level``, ``run_id`` and ``copy_threads``);
+    ``spark`` a SparkContext or a Spark Connect session (:mod:`mirrorflow.spark.run`).
     ``progress``: in this process the copiers count every committed transaction into it
     (:func:`mirrorflow.progress.note`); on Spark it follows the finished Spark tasks.
     """

@@ -26,7 +26,8 @@ session's progress handler (the server streams its stages' task counts to the
 client while ``collect`` waits).
 
 Executors import this module by reference (the Connect path's task function
-lives here), so it imports nothing heavy at module level.
+lives here), and with it the package's face, so neither imports anything heavy
+at module level.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from mirrorflow.progress import Progress
@@ -47,6 +48,9 @@ log = logging.getLogger(__name__)
 
 #: The column a Connect task's results come back in (one JSON object per row).
 RESULT_COLUMN = "result"
+
+#: One bin of a job's work: what a Spark task is given (the job's own type, picklable).
+Bin = TypeVar("Bin")
 
 
 def is_connect(spark: Any) -> bool:
@@ -86,7 +90,7 @@ def parallelism(spark: Any) -> int:
     return 2
 
 
-def run_bins(spark: Any, fn: Callable[[Iterator[Any]], Iterator[dict[str, Any]]], bins: list[Any],
+def run_bins(spark: Any, fn: Callable[[Iterator[Bin]], Iterator[dict[str, Any]]], bins: list[Bin],
              description: str, progress: Progress | None = None) -> list[dict[str, Any]]:
     """Run ``fn`` over each bin as one Spark task; every result dict, in no particular order.
 
@@ -174,7 +178,7 @@ class _ConnectTasks:
             self.progress.tasks(sum(s.num_completed_tasks for s in stages), total)
 
 
-def _arrow_bins(fn: Callable[[Iterator[Any]], Iterator[dict[str, Any]]], bins: list[Any],
+def _arrow_bins(fn: Callable[[Iterator[Bin]], Iterator[dict[str, Any]]], bins: list[Bin],
                 batches: Iterator[Any]) -> Iterator[Any]:
     """Executor side of the Connect path: the bins whose indexes this task was given, through ``fn``."""
     import pyarrow as pa

@@ -1,11 +1,12 @@
 """What every Spark entry point in ``spark_jobs/`` does around its job: one place, three jobs.
 
-Each job (level copy, onboarding backfill, archive) reads its spec from an
-environment variable (it may hold credentials), runs on a SparkContext, writes
-its result as JSON to ``--result`` (atomically, via a temporary file the caller
-reads only once renamed) and exits 0 when everything was done, 2 when some
-partitions failed (the result names each; the others were done), 1 when the
-job itself could not run (an exception).
+Each job (level copy, onboarding backfill, archive) reads its spec from the
+environment variable the spec names (:meth:`SparkJobSpec.from_env
+<mirrorflow.spark.contract.SparkJobSpec.from_env>`: it may hold credentials),
+runs on a SparkContext, writes its result as JSON to ``--result`` (atomically,
+via a temporary file the caller reads only once renamed) and exits 0 when
+everything was done, 2 when some partitions failed (the result names each; the
+others were done), 1 when the job itself could not run (an exception).
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mirrorflow.secrets import ScrubFilter, remember
+from mirrorflow.spark.contract import SparkJobResult, SparkJobSpec
+
+SpecT = TypeVar("SpecT", bound=SparkJobSpec)
 
 
-def run_entry(doc: str, app_name: Callable[[Any], str], load: Callable[[], Any], run: Callable[[Any, Any], Any],
-              argv: list[str] | None = None) -> int:
-    """``load()`` the spec, ``run(spec, spark)``, write the result; ``app_name(spec)`` names the Spark app."""
+def run_entry(doc: str, spec_type: type[SpecT], run: Callable[[SpecT, Any], SparkJobResult],
+              app_name: Callable[[SpecT], str], argv: list[str] | None = None) -> int:
+    """Read a ``spec_type`` from its variable, ``run(spec, sc)``, write the result; ``app_name(spec)`` names the app."""
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--result", type=Path, help="write the job result (JSON) here")
     args = parser.parse_args(argv)
@@ -37,8 +41,8 @@ def run_entry(doc: str, app_name: Callable[[Any], str], load: Callable[[], Any],
     # would add to every micro-batch's start (docs/benchmarks.md).
     from pyspark import SparkConf, SparkContext
 
-    spec = load()
-    for settings in (getattr(spec, "clusters", None) or {}).values():
+    spec = spec_type.from_env()
+    for settings in spec.clusters.values():
         remember(settings)
     sc = SparkContext(conf=SparkConf().setAppName(app_name(spec)))
     sc.setLogLevel("WARN")

@@ -12,7 +12,10 @@ under ``TYPE_CHECKING``), so a lazy import cannot hide a wrong direction:
   faces (``COPY_FACES``, ``mirrorflow.actions``) only;
 - no import cycle among the modules of ``include/`` and ``plugins/``;
 - no module imports another module's private (underscore) name;
-- in the plugin, only the DAG factories import the DAG factories.
+- in the plugin, only the DAG factories import the DAG factories, and its rooms
+  point one way too (``PLUGIN_ROOMS``, the same as the architecture document's
+  section on the Airflow glue): no step imports another step, and operators,
+  sensors and notifiers import no step.
 """
 
 from __future__ import annotations
@@ -292,3 +295,53 @@ def test_only_the_dag_factories_import_the_dag_factories():
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if m.split(".")[0] == "mirrorflow"))
 def test_every_core_module_has_a_layer(module):
     _layer(_part(module))
+
+
+#: Rooms of the Airflow glue (``mirrorflow_airflow``), lowest first, ruled like the core's layers: a module
+#: imports its own room and lower rooms; rooms of one layer never import each other (the package-wide modules
+#: at the root excepted: they are leaves, such as ``topology`` on ``state``). So: factories wire DAGs from steps,
+#: operators, sensors and notifiers; those four are what tasks run, and what two of them share lives lower, in a
+#: hook or at the root; triggers (the waits sensors defer to) read clusters through hooks; hooks turn Airflow
+#: connections into what the core takes.
+PLUGIN_ROOMS: list[set[str]] = [
+    {"", "state", "topology", "spark"},
+    {"hooks"},
+    {"triggers"},
+    {"steps", "operators", "sensors", "notifiers"},
+    {"factories", "ui"},
+]
+
+
+def _room(part: str) -> int:
+    for i, parts in enumerate(PLUGIN_ROOMS):
+        if part in parts:
+            return i
+    raise AssertionError(f"mirrorflow_airflow.{part} is in no room of tests/unit/test_layers.py (and "
+                         f"docs/architecture.md): add it to the one it belongs to (the root only if every room "
+                         f"may use it)")
+
+
+def test_the_plugin_rooms_point_one_way():
+    wrong = []
+    for i in IMPORTS:
+        if i.module.split(".")[0] != "mirrorflow_airflow" or i.target.split(".")[0] != "mirrorflow_airflow":
+            continue
+        mine, theirs = _part(i.module), _part(i.target)
+        if mine == theirs:
+            continue
+        if _room(theirs) > _room(mine) or (_room(theirs) == _room(mine) and _room(mine) != 0):
+            wrong.append(f"{i.module}:{i.line} imports {i.target} (room {_room(mine)} -> {_room(theirs)})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_step_imports_another_step():
+    """A step is what one DAG's tasks do; what two DAGs' steps share lives in a hook or at the root."""
+    wrong = [f"{i.module}:{i.line} imports {i.target}" for i in IMPORTS
+             if _in("mirrorflow_airflow.steps", i.module) and _in("mirrorflow_airflow.steps", i.target)
+             and i.target not in (i.module, "mirrorflow_airflow.steps")]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m.split(".")[0] == "mirrorflow_airflow"))
+def test_every_plugin_module_has_a_room(module):
+    _room(_part(module))

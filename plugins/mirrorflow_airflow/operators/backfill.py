@@ -1,8 +1,10 @@
 """The backfill step of ``mirror_onboard_cluster``: submit the backfill job to Spark and report it.
 
-The plan comes from the ``preflight`` task (XCom); the job spec, with both
-clusters' client settings and, for ``archive``, the archive's credentials, goes
-to ``spark-submit`` in ``MIRRORFLOW_BACKFILL`` only.
+The plan comes from the ``preflight`` task (XCom); both clusters' client
+settings come from the cluster hook, on the topology as the plan grows it (the
+new cluster joins only later). The job spec, with those settings and, for
+``archive``, the archive's credentials, goes to ``spark-submit`` in
+``MIRRORFLOW_BACKFILL`` only.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.onboard.backfill import BackfillSpec, run_backfill
 from mirrorflow.onboard.plan import OnboardPlan
 from mirrorflow.topology import Topology
+from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator
 from mirrorflow_airflow.spark import SPARK_JOBS
-from mirrorflow_airflow.steps.onboard import plan_clients
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,8 @@ class MirrorBackfillOperator(MirrorSparkJobOperator[BackfillSpec]):
             log.info("dry run: would backfill %d topics from %s to %s (%s), link %s", len(plan.topics),
                      plan.sibling_of, plan.cluster, plan.backfill, plan.link_id)
             return {"dry_run": True}
-        clients = plan_clients(self.topology, plan)
+        grown = plan.grown(self.topology)
+        clients = {name: MirrorClusterHook(grown, name).client() for name in (plan.sibling_of, plan.cluster)}
         location = None
         if plan.restore:
             from mirrorflow_airflow.hooks.archive import archive_location

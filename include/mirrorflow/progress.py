@@ -6,7 +6,7 @@ they ended, so nobody could tell a slow run from a stuck one, or say when it
 would be done. A :class:`Progress` is told what its task planned (records, and
 bytes when known) and what got done; at most every ``interval`` seconds it logs
 one readable line to ``mirrorflow.progress`` and one ``progress`` audit line
-(:mod:`mirrorflow.audit`), e.g.::
+(:mod:`mirrorflow.journal`), e.g.::
 
     progress level 1 run manual__x: 12,345 of 50,000 records (24.7%), 3.2 MB, 1,234 records/s, about 31 s left
 
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mirrorflow.audit import audit
+from mirrorflow.journal import audit
 
 log = logging.getLogger(__name__)
 

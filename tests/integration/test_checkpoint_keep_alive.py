@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from mirrorflow.audit import AUDIT_LOGGER
 from mirrorflow.copy.job import run_job
 from mirrorflow.copy.spec import JobSpec, LinkJob
 from mirrorflow.copy.state.checkpoints import read_checkpoints
+from mirrorflow.journal import AUDIT_LOGGER
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow_dev.kafka import LocalCluster
 from mirrorflow_dev.process import free_port

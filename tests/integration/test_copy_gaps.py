@@ -16,7 +16,6 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.audit import AUDIT_LOGGER
 from mirrorflow.copy.engine.clients import CopyClients
 from mirrorflow.copy.engine.group import copy_group
 from mirrorflow.copy.engine.partition import copy_partition
@@ -25,6 +24,7 @@ from mirrorflow.copy.spec import JobSpec, LinkJob
 from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_groups import TXN_GROUPS
+from mirrorflow.journal import AUDIT_LOGGER
 from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import (

@@ -18,8 +18,8 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, ResourceType
 
-from mirrorflow.audit import AUDIT_LOGGER
 from mirrorflow.errors import KafkaOperationError
+from mirrorflow.journal import AUDIT_LOGGER
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import (
     TRAVELLING_CONFIGS,

@@ -21,12 +21,12 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from mirrorflow.actions.gap import ResolveRefused, resolve
-from mirrorflow.audit import AUDIT_LOGGER
 from mirrorflow.copy.engine.partition import copy_partition
 from mirrorflow.copy.job import run_job
 from mirrorflow.copy.spec import JobSpec, LinkJob
 from mirrorflow.copy.state.checkpoints import CheckpointMeta, read_checkpoints
 from mirrorflow.copy.task import PartitionTask
+from mirrorflow.journal import AUDIT_LOGGER
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow_dev.kafka import LocalCluster
 from mirrorflow_dev.process import free_port

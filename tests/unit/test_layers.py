@@ -35,9 +35,9 @@ ROOTS = {"mirrorflow": REPO / "include", "mirrorflow_airflow": REPO / "plugins"}
 
 #: Layer of each part of the core, lowest first. A module may import its own part and any part of a
 #: lower layer; parts of one layer never import each other (the base layer's single modules excepted:
-#: they are leaves that may lean on each other, such as ``audit`` on ``secrets``).
+#: they are leaves that may lean on each other, such as ``journal`` on ``secrets``).
 LAYERS: list[set[str]] = [
-    {"errors", "secrets", "internal_names", "copyflags", "subjects", "defaults", "work", "provenance", "audit",
+    {"errors", "secrets", "internal_names", "copyflags", "subjects", "defaults", "work", "provenance", "journal",
      "cache_root", "progress", ""},
     {"kafka"},
     # spark: how jobs reach Spark and the Spark-job contract, whose specs build cluster clients (kafka.config)
@@ -113,7 +113,7 @@ IMPORTS = [imp for module, path in MODULES.items() for imp in _imports(module, p
 
 
 def _part(module: str) -> str:
-    """``mirrorflow.copy.engine.partition`` -> ``copy``; ``mirrorflow.audit`` -> ``audit``; ``mirrorflow`` -> ``""``."""
+    """``mirrorflow.copy.engine.partition`` -> ``copy``; ``mirrorflow.journal`` -> ``journal``; ``mirrorflow`` -> ``""``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
 

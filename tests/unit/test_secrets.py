@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from mirrorflow.audit import audit_line
+from mirrorflow.journal import audit_line
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.secrets import ScrubFilter, scrub, secret_values
 

@@ -36,7 +36,6 @@ from typing import Any, Literal
 
 from confluent_kafka import TopicPartition
 
-from mirrorflow.audit import audit_warning
 from mirrorflow.copy import PartitionTask
 from mirrorflow.copy.engine import copy_partition, fenced_commit
 from mirrorflow.copy.heal import Heal, NotProven, heal_plans, origin_source
@@ -50,6 +49,7 @@ from mirrorflow.copy.state import (
     source_recreated,
 )
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.journal import audit_warning
 from mirrorflow.kafka.admin import earliest_and_stable, topic_ids
 from mirrorflow.kafka.config import ClusterClient
 

@@ -23,11 +23,11 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
-from mirrorflow.audit import audit_warning
 from mirrorflow.copy import PartitionTask, txn_group
 from mirrorflow.copy.engine import fenced_commit
 from mirrorflow.copy.state import CheckpointMeta, Held, LastRead, read_checkpoints
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.journal import audit_warning
 from mirrorflow.kafka.admin import list_topics
 from mirrorflow.kafka.config import ClusterClient
 

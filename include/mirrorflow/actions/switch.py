@@ -41,10 +41,10 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.audit import audit
 from mirrorflow.copy import transactional_id
 from mirrorflow.copy.state import CopyScanner, ScanStalled, checkpoint_group, read_checkpoints, switch_mark
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
+from mirrorflow.journal import audit
 from mirrorflow.kafka import admin
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.refusals import Need, call_failed

@@ -48,8 +48,8 @@ from mirrorflow.archive import layout
 from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.archive.progress import Progress, read_progress, write_progress
 from mirrorflow.archive.writer import DEFAULT_ROWS_PER_OBJECT, ArchiveTask, archive_partition
-from mirrorflow.audit import audit
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.journal import audit
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.progress import Progress as Tracker

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from mirrorflow.audit import audit, audit_warning
 from mirrorflow.completeness.compare import Comparison, compare
 from mirrorflow.completeness.count import ClusterCount, count_cluster
 from mirrorflow.completeness.drill import Drill, drill
 from mirrorflow.completeness.store import Position, read_state, write_verdicts
 from mirrorflow.completeness.tally import DEFAULT_WINDOW_S, Tallies, WindowKey
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.journal import audit, audit_warning
 from mirrorflow.kafka.config import ClusterClient
 
 log = logging.getLogger(__name__)

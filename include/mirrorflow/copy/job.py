@@ -18,11 +18,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from mirrorflow.audit import audit, audit_warning
 from mirrorflow.copy.engine.executor import execute, passed
 from mirrorflow.copy.plan import plan
 from mirrorflow.copy.spec import JobResult, JobSpec, LinkJob, PartitionError, link_fields
 from mirrorflow.copy.txn_groups import txn_unit
+from mirrorflow.journal import audit, audit_warning
 from mirrorflow.progress import Progress
 from mirrorflow.spark import parallelism
 from mirrorflow.work import pack

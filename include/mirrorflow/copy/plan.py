@@ -26,7 +26,6 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
-from mirrorflow.audit import audit_warning
 from mirrorflow.copy.heal.archive import Heal, heal_plans, unavailable
 from mirrorflow.copy.spec import JobSpec, LinkJob, LinkReport, PartitionError, link_fields
 from mirrorflow.copy.state.checkpoints import (
@@ -47,6 +46,7 @@ from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_groups import txn_unit
 from mirrorflow.defaults import DEFAULT_TXN_RECORDS, KEEP_ALIVE_FRACTION
 from mirrorflow.errors import ClusterUnreachable, MirrorflowError
+from mirrorflow.journal import audit_warning
 from mirrorflow.kafka.admin import (
     earliest_and_stable,
     group_ids,

@@ -42,9 +42,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from mirrorflow.audit import audit
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
 from mirrorflow.internal_names import is_internal_topic
+from mirrorflow.journal import audit
 from mirrorflow.kafka.admin import list_topics
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import TopicPartition
 
-from mirrorflow.audit import audit
+from mirrorflow.journal import audit
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.offsets import frontier as _frontier

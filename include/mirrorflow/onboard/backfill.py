@@ -28,12 +28,12 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from mirrorflow.audit import audit
 from mirrorflow.copy import PartitionTask, txn_unit
 from mirrorflow.copy.engine import execute, passed
 from mirrorflow.copy.state import EARLIEST, read_checkpoints
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 from mirrorflow.errors import KafkaOperationError
+from mirrorflow.journal import audit
 from mirrorflow.kafka.admin import earliest_and_stable
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.progress import Progress

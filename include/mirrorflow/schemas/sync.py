@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from mirrorflow.audit import audit
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.journal import audit
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.schemas.plan import Conflict, Write, plan_target
 from mirrorflow.schemas.records import RegistryState

@@ -27,8 +27,8 @@ from typing import Any, cast
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from mirrorflow.audit import audit
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.journal import audit
 from mirrorflow.schemas.rest_store import RegistryAccessError, inline_pem_to_files
 from mirrorflow.schemas.sync import build_store, sync
 from mirrorflow.topology import Topology

@@ -14,9 +14,9 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow.actions import DecommissionPlan, DecommissionRefused, SwitchError, plan_decommission, switch_target
-from mirrorflow.audit import audit
 from mirrorflow.copy import build_spec, heals_from_archive, run_job
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.journal import audit
 from mirrorflow.offsets.groups import describe_every_group
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow.topology.changes import remove_event

@@ -16,8 +16,8 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from mirrorflow.audit import audit
 from mirrorflow.errors import ClusterUnreachable
+from mirrorflow.journal import audit
 from mirrorflow.kafka.admin import probe
 from mirrorflow.offsets.distribute import distribute
 from mirrorflow.offsets.failover import (

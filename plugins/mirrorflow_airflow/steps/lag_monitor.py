@@ -17,9 +17,9 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow import lag
-from mirrorflow.audit import audit
 from mirrorflow.completeness.run import summary_problems
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.journal import audit
 from mirrorflow.offsets.failover_preview import preview_failovers
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from airflow.sdk.exceptions import AirflowSkipException
 
-from mirrorflow.audit import audit
+from mirrorflow.journal import audit
 from mirrorflow.topology import Topology, effective_links, split_by_window
 from mirrorflow_airflow.state import link_targets
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException
 
-from mirrorflow.audit import audit
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.journal import audit
 from mirrorflow.offsets.distribute import distribute
 from mirrorflow.offsets.groups import describe, describe_groups
 from mirrorflow.offsets.sync import commit_positions, owners_from, publish_owned

@@ -15,8 +15,8 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from mirrorflow.audit import audit
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.journal import audit
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import sync_topic_shapes
 from mirrorflow.offsets.groups import describe

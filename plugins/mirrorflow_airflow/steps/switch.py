@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 
 from mirrorflow.actions import SwitchError, switch_target
-from mirrorflow.audit import audit
+from mirrorflow.journal import audit
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.state import link_targets, set_link_target

@@ -1,9 +1,17 @@
-"""Structured audit lines.
+"""The journal: one JSON line for each thing mirrorflow did, the record operators keep.
 
 Every copy, offset commit, schema write and failover writes one JSON object on a
 single line to the ``mirrorflow.audit`` logger. Task logs are the audit record
 operators keep, so the lines must be machine-parseable (one ``json.loads`` per
 line, after the log prefix) and must never carry secrets.
+
+The docs call these lines *audit lines*, and users' log pipelines select them by
+the logger name ``mirrorflow.audit`` and the key ``"audit": "mirrorflow"``
+(docs/levels.md, docs/topics.md): both stay as they are, and so do the names of
+:func:`audit`, :func:`audit_warning` and :func:`audit_line`, which write and
+render one. Only this module is named otherwise, so that in the code a bare
+"audit" is the completeness audit (:mod:`mirrorflow.completeness`, the DAG
+``mirror_audit``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Each run (:mod:`mirrorflow.completeness`, docs/audit.md):
 
 With an ``alerts`` section in the topology, each difference (per cluster, topic
 and origin) and each cluster not audited is one message when found and one when
-it is over (:mod:`mirrorflow_airflow.notifiers`, docs/alerts.md).
+it is over (:mod:`mirrorflow_airflow.notifiers.alerts`, docs/alerts.md).
 
 Schedule: ``audit.schedule`` of the topology (default every 10 minutes); one run
 at a time, no catch-up.

@@ -19,7 +19,7 @@ Each run takes one snapshot (:mod:`mirrorflow.lag`):
 
 With an ``alerts`` section in the topology, ``check`` tells a person: one
 message per link, group or cluster that violates the SLA when it starts, and one
-when it is over (:mod:`mirrorflow_airflow.notifiers`, docs/alerts.md).
+when it is over (:mod:`mirrorflow_airflow.notifiers.alerts`, docs/alerts.md).
 
 Schedule: ``lag.schedule`` of the topology (default every minute); one run at
 a time, no catch-up. Format of the snapshot: docs/lag.md.

@@ -14,7 +14,7 @@ distributor and its effective target leaf):
 
 With an ``alerts`` section in the topology, a failed partition (a retention gap,
 a truncated source, any copy error) is one message when it starts failing and one
-when a later run copies it (:mod:`mirrorflow_airflow.notifiers`, docs/alerts.md).
+when a later run copies it (:mod:`mirrorflow_airflow.notifiers.alerts`, docs/alerts.md).
 
 Schedule: ``replication.schedule`` or ``replication.levels.<L>.schedule`` of the
 topology (default every 5 minutes); one run at a time, no catch-up.

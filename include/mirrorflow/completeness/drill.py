@@ -23,7 +23,7 @@ from mirrorflow.completeness.compare import Difference
 from mirrorflow.completeness.store import Position
 from mirrorflow.copy.state import CopyScanner
 from mirrorflow.errors import KafkaOperationError
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.internal_names import AUDIT_DRILL_GROUP
 from mirrorflow.kafka.config import ClusterClient
 
 #: At most this many messages are named per list (the counts are always whole).
@@ -89,7 +89,7 @@ def _identities(client: ClusterClient, cell: Difference, positions: Mapping[tupl
 def _first_offsets(client: ClusterClient, topic: str, partitions: list[int], timestamp_ms: int,
                    timeout: float) -> dict[int, int]:
     """Per partition, the first offset whose timestamp is at or after ``timestamp_ms`` (none: no such record)."""
-    consumer = Consumer(client.consumer(f"{INTERNAL_TOPIC_PREFIX}.audit.drill"))
+    consumer = Consumer(client.consumer(AUDIT_DRILL_GROUP))
     try:
         answer = consumer.offsets_for_times([TopicPartition(topic, p, timestamp_ms) for p in partitions],
                                             timeout=timeout)

@@ -36,7 +36,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_groups import transactional_id
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.internal_names import link_reader_group as reader_group
 from mirrorflow.kafka.config import ClusterClient
 
 #: How long the reader's fetch may wait at the broker for data. A range is bounded, so
@@ -76,11 +76,6 @@ def new_producer(task: PartitionTask, target: ClusterClient) -> Producer:
         conf["batch.size"] = max(1000, task.max_message_bytes)
     return Producer(target.producer(**conf))
 
-
-
-def reader_group(link_id: str) -> str:
-    """The group id of a link's source readers (they only assign partitions: nothing joins or commits)."""
-    return f"{INTERNAL_TOPIC_PREFIX}.reader.{link_id}"
 
 class CopyClients:
     """One copy thread's clients between ranges: take them with the getters, give them back with :meth:`release`."""

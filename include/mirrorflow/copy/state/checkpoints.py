@@ -33,7 +33,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from mirrorflow.copy.state.history import LastRead
 from mirrorflow.copy.task import OnGap, PartitionResult, PartitionTask
 from mirrorflow.defaults import DEFAULT_ON_GAP
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.internal_names import checkpoint_group
 from mirrorflow.kafka.admin import committed_offsets
 from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import ClusterClient
@@ -46,11 +46,6 @@ SWITCHED_MARK = "mirrorflow:switched-to="
 
 #: ``PartitionTask.start_offset`` meaning "the source's earliest offset when the copy starts".
 EARLIEST = -1
-
-
-def checkpoint_group(link_id: str) -> str:
-    """The group on the target whose committed offsets are the link's checkpoint."""
-    return f"{INTERNAL_TOPIC_PREFIX}.link.{link_id}"
 
 
 def switch_mark(new_target: str) -> str:

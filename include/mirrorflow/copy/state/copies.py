@@ -11,27 +11,22 @@ source resumes (:mod:`mirrorflow.actions.gap`). They share this one reader.
 
 from __future__ import annotations
 
-import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import TopicPartition
 
 from mirrorflow import provenance
-from mirrorflow.errors import MirrorflowError
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
-from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
-from mirrorflow.kafka.refusals import Need, call_failed
+from mirrorflow.errors import ReadStalled
+from mirrorflow.internal_names import COPY_SCAN_GROUP as SCAN_GROUP
+from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.ranges import RangeReader
 
-#: The group id of the provenance scans (they only assign partitions).
-SCAN_GROUP = f"{INTERNAL_TOPIC_PREFIX}.copy-scan"
-
-
-class ScanStalled(MirrorflowError):
-    """Reading a target partition made no progress within the timeout."""
+#: Reading a target partition made no progress within the timeout (the bounded reader's stall).
+ScanStalled = ReadStalled
 
 
 class CopyScanner:
@@ -39,14 +34,15 @@ class CopyScanner:
 
     def __init__(self, target: ClusterClient) -> None:
         self.target = target
-        self._consumer = Consumer(target.consumer(SCAN_GROUP, **{"enable.partition.eof": True}))
+        self._reader = RangeReader.open(target, SCAN_GROUP, doing="scan")
+        self._consumer = self._reader.consumer
 
     def __enter__(self) -> CopyScanner:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self._consumer.close()
+        self._reader.close()
 
     def earliest(self, topic: str, partition: int, timeout: float) -> int:
         """The partition's first offset (above 0: retention or a deletion removed its first records)."""
@@ -56,7 +52,8 @@ class CopyScanner:
     def origins(self, topic: str, partition: int, timeout: float) -> Iterator[provenance.Origin | None]:
         """The origin of every record of ``topic[partition]`` on the target, first to last (``None``: none stamped).
 
-        Fails as :class:`ScanStalled` when no record arrives for ``timeout`` seconds.
+        Fails as :class:`ScanStalled` when no record arrives for ``timeout`` seconds, and as
+        :class:`~mirrorflow.errors.OffsetGone` when records are deleted under the scan.
         """
         for origin, _ in self.records(topic, partition, timeout):
             yield origin
@@ -70,31 +67,10 @@ class CopyScanner:
     def messages(self, topic: str, partition: int, timeout: float, *, first: int = 0,
                  end: int | None = None) -> Iterator[Any]:
         """The records of ``topic[partition]`` in ``[first, end)`` (default: all), in order, as they come."""
-        consumer = self._consumer
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
+        low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout,
+                                                         cached=False)
         start, stop = max(low, first), high if end is None else min(high, end)
-        if start >= stop:
-            return
-        consumer.assign([TopicPartition(topic, partition, start)])
-        position, progressed = start, time.monotonic()
-        while position < stop:
-            if time.monotonic() - progressed > timeout:
-                raise ScanStalled(f"scanning {self.target.name} {topic}[{partition}] for provenance timed out at "
-                                  f"offset {position}")
-            # a batch call waits its whole timeout for a full batch: ask for no more than is left, wait briefly
-            for msg in consumer.consume(max(1, min(500, stop - position)), timeout=CONSUME_WAIT_S):
-                progressed = time.monotonic()
-                err = msg.error()
-                if err is not None:
-                    if err.code() != KafkaError._PARTITION_EOF:
-                        raise call_failed(self.target, f"scan {topic}[{partition}]", err, Need("TOPIC", topic, "READ"),
-                                          Need("GROUP", SCAN_GROUP, "DESCRIBE"))
-                    position = stop  # only markers or aborted records are left
-                    continue
-                if msg.offset() >= stop:
-                    return
-                position = msg.offset() + 1
-                yield msg
+        yield from self._reader.range(topic, partition, start, stop, timeout=timeout)
 
 
 @dataclass(frozen=True)

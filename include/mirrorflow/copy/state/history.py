@@ -22,15 +22,17 @@ as there is nothing to compare (docs/exactly-once.md says so).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException
 
 from mirrorflow.copy.state.copies import content, copy_contents
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.errors import KafkaOperationError
+from mirrorflow.internal_names import HISTORY_GROUP
+from mirrorflow.internal_names import link_reader_group as reader_group
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.ranges import RangeReader
 
 
 @dataclass(frozen=True)
@@ -93,40 +95,30 @@ def verify(reader: Consumer, link_id: str, source: str, topic: str, expected: di
     ``reader`` is the copy's ``read_committed`` consumer with ``enable.partition.eof``;
     it is left assigned to these offsets (the copy assigns its own next). A record
     that is gone because the log was compacted counts as the same; one the log
-    no longer reaches (it ends at or before the offset) as different.
+    no longer reaches (it ends at or before the offset) as different. Read as a
+    bounded read of one offset per partition (:mod:`mirrorflow.kafka.ranges`) over
+    the copy's own consumer, whose ``auto.offset.reset`` stays the copy's; its
+    errors are Kafka's, as the copy loops expect.
     """
     if not expected:
         return {}
-    reader.assign([TopicPartition(topic, p, last.offset) for p, last in expected.items()])
-    waiting, errors = dict(expected), {}
-    deadline = time.monotonic() + timeout
-    while waiting:
-        if time.monotonic() > deadline:
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"reading again the last copied records of "
-                                                                   f"{topic}{sorted(waiting)} on {source} timed out"))
-        for msg in reader.consume(num_messages=max(1, len(waiting)), timeout=1.0):
-            p = msg.partition()
-            if msg.topic() != topic or p not in waiting:
-                continue  # a kept reader's previous range, or a partition already answered
-            last = waiting[p]
-            err = msg.error()
-            if err is not None:
-                if err.code() != KafkaError._PARTITION_EOF:
-                    raise KafkaException(err)
-                if msg.offset() <= last.offset:  # nothing at or past the offset any more
-                    errors[p] = diverged(link_id, source, topic, p, last,
-                                         f"is no longer there (the log ends at {msg.offset()})")
-                del waiting[p]
-                continue
-            if msg.offset() < last.offset:
-                continue  # leftovers from before the assignment
-            if msg.offset() == last.offset:
-                now = last_read(msg)
-                if now.fingerprint != last.fingerprint:
-                    errors[p] = diverged(link_id, source, topic, p, last,
-                                         f"is another record now (fingerprint {now.fingerprint}, copied "
-                                         f"{last.fingerprint})")
-            del waiting[p]  # a higher offset: the record was compacted away, nothing to compare
+    probe = RangeReader(reader, source, reader_group(link_id), timeout=timeout, doing="read again")
+    errors = {}
+    try:
+        for msg in probe.read({(topic, p): (last.offset, last.offset + 1) for p, last in expected.items()},
+                              until_log_end=True):
+            last, now = expected[msg.partition()], last_read(msg)
+            if now.fingerprint != last.fingerprint:
+                errors[msg.partition()] = diverged(link_id, source, topic, msg.partition(), last,
+                                                   f"is another record now (fingerprint {now.fingerprint}, copied "
+                                                   f"{last.fingerprint})")
+    except KafkaOperationError as exc:
+        raise KafkaException(exc.error) from exc
+    for p, last in expected.items():
+        ended = probe.log_end(topic, p)
+        if ended is not None:  # nothing at or past the offset any more
+            errors[p] = diverged(link_id, source, topic, p, last, f"is no longer there (the log ends at {ended})")
+        # no record at the offset and none reported: a higher offset came, the record was compacted away
     return errors
 
 
@@ -179,35 +171,25 @@ def first_difference(source: ClusterClient, target: ClusterClient, topic: str, p
 
 
 class _Reader:
-    """A ``read_committed`` consumer of one source partition that reads single records."""
+    """A ``read_committed`` reader of one source partition that reads single records (bounded reads)."""
 
     def __init__(self, source: ClusterClient, topic: str, partition: int, timeout: float) -> None:
-        self.topic, self.partition, self.timeout, self.name = topic, partition, timeout, source.name
-        self.consumer = Consumer(source.consumer(f"{INTERNAL_TOPIC_PREFIX}.history",
-                                                 **{"enable.partition.eof": True}))
+        self.topic, self.partition = topic, partition
+        self.reader = RangeReader.open(source, HISTORY_GROUP, timeout=timeout, doing="read again")
 
     def __enter__(self) -> _Reader:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.consumer.close()
+        self.reader.close()
 
     def same(self, offset: int, expected: int) -> bool:
         """Whether the record at ``offset`` has the key and value of crc ``expected``.
 
         A record compacted away counts as the same (nothing to compare); one past the log's end as different.
+        Records deleted (or a log truncated) since the caller read the source's offsets are
+        :class:`~mirrorflow.errors.OffsetGone`: no answer is guessed for them.
         """
-        self.consumer.assign([TopicPartition(self.topic, self.partition, offset)])
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            for msg in self.consumer.consume(1, timeout=1.0):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        return False  # the log ends before it
-                    raise KafkaException(err)
-                if msg.offset() < offset:
-                    continue
-                return msg.offset() > offset or content(msg.key(), msg.value()) == expected
-        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"reading {self.name} {self.topic}[{self.partition}] "
-                                                               f"offset {offset} timed out"))
+        for msg in self.reader.range(self.topic, self.partition, offset, offset + 1, until_log_end=True):
+            return content(msg.key(), msg.value()) == expected
+        return self.reader.log_end(self.topic, self.partition) is None  # a higher offset came: compacted away

@@ -33,6 +33,7 @@ from mirrorflow.copy.engine import execute, passed
 from mirrorflow.copy.state import EARLIEST, read_checkpoints
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 from mirrorflow.errors import KafkaOperationError
+from mirrorflow.internal_names import BACKFILL_SINCE_GROUP
 from mirrorflow.journal import audit
 from mirrorflow.kafka.admin import earliest_and_stable
 from mirrorflow.kafka.config import ClusterClient
@@ -107,7 +108,7 @@ class BackfillResult(SparkJobResult):
 def _since_offsets(client: ClusterClient, tps: list[TopicPartition], since_ms: int, timeout: float
                    ) -> dict[tuple[str, int], int]:
     """First offset at or after ``since_ms`` per partition (the end when there is none)."""
-    consumer = Consumer(client.consumer("_mirrorflow.backfill-since"))
+    consumer = Consumer(client.consumer(BACKFILL_SINCE_GROUP))
     try:
         answer = consumer.offsets_for_times([TopicPartition(tp.topic, tp.partition, since_ms) for tp in tps],
                                             timeout=timeout)

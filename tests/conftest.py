@@ -62,4 +62,5 @@ pytest_plugins = [
     "tests.fixtures.operator_state",
     "tests.fixtures.secured",
     "tests.fixtures.prometheus",
+    "tests.fixtures.workers",
 ]

@@ -78,6 +78,7 @@ def test_level_dags_mirror_the_four_cluster_tree_exactly_once(airflow_home, kafk
     assert SECRET not in caplog.text + out + err
 
 
+@pytest.mark.usefixtures("spark_default_connect")
 def test_unreachable_cluster_fails_the_run_naming_it(airflow_home, kafka_clusters, make_topic, monkeypatch):
     topic = make_topic("c1")
     base = topology(kafka_clusters, FOUR, [topic]).to_dict()

@@ -211,6 +211,7 @@ def _delete_before(bootstrap: str, topic: str, partitions: int, keep: float) -> 
     return sum(tp.offset for tp in cuts)
 
 
+@pytest.mark.usefixtures("spark_default_connect")
 def test_onboarding_from_the_archive_restores_history_the_peers_deleted(kafka_clusters, make_topic, s3_bucket,
                                                                         operator_state, monkeypatch):
     from mirrorflow.archive.reader import coverage

@@ -28,7 +28,7 @@ from tests.integration.mirroring import (
     traffic,
 )
 
-pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
+pytestmark = [pytest.mark.airflow, pytest.mark.kafka, pytest.mark.usefixtures("spark_default_connect")]
 
 
 def test_a_gap_fails_the_level_run_by_name_and_mirror_resolve_gap_skips_it(kafka_clusters, make_topic,

@@ -24,7 +24,7 @@ import ast
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,7 +113,7 @@ IMPORTS = [imp for module, path in MODULES.items() for imp in _imports(module, p
 
 
 def _part(module: str) -> str:
-    """``mirrorflow.copy.engine.partition`` -> ``copy``; ``mirrorflow.journal`` -> ``journal``; ``mirrorflow`` -> ``""``."""
+    """``mirrorflow.copy.engine.partition`` -> ``copy``; ``mirrorflow.journal`` -> ``journal``; root -> ``""``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
 
@@ -145,16 +145,22 @@ def test_importing_the_whole_core_loads_none_of_them():
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
 
-def test_the_core_layers_point_one_way():
+def _against_the_layers(top: str, rank: Callable[[str], int], word: str) -> list[str]:
+    """Imports inside ``top`` from a part to a higher part, or to another part of the same rank (rank 0 excepted)."""
     wrong = []
     for i in IMPORTS:
-        if i.module.split(".")[0] != "mirrorflow" or i.target.split(".")[0] != "mirrorflow":
+        if i.module.split(".")[0] != top or i.target.split(".")[0] != top:
             continue
         mine, theirs = _part(i.module), _part(i.target)
         if mine == theirs:
             continue
-        if _layer(theirs) > _layer(mine) or (_layer(theirs) == _layer(mine) and _layer(mine) != 0):
-            wrong.append(f"{i.module}:{i.line} imports {i.target} (layer {_layer(mine)} -> {_layer(theirs)})")
+        if rank(theirs) > rank(mine) or (rank(theirs) == rank(mine) and rank(mine) != 0):
+            wrong.append(f"{i.module}:{i.line} imports {i.target} ({word} {rank(mine)} -> {rank(theirs)})")
+    return wrong
+
+
+def test_the_core_layers_point_one_way():
+    wrong = _against_the_layers("mirrorflow", _layer, "layer")
     assert not wrong, "\n".join(wrong)
 
 
@@ -166,8 +172,8 @@ def _copy_room(module: str) -> int:
     for i, names in enumerate(COPY_ROOMS):
         if parts[2] in names:
             return i
-    raise AssertionError(f"{module} is in no room of COPY_ROOMS in tests/unit/test_layers.py (and docs/architecture.md): "
-                         f"add it to the one it belongs to")
+    raise AssertionError(f"{module} is in no room of COPY_ROOMS in tests/unit/test_layers.py (and "
+                         f"docs/architecture.md): add it to the one it belongs to")
 
 
 def _in(package: str, module: str) -> bool:
@@ -210,7 +216,8 @@ def test_the_face_rule_sees_a_submodule_import():
     imp = Import("mirrorflow.onboard.backfill", "mirrorflow.copy.engine.executor", None, 1)
     assert _in("mirrorflow.copy", imp.target) and imp.target not in COPY_FACES
     assert not _in("mirrorflow.copy", "mirrorflow.copyflags")
-    assert _copy_room("mirrorflow.copy.state.held") < _copy_room("mirrorflow.copy.engine") < _copy_room("mirrorflow.copy")
+    held, engine, face = (_copy_room(f"mirrorflow.copy{m}") for m in (".state.held", ".engine", ""))
+    assert held < engine < face
 
 
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -322,15 +329,7 @@ def _room(part: str) -> int:
 
 
 def test_the_plugin_rooms_point_one_way():
-    wrong = []
-    for i in IMPORTS:
-        if i.module.split(".")[0] != "mirrorflow_airflow" or i.target.split(".")[0] != "mirrorflow_airflow":
-            continue
-        mine, theirs = _part(i.module), _part(i.target)
-        if mine == theirs:
-            continue
-        if _room(theirs) > _room(mine) or (_room(theirs) == _room(mine) and _room(mine) != 0):
-            wrong.append(f"{i.module}:{i.line} imports {i.target} (room {_room(mine)} -> {_room(theirs)})")
+    wrong = _against_the_layers("mirrorflow_airflow", _room, "room")
     assert not wrong, "\n".join(wrong)
 
 

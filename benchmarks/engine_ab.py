@@ -2,12 +2,12 @@
 
 A restructuring must not slow the copy down, and one machine's noise is larger
 than the effect sought, so the two trees run in turns (A B, then B A, ...), each
-run on fresh clusters of its own, and the medians are compared. ``BEFORE`` is a
-commit; it is checked out into a temporary worktree and put ahead of the
-installed package on ``PYTHONPATH``. The numbers go to stdout; the record of a run
+run on fresh clusters of its own, and the medians are compared. ``BEFORE`` (and
+``--after``, else this working tree) is a commit; it is checked out into a
+temporary worktree and put ahead of the installed package on ``PYTHONPATH``. The numbers go to stdout; the record of a run
 is kept by hand in ``benchmarks/results/``.
 
-    python -m benchmarks.engine_ab 67f78c1 --rounds 4 -- --size 1000 --records 300000 --partitions 64 --no-raw
+    python -m benchmarks.engine_ab 67f78c1 --after 559dcf0 --rounds 6 -- --size 1000 --records 300000 --partitions 64 --no-raw
 """
 
 from __future__ import annotations
@@ -46,15 +46,26 @@ def run_engine(tree: Path, engine_args: list[str]) -> dict[str, list[float]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.engine_ab", description=__doc__.splitlines()[0])
     parser.add_argument("before", help="the commit to compare this tree against")
+    parser.add_argument("--after", default=None,
+                        help="a commit to run as the second side (default: this working tree, as it is)")
     parser.add_argument("--rounds", type=int, default=4, help="pairs of runs, the order alternating")
-    parser.add_argument("engine_args", nargs="*", help="after --: the arguments of benchmarks.engine")
-    args = parser.parse_args(argv)
+    parser.epilog = "after --: the arguments of benchmarks.engine"
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # argparse gives a trailing nargs="*" nothing after "--" here; split by hand
+    engine_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args.engine_args = engine_args
     with tempfile.TemporaryDirectory(prefix="mirrorflow-ab-") as tmp:
         before = Path(tmp) / "before"
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(before), args.before],
                        check=True, capture_output=True)
+        after = REPO
+        if args.after is not None:
+            after = Path(tmp) / "after"
+            subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(after), args.after],
+                           check=True, capture_output=True)
         try:
-            trees = {"before": before, "after": REPO}
+            trees = {"before": before, "after": after}
             seconds: dict[tuple[str, str], list[float]] = defaultdict(list)
             for round_ in range(args.rounds):
                 order = ("before", "after") if round_ % 2 == 0 else ("after", "before")
@@ -64,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"round {round_ + 1} {side:6s} {label:32s} " + " ".join(f"{v:.2f}" for v in values),
                               flush=True)
         finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(before)], check=False)
+            for tree in {before, after} - {REPO}:
+                subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False)
     print(f"\n{'variant':34s} {'side':6s} {'runs':>4s} {'median':>7s}  seconds, sorted")
     for (side, label), values in sorted(seconds.items(), key=lambda kv: (kv[0][1], kv[0][0] != "before")):
         print(f"{label:34s} {side:6s} {len(values):4d} {statistics.median(values):7.2f}  "

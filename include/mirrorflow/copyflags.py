@@ -221,6 +221,11 @@ def backfill(bits: int, headers: Headers, *, on_malformed: OnMalformed = "fresh"
 # --------------------------------------------------------------------------- headers
 
 
+def without(headers: Headers) -> list[tuple[str, bytes | None]]:
+    """``headers`` without any copy-flags header (kept: every other header, in order)."""
+    return [(k, v) for k, v in _pairs(headers) if not _is_flags_key(k)]  # type: ignore[misc]
+
+
 def rewrite_headers(headers: Headers, flags_out: int, *,
                     invalid: Iterable[bytes | None] = ()) -> list[tuple[str, bytes | None]]:
     """``headers`` with every copy-flags header replaced by exactly one, carrying ``flags_out``.

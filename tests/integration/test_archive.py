@@ -68,7 +68,7 @@ def _kafka_records(kafka_clusters, topic: str, partitions: int) -> dict[int, lis
         headers = list(r.headers)
         out[r.partition].append(ArchivedRecord(
             r.offset, r.timestamp, 1, r.key, r.value, headers,
-            provenance.find(headers) or provenance.Origin("c1", topic, r.partition, r.offset)))
+            provenance.find(headers, topic, r.partition) or provenance.Origin("c1", topic, r.partition, r.offset)))
     return out
 
 

@@ -79,14 +79,14 @@ def test_the_audit_finds_converged_clusters_complete_reads_only_new_data_and_nam
     audited = read_state(cluster["c2"]).positions[(topic, 0)].next
     on_c2 = [r for r in read_all(c2, topic, 2) if r.partition == 0]
     unaudited = [r for r in on_c2 if r.offset >= audited]
-    assert unaudited and all(provenance.find(list(r.headers)).cluster == "c1" for r in unaudited)
+    assert unaudited and all(provenance.find(list(r.headers), topic, r.partition).cluster == "c1" for r in unaudited)
     admin = AdminClient(settings["c2"])
     for future in admin.delete_records([TopicPartition(topic, 0, on_c2[-1].offset + 1)],
                                        request_timeout=30).values():
         future.result(timeout=30)
     # and c1 gets one of c2's messages twice, by hand, stamp and all
     c2_copy = next(r for r in read_all(settings["c1"]["bootstrap.servers"], topic, 2)
-                   if getattr(provenance.find(list(r.headers)), "cluster", None) == "c2")
+                   if getattr(provenance.find(list(r.headers), topic, r.partition), "cluster", None) == "c2")
     produce(settings["c1"]["bootstrap.servers"], topic, [(c2_copy.key, c2_copy.value, list(c2_copy.headers),
                                                           c2_copy.timestamp)], partition=c2_copy.partition)
 
@@ -100,14 +100,14 @@ def test_the_audit_finds_converged_clusters_complete_reads_only_new_data_and_nam
         (d.window_ms, d.expected, d.held, False) for d in lacking}
     # the drill-down names what c2 lacks now, in the differing windows: every c1 message its partition 0 held there
     windows = {d.window_ms for d in lacking}
-    gone = sorted((o.partition, o.offset) for r in on_c2 for o in [provenance.find(list(r.headers))]
+    gone = sorted((o.partition, o.offset) for r in on_c2 for o in [provenance.find(list(r.headers), topic, r.partition)]
                   if o is not None and o.cluster == "c1" and window_of(r.timestamp, 600) in windows)
     drills = {(d.difference.cluster, d.difference.window_ms): d for d in fourth.drills}
     named = sorted(tuple(m) for w in windows for m in drills["c2", w].missing)
     assert sum(drills["c2", w].missing_count for w in windows) == len(gone) and named == gone[:len(named)]
     assert all(drills["c2", w].duplicated_count == drills["c2", w].unexpected_count == 0 for w in windows)
     [twice] = [d for d in fourth.drills if d.difference.cluster == "c1"]
-    origin = provenance.find(list(c2_copy.headers))
+    origin = provenance.find(list(c2_copy.headers), topic, c2_copy.partition)
     assert (twice.duplicated_count, twice.duplicated, twice.missing_count) == (
         1, [[origin.partition, origin.offset]], 0)
 

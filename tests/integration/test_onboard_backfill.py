@@ -52,7 +52,7 @@ def test_since_copies_from_the_first_offset_at_the_timestamp_and_hands_over_its_
     assert [r.value.decode() for r in got] == [f"new-{i}" for i in range(40)]
     first = got[0]
     assert copyflags.read_flags(first.headers)[0] == 0b101  # every level c4 distributes at: never sent on
-    assert provenance.find(first.headers) == provenance.Origin("c3", topic, 0, 30)
+    assert provenance.find(first.headers, topic, 0) == provenance.Origin("c3", topic, 0, 30)
     assert ("h", b"v") in first.headers and first.timestamp == now - HOUR_MS
     assert _checkpoint(kafka_clusters["c4"].bootstrap, topic) == 70  # the regular link continues here
     # progress: offsets 30..69 planned and passed; in this process counted at each commit, on Spark by its tasks

@@ -53,8 +53,10 @@ def test_a_missing_a_duplicated_and_a_different_message_each_change_the_tally():
 
 def test_a_record_without_an_origin_is_its_own_origin():
     assert origin_of(None, "c2", "t", 3, 17) == Origin("c2", "t", 3, 17)
-    stamped = [("mirror.origin", b"c1:t:0:5")]
-    assert origin_of(stamped, "c2", "t", 3, 17) == Origin("c1", "t", 0, 5)
+    stamped = [("mirror.origin", b"c1:t:3:5")]
+    assert origin_of(stamped, "c2", "t", 3, 17) == Origin("c1", "t", 3, 5)
+    forwarded = [("mirror.origin", b"c1:t-raw:3:5")]  # derived by an application from a copy in another topic
+    assert origin_of(forwarded, "c2", "t", 3, 17) == Origin("c2", "t", 3, 17)
     assert identity_hash(Origin("c1", "t", 0, 5)) == identity_hash(Origin("c1", "t", 0, 5))
 
 

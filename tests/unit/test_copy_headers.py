@@ -19,6 +19,9 @@ def general(headers, offset, *, level=2, backfill_flags=None, on_malformed="fres
         decision = copyflags.backfill(backfill_flags, headers, on_malformed=on_malformed)
     else:
         decision = copyflags.decide(level, headers, on_malformed=on_malformed)
+    if decision.flags_in and provenance.find(headers, TOPIC, PARTITION) is None:  # forwarded: fresh here
+        headers = provenance.strip(copyflags.without(headers))
+        return general(headers, offset, level=level, backfill_flags=backfill_flags, on_malformed=on_malformed)
     if not decision.copy:
         return None, None
     out = provenance.stamp(decision.headers_for_copy(headers),
@@ -31,9 +34,12 @@ flag_values = st.one_of(
     st.sampled_from([b"", b"07", b"-1", b" 3", b"x", b"99999999999999999999", None]),  # malformed
 )
 origin_values = st.one_of(
-    st.builds(lambda c, o: f"{c}:t:0:{o}".encode(), st.sampled_from(["c1", "c2", "c9"]), st.integers(0, 10**6)),
-    st.sampled_from([b"", b"c1:t:0", b"c1:t:-1:4", b"\xff", b"c\xc3\xa9:t:0:1", None]),  # invalid
-    st.sampled_from([b"c1:t:+3:4", b"c1:t:1_0:4", b"c1:t: 3:4"]),  # odd, but decode accepts them
+    st.builds(lambda c, o: f"{c}:orders:3:{o}".encode(), st.sampled_from(["c1", "c2", "c9"]), st.integers(0, 10**6)),
+    st.builds(lambda c, t, o: f"{c}:{t}:{o}".encode(), st.sampled_from(["c1", "c2"]),  # forwarded: another place
+              st.sampled_from(["t:3", "orders:0", "orders-enriched:3", "order:3", "xorders:3"]), st.integers(0, 99)),
+    st.sampled_from([b"", b"c1:orders:3", b"c1:orders:-1:4", b"\xff", b"c\xc3\xa9:orders:3:1", None]),  # invalid
+    st.sampled_from([b"c1:orders:+3:4", b"c1:orders:3_0:4", b"c1:orders: 3:4", b"c1:orders:3:+4", b"::orders:3:1",
+                     b"c1:orders:03:4"]),  # odd, but decode accepts some of them
 )
 other = st.tuples(st.sampled_from(["trace-id", "content-type", b"trace-id", copyflags.HEADER.encode()]),
                   st.one_of(st.none(), st.binary(max_size=8)))

@@ -186,13 +186,14 @@ def _tally(messages: Iterable[Any], tallies: Tallies, own: Mapping[int, bytes],
     (``Origin.encode()``'s form, kept unchanged by every hop) instead of keeping an
     object per record: the identity hash is the same (:func:`tally.identity_hash_of`).
     A record without an origin header (produced on this cluster) is its own origin,
-    ``own[partition]`` + its offset; so is one whose header is not a valid origin, as
+    ``own[partition]`` + its offset; so is one whose header does not prove it a copy
+    (not a valid origin, or one of another topic or partition), as
     :func:`mirrorflow.provenance.find` reads it.
     """
     size = tallies.window_s * 1000
     sums: dict[tuple[bytes, int], list[int]] = {}
     blake2b = hashlib.blake2b
-    checked: dict[bytes, bool] = {}  # origin header prefixes (cluster:topic:partition) -> valid
+    checked: dict[tuple[bytes, int], bool] = {}  # (origin prefix cluster:topic:partition, partition) -> proves
     count, first_ts = 0, {}
     for msg in messages:
         value = None
@@ -200,11 +201,12 @@ def _tally(messages: Iterable[Any], tallies: Tallies, own: Mapping[int, bytes],
             if key == _ORIGIN:
                 value = header
                 break
-        if value is not None:  # valid as provenance.decode reads it? The prefix is checked once per origin partition
+        if value is not None:  # a proof as provenance.find reads it? Checked once per origin partition
             head, _, tail = value.rpartition(b":")
-            valid = checked.get(head)
+            valid = checked.get((head, msg.partition()))
             if valid is None:
-                valid = checked[head] = provenance.decode(head + b":0") is not None
+                valid = checked[(head, msg.partition())] = provenance.find(
+                    [(_ORIGIN, head + b":0")], topic, msg.partition()) is not None
             if not (valid and tail.isdigit()):
                 value = None
         if value is None:

@@ -11,9 +11,11 @@ a large share of the copier's per-message cost for small messages
   :func:`copyflags.rewrite_headers` and :func:`provenance.stamp` put them).
 
 For the first, the copy gets the application's headers, the level's flags and
-its origin. For the second, the decision depends only on the flags bytes
-``v``, which take a handful of values in a tree; it is made once per value and
-remembered. Any other shape (a malformed or repeated header, an invalid
+its origin. For the second, when ``o`` names this topic and partition (the proof that it is
+a copy, :mod:`mirrorflow.provenance`), the decision depends only on the flags
+bytes ``v``, which take a handful of values in a tree; it is made once per value
+and remembered. Flags under an origin of another topic or partition were
+forwarded by an application: the record is fresh here. Any other shape (a malformed or repeated header, an invalid
 origin, the two in another place) goes through the general functions, so the
 rules live in one place and the fast paths are checked against them
 (``tests/unit/test_copy_headers.py``).
@@ -31,16 +33,17 @@ _KNOWN_LIMIT = 1024
 Headers = list[tuple[str, bytes | None]]
 
 
-def _plainly_valid_origin(value: bytes | None) -> bool:
-    """True only for an origin :func:`provenance.decode` accepts; a cheaper test for the usual form.
+def _plainly_proven(value: bytes | None, place: bytes) -> bool:
+    """True only for an origin :func:`provenance.find` accepts on this partition; a cheaper test for the usual form.
 
-    Stricter than ``decode`` (digits only, ASCII): a value it rejects is left
-    to the general path, which decides with ``decode`` itself.
+    ``place`` is ``b":<topic>:<partition>:"``. Stricter than ``find`` (digits
+    only, ASCII): a value it rejects is left to the general path, which decides
+    with ``find`` itself.
     """
     if value.__class__ is not bytes or not value.isascii():
         return False
-    parts = value.split(b":")
-    return len(parts) == 4 and bool(parts[0]) and bool(parts[1]) and parts[2].isdigit() and parts[3].isdigit()
+    cut = value.find(place)
+    return cut > 0 and value.count(b":") == 3 and value[cut + len(place):].isdigit()
 
 
 class CopyHeaders:
@@ -58,7 +61,9 @@ class CopyHeaders:
             self._decide = lambda headers: copyflags.backfill(backfill_flags, headers, on_malformed=on_malformed)
         else:
             self._decide = lambda headers: copyflags.decide(level, headers, on_malformed=on_malformed)
+        self._topic, self._partition = topic, partition
         self._origin_prefix = f"{source}:{topic}:{partition}:".encode()
+        self._place = f":{topic}:{partition}:".encode()
         self._origin = lambda offset: provenance.Origin(source, topic, partition, offset)
         fresh = self._decide(None)
         # What a message without headers is copied with (a fresh message is copied at every level and by backfills).
@@ -87,13 +92,13 @@ class CopyHeaders:
                         (provenance.HEADER, self._origin_prefix + str(offset).encode())], None
         elif flags_at == len(headers) - 2 and origin_at == flags_at + 1:  # a copy from an earlier hop
             flags, origin = headers[flags_at][1], headers[origin_at][1]
-            if flags.__class__ is bytes:
+            if flags.__class__ is bytes and _plainly_proven(origin, self._place):
                 out = self._known.get(flags, b"")
                 if out == b"":
                     out = self._learn(flags)
                 if out is None:
                     return None, None
-                if out != b"" and _plainly_valid_origin(origin):
+                if out != b"":
                     return [*headers[:flags_at], (copyflags.HEADER, out), headers[origin_at]], None
         return self._general(headers, offset)
 
@@ -109,5 +114,10 @@ class CopyHeaders:
 
     def _general(self, headers: Headers | None, offset: int) -> tuple[Headers | None, str | None]:
         decision = self._decide(headers)
+        if decision.flags_in and provenance.find(headers, self._topic, self._partition) is None:
+            # Valid flags without an origin that proves a copy of this partition: headers an application
+            # forwarded from the record it derived this one from. Fresh data here (provenance's module doc).
+            headers = provenance.strip(copyflags.without(headers))
+            decision = self._decide(headers)
         out = provenance.stamp(decision.headers_for_copy(headers), self._origin(offset)) if decision.copy else None
         return out, decision.reason if decision.malformed else None

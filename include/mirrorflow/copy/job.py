@@ -103,17 +103,20 @@ def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None
     if r.get("diverged_at") is not None:
         audit_warning("truncated", run_id=spec.run_id, link=link_fields(link), topic=r["topic"],
                       partition=r["partition"], checkpoint=r["start_offset"], diverged_at=r["diverged_at"])
-    if r.get("lost_offsets"):
+    lost_ranges = r.get("lost_ranges") or ([r["lost_offsets"]] if r.get("lost_offsets") else [])
+    for i, (first, last) in enumerate(lost_ranges):  # a gap at the start, then any opened while the copy ran
+        stopped = r["error"] is not None and i == len(lost_ranges) - 1 and r.get("error_offset") == first
         audit_warning(
             "gap",
             run_id=spec.run_id,
             link=link_fields(link),
             topic=r["topic"],
             partition=r["partition"],
-            lost_offsets=r["lost_offsets"],
-            lost=r["lost_to_retention"],
+            lost_offsets=[first, last],
+            lost=last - first + 1,
             on_gap=link.on_gap,
-            action=("stopped: nothing copied past the gap" if r["error"]
+            found="at the start" if i == 0 and r["start_offset"] in (first, last + 1) else "while copying",
+            action=("stopped: nothing copied past the gap" if stopped
                     else "skipped: copied on from the source's first offset"),
         )
     if r.get("restored_offsets"):

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mirrorflow.copy.task import OnGap
+from mirrorflow.copyflags import OnMalformed
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP
 from mirrorflow.spark import SparkJobResult, SparkJobSpec
 from mirrorflow.topology import Distributor, Topology
@@ -70,6 +71,8 @@ class JobSpec(SparkJobSpec, env=JOB_ENV, kind="mirrorflow job spec", passed_by="
     archive: Mapping[str, Any] | None = field(default=None, repr=False)
     #: The archived clusters (topology key ``archive.clusters``).
     archived: tuple[str, ...] = ()
+    #: A copy-flags header mirrorflow did not write: ``fresh`` or ``fail`` (``replication.on_malformed``).
+    on_malformed: OnMalformed = "fresh"
 
     def __repr__(self) -> str:
         links = ", ".join(f"{l.link_id}->{l.target}" for l in self.links)
@@ -236,6 +239,7 @@ def build_spec(topology: Topology, level: int, run_id: str, links: list[Distribu
         links=tuple(link_job(topology, link) for link in links),
         clusters={c: dict(clusters[c]) for c in needed}, slots=slots,
         copy_threads=topology.replication.copy_threads,
+        on_malformed=topology.replication.on_malformed,
         archive=dict(archive) if archive is not None else None,
         archived=tuple(topology.archive.archived(topology.leaves)) if archive is not None else (),
     )

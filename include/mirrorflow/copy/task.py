@@ -7,7 +7,7 @@ pickled to an executor, a :class:`PartitionResult` comes back as a dict
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from mirrorflow import copyflags
@@ -108,6 +108,9 @@ class PartitionResult:
     #: ``[first, last]`` (``None``: no loss).
     lost_to_retention: int = 0
     lost_offsets: list[int] | None = None
+    #: Every lost range ``[first, last]`` in the order found (a gap at the start, then any that retention
+    #: opened while the copy ran); ``lost_offsets`` is the first of them.
+    lost_ranges: list[list[int]] = field(default_factory=list)
     #: Records restored from the S3 archive (onboarding with ``backfill: archive``, ``on_gap: restore``),
     #: and the source offsets ``[first, last]`` they were read for.
     restored: int = 0

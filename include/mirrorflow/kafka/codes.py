@@ -28,3 +28,8 @@ FENCED_CODES = frozenset({
     KafkaError.INVALID_PRODUCER_EPOCH,
     KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 })
+
+#: A reader's position is no longer in the partition's log: retention or ``delete_records`` moved the
+#: log start past it, or the log was truncated below it. librdkafka reports these (with
+#: ``auto.offset.reset=error``) instead of jumping; the reader must decide, never skip in silence.
+SOURCE_MOVED_CODES = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError._LOG_TRUNCATION})

@@ -46,6 +46,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from mirrorflow.errors import KafkaOperationError, OffsetGone, ReadStalled
+from mirrorflow.kafka.codes import SOURCE_MOVED_CODES
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 from mirrorflow.kafka.refusals import Need, refusal
 
@@ -242,7 +243,7 @@ class RangeReader:
         topic, partition = key
         doing = f"{self.doing} {topic}[{partition}]"
         failure: KafkaOperationError
-        if code == KafkaError._AUTO_OFFSET_RESET:  # OFFSET_OUT_OF_RANGE, and auto.offset.reset=error
+        if code in SOURCE_MOVED_CODES:  # OFFSET_OUT_OF_RANGE or a truncation, and auto.offset.reset=error
             failure = OffsetGone(self.cluster, doing, err, topic, partition,
                                  offset if offset >= 0 else self._positions[key])
         else:

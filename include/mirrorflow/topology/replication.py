@@ -218,6 +218,10 @@ class ReplicationConfig(Model):
     links: dict[StrictStr, LinkSettings] = Field(default_factory=dict)
     #: Partitions each Spark task copies at the same time, each on its own thread.
     copy_threads: PositiveInt = DEFAULT_COPY_THREADS
+    #: A ``mirror.copy.flags`` header mirrorflow did not write: ``fresh`` (the default) copies the
+    #: record as produced here, ``fail`` stops its partition at it, by name (docs/copy-flags.md).
+    #: One setting for every link: all distributors of a cluster must decide alike.
+    on_malformed: Literal["fresh", "fail"] = "fresh"
 
     @field_validator("schedule")
     @classmethod

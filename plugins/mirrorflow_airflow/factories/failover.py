@@ -19,6 +19,12 @@ Emergency mode (the source is gone) skips 2 and 3 and uses the last positions
 that reached the target; the table says how old they are: whatever the group
 consumed on the source after that is read again. Failback is the same DAG with
 the clusters swapped. A dry run computes the same table and changes nothing.
+
+The groups' consumers must read with ``isolation.level=read_committed`` on the
+target (Kafka's Java consumer defaults to ``read_uncommitted``): copies of a
+failed or killed level run stay in the log as aborted records, and a
+``read_uncommitted`` consumer reads them, then the same messages again when the
+next run copies them (docs/exactly-once.md).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ once it knows the real brokers. A
 Spark task copies its ranges one after the other on each copy thread, so each
 thread keeps, from a range that ended cleanly, for its next range:
 
-- the *reader* (source consumer), per (source cluster, link). It is unassigned
+- the *reader* (source consumer), per (source cluster, link). It never jumps
+  (``auto.offset.reset=error``: records deleted under a copy stop it, by name). It is unassigned
   between ranges, and it long-polls at most ``READER_FETCH_WAIT_MS``: the broker
   answers one request per connection at a time, so the next range's first
   request waits behind the previous range's last, idle fetch;
@@ -63,7 +64,12 @@ def new_producer(task: PartitionTask, target: ClusterClient) -> Producer:
     conf: dict[str, Any] = {"linger.ms": 5, **_unless_set(target.settings, **{"enable.sparse.connections": False}),
                             # Report failed deliveries only: the copier needs nothing from a success, and a
                             # report per copy (a Python call each) costs CPU that small messages feel.
-                            "delivery.report.only.error": True}
+                            "delivery.report.only.error": True,
+                            # A copy never creates its target topic: a broker with auto.create.topics.enable (Kafka's
+                            # default) would make one with its own defaults, not in the source's shape. A target
+                            # topic gone during a copy fails that partition by name; the next run's planner
+                            # creates it again as the source is (mirrorflow.kafka.topics).
+                            "allow.auto.create.topics": False}
     if task.exactly_once:
         conf["transactional.id"] = transactional_id(task.link_id, task.topic, task.partition)
         conf["transaction.timeout.ms"] = 60000
@@ -97,6 +103,9 @@ class CopyClients:
             return kept, True
         return Consumer(source.consumer(reader_group(task.link_id), **{
             "enable.partition.eof": True,
+            # Never jump: records deleted under a copy are a gap, decided by the copy (on_gap), not skipped
+            # by librdkafka (mirrorflow.copy.state.checkpoints.moved_under_copy). Not a cluster's to change.
+            "auto.offset.reset": "error",
             **_unless_set(source.settings, **{"fetch.wait.max.ms": READER_FETCH_WAIT_MS,
                                               "max.partition.fetch.bytes": READER_PARTITION_FETCH_BYTES}),
         })), False

@@ -45,17 +45,26 @@ from confluent_kafka import (
 
 from mirrorflow.copy.engine.access import during, named, stage_of
 from mirrorflow.copy.engine.clients import CopyClients
-from mirrorflow.copy.engine.partition import copy_partition
+from mirrorflow.copy.engine.partition import MAX_REREADS, copy_partition, unreadable
 from mirrorflow.copy.engine.spans import note_target_offsets, target_ends
 from mirrorflow.copy.engine.throttle import RateLimiter
 from mirrorflow.copy.engine.transactions import Commits, ProduceRejected, TargetSilent, produce_carefully
 from mirrorflow.copy.headers import CopyHeaders
-from mirrorflow.copy.state.checkpoints import LinkSwitchedAway, read_positions, record_start, task_start, trusted_last
+from mirrorflow.copy.state.checkpoints import (
+    LinkSwitchedAway,
+    moved_under_copy,
+    read_positions,
+    record_move,
+    record_start,
+    task_start,
+    trusted_last,
+)
 from mirrorflow.copy.state.held import Held, HeldUnknown, held_at_start, skipping_held
 from mirrorflow.copy.state.history import LastRead, last_read, verify
 from mirrorflow.copy.task import PartitionResult, PartitionTask
 from mirrorflow.copy.txn_groups import txn_group
-from mirrorflow.kafka.codes import FENCED_CODES
+from mirrorflow.errors import MalformedCopyFlags
+from mirrorflow.kafka.codes import FENCED_CODES, SOURCE_MOVED_CODES
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 from mirrorflow.progress import note
 
@@ -284,6 +293,37 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
         in_txn = 0
         txn_started = time.monotonic()
 
+    rereads: dict[int, int] = {}
+
+    def source_moved(p: int) -> None:
+        """The source's log moved under ``p``'s read (see copy_partition's ``moved``): commit what the group
+        read, then decide for ``p`` as at its start; the other partitions go on."""
+        nonlocal in_txn, txn_started
+        if in_txn or unmarked or any(position[q] != results[q].next_offset for q in ranges):
+            commit()
+        else:
+            txn.close_empty()
+        with during("offsets"):
+            low, high = reader.get_watermark_offsets(TopicPartition(topic, p), timeout=op_timeout, cached=False)
+        move = moved_under_copy(by_partition[p], position[p], low, high)
+        if move.error is None and not move.lost:
+            rereads[p] = rereads.get(p, 0) + 1
+            if rereads[p] > MAX_REREADS:
+                move = replace(move, error=f"{first.source} answered the read of {topic}[{p}] at offset {position[p]} "
+                                           f"with 'offset out of range' {rereads[p]} times while it holds "
+                                           f"{low}..{high - 1}; the partition stops there")
+        if record_move(results[p], move):
+            position[p] = move.offset
+            if position[p] >= end[p]:
+                done(p)  # what is left of its range is gone: the next commit moves its checkpoint past it
+            else:  # assigned again: librdkafka refuses a seek once its fetcher stopped at "out of range"
+                reader.incremental_unassign([TopicPartition(topic, p)])
+                reader.incremental_assign([TopicPartition(topic, p, position[p])])
+        else:
+            done(p)
+        txn.begin()
+        txn_started = time.monotonic()
+
     reader.assign([TopicPartition(topic, p, ranges[p][0]) for p in copying])
     in_txn = 0
     txn.begin()
@@ -311,16 +351,23 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
                             position[p] = end[p]
                             done(p)
                         continue
+                    if err.code() in SOURCE_MOVED_CODES:
+                        source_moved(p)
+                        last_progress = time.monotonic()
+                        continue
                     raise KafkaException(err)
                 offset = msg.offset()
                 if offset < position[p]:
-                    continue  # re-delivered after an offset reset: already handled, never copy twice
+                    continue  # re-delivered after a seek: already handled, never copy twice
                 if offset >= end[p]:
                     position[p] = end[p]
                     done(p)
                     continue
                 last_progress = now
-                out_headers, problem = headers[p](msg.headers(), offset)
+                try:
+                    out_headers, problem = headers[p](msg.headers(), offset)
+                except (MalformedCopyFlags, UnicodeDecodeError) as exc:  # the partition path stops exactly there
+                    raise ProduceRejected(offset, unreadable(by_partition[p], offset, exc)) from exc
                 count = counts[p]
                 if problem is not None:
                     count[2] += 1

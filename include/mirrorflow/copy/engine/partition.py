@@ -47,7 +47,9 @@ from mirrorflow.copy.heal.origin import NotProven, origin_source
 from mirrorflow.copy.state.checkpoints import (
     LinkSwitchedAway,
     copy_start,
+    moved_under_copy,
     read_positions,
+    record_move,
     record_start,
     task_start,
     trusted_last,
@@ -55,7 +57,8 @@ from mirrorflow.copy.state.checkpoints import (
 from mirrorflow.copy.state.held import Held, HeldUnknown, held_at_start, skipping_held
 from mirrorflow.copy.state.history import LastRead, last_read, verify
 from mirrorflow.copy.task import PartitionResult, PartitionTask
-from mirrorflow.kafka.codes import FENCED_CODES
+from mirrorflow.errors import MalformedCopyFlags
+from mirrorflow.kafka.codes import FENCED_CODES, SOURCE_MOVED_CODES
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 from mirrorflow.progress import note
 
@@ -205,6 +208,7 @@ class _PartitionCopy:
         except (ArchiveError, NotProven) as exc:  # a hole, nothing proven, an unreadable object: stop, by name
             result.error, result.error_offset = str(exc), result.next_offset
             result.lost_to_retention, result.lost_offsets = end - result.next_offset, [result.next_offset, end - 1]
+            result.lost_ranges = [result.lost_offsets]
             log.error("%s %s[%d]: %s", task.link_id, task.topic, task.partition, exc)
         result.restored = result.copied + result.skipped - before
         if result.next_offset > start:
@@ -278,12 +282,30 @@ class _PartitionCopy:
             result.error, result.error_offset, result.error_code = error, error_offset, error_code
 
 
+def unreadable(task: PartitionTask, offset: int, exc: Exception) -> str:
+    """Why the record at ``offset`` cannot be copied as it is (its partition stops there)."""
+    where = f"{task.source} {task.topic}[{task.partition}] offset {offset}"
+    if isinstance(exc, UnicodeDecodeError):
+        return (f"the record at {where} has a header key that is not valid UTF-8, which the Kafka client cannot "
+                f"read; nothing past it is copied (fix its producer, then skip the record: mirror_resolve_gap)")
+    return (f"the record at {where} carries a {exc} (replication.on_malformed: fail); nothing past it is copied "
+            f"(fix its producer, then set on_malformed: fresh, or skip the record)")
+
+
 #: Refusals of a whole record batch: one message per request goes through.
 _BATCH_TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
 
 
 class _Abort(Exception):
     """A delivery failed: the open transaction must be aborted."""
+
+
+class _SourceMoved(Exception):
+    """The source answered the read at the copy's position with "out of range" (see :meth:`_RangeCopy.moved`)."""
+
+
+#: How often one range may be told "out of range" at a position its source still holds before it stops.
+MAX_REREADS = 3
 
 
 @dataclass
@@ -329,6 +351,7 @@ class _RangeCopy:
         self.txn_started = self.last_progress = 0.0
         # since the last commit; folded into the result there
         self.copied = self.skipped = self.malformed = self.bytes = 0
+        self.rereads = 0
 
     def run(self, start: int, end: int) -> int | None:
         """Returns ``None``, or after a refused copy that is not pinpointed (batched), the end of the
@@ -347,7 +370,10 @@ class _RangeCopy:
             return self.aborted()
         except ProduceRejected as exc:
             # Commit what precedes the message the target refuses, then stop at it.
-            self.commit(exc.offset)
+            try:
+                self.commit(exc.offset)
+            except _Abort:  # an earlier copy of the transaction was refused as well: abort, find that one
+                return self.aborted()
             result.error = exc.reason
             result.error_offset = exc.offset
         except TargetSilent:
@@ -379,7 +405,14 @@ class _RangeCopy:
                                                     f"no progress reading the source for {self.idle_timeout:.0f}s "
                                                     f"at offset {self.position} (planned end {self.end})"))
                 continue
-            if self.copy_chunk(msgs):
+            try:
+                progressed = self.copy_chunk(msgs)
+            except _SourceMoved:
+                if not self.moved():
+                    return  # stopped by name, at a committed position; no transaction is open
+                self.last_progress = now
+                continue
+            if progressed:
                 self.last_progress = now
             if self.in_txn and time.monotonic() - self.txn_started >= task.txn_max_seconds:
                 self.commit(self.position)
@@ -427,15 +460,20 @@ class _RangeCopy:
                         if msg.offset() >= end:  # only markers or aborted records remain before end
                             position = end
                         continue
+                    if err.code() in SOURCE_MOVED_CODES:
+                        raise _SourceMoved()
                     raise KafkaException(err)
                 offset = msg.offset()
                 if offset < position:
-                    continue  # re-delivered after an offset reset: already handled, never copy twice
+                    continue  # re-delivered after a seek: already handled, never copy twice
                 if offset >= end:
                     position = end
                     break
                 progressed = True
-                out_headers, problem = headers_of(msg.headers(), offset)
+                try:
+                    out_headers, problem = headers_of(msg.headers(), offset)
+                except (MalformedCopyFlags, UnicodeDecodeError) as exc:  # stop exactly here, by name
+                    raise ProduceRejected(offset, unreadable(task, offset, exc)) from exc
                 if problem is not None:
                     malformed += 1
                     log.warning("%s %s[%d]@%d: %s", task.link_id, topic, partition, offset, problem)
@@ -480,6 +518,40 @@ class _RangeCopy:
             self.add(copied, skipped, malformed, size_total)
         span[1] = position
         return progressed
+
+    def moved(self) -> bool:
+        """The source's log moved under the copy (retention, ``delete_records``, truncation); whether to go on.
+
+        What was read is committed first, so the transaction in flight stays exact;
+        then the move is decided as at the copy's start
+        (:func:`~mirrorflow.copy.state.checkpoints.moved_under_copy`): a gap per
+        ``on_gap``, a truncation stops the partition. The reader is moved only here,
+        never by librdkafka.
+        """
+        task, result = self.task, self.result
+        if self.in_txn or self.position != result.next_offset:
+            self.commit(self.position)
+        else:
+            self.txn.close_empty()
+        tp = TopicPartition(task.topic, task.partition)
+        with during("offsets"):
+            low, high = self.reader.get_watermark_offsets(tp, timeout=self.op_timeout, cached=False)
+        move = moved_under_copy(task, self.position, low, high)
+        if move.error is None and not move.lost:
+            self.rereads += 1
+            if self.rereads > MAX_REREADS:
+                move = replace(move, error=f"{task.source} answered the read of {task.topic}[{task.partition}] at "
+                                           f"offset {self.position} with 'offset out of range' {self.rereads} times "
+                                           f"while it holds {low}..{high - 1}; the partition stops there")
+        if not record_move(result, move):
+            return False
+        self.position = move.offset
+        # assigned again, not seek()ed: after "out of range" the partition's fetcher stands still, and
+        # librdkafka refuses a seek in that state
+        self.reader.assign([TopicPartition(task.topic, task.partition, move.offset)])
+        self.txn.begin()
+        self.txn_started = time.monotonic()
+        return True
 
     def add(self, copied: int, skipped: int, malformed: int, size: int) -> None:
         self.copied += copied

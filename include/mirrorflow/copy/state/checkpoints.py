@@ -280,6 +280,28 @@ def copy_start(committed: int | None, earliest: int, *, start_offset: int | None
     return Start(position, earliest, initialised, lost=start.lost, error=error, source=source)
 
 
+def moved_under_copy(task: PartitionTask, position: int, earliest: int, end: int) -> Start:
+    """What to do when the source answered a running copy's read at ``position`` with "out of range".
+
+    Retention, ``delete_records`` or an unclean truncation moved the log under the
+    copy (its reader never jumps: ``auto.offset.reset=error``). A log start past
+    ``position`` is a gap, decided exactly as at the copy's start (:func:`copy_start`,
+    ``on_gap``); an end below it is a truncation: the copy stops there, and the next
+    run compares the records before it (:mod:`mirrorflow.copy.state.history`). A range
+    still readable (a leader moving) is read again from ``position``.
+    """
+    if position < earliest:
+        return copy_start(position, earliest, require_contiguous=task.require_contiguous, on_gap=task.on_gap,
+                          source=task.source)
+    if end < position:
+        return Start(position, position, source=task.source,
+                     error=(f"source truncated: {task.source} {task.topic}[{task.partition}] now ends at {end}, below "
+                            f"offset {position} this run had read up to (an unclean leader election, or the topic "
+                            f"was recreated); the partition stops at {position}, and the next run compares the "
+                            f"records before it with what the link copied"))
+    return Start(position, position, source=task.source)
+
+
 def task_start(task: PartitionTask, committed: int | None, metadata: str, earliest: int) -> tuple[Start, str | None]:
     """Where ``task``'s copy starts (:func:`copy_start`), after setting aside a checkpoint of another incarnation.
 
@@ -321,8 +343,7 @@ def record_start(result: PartitionResult, begin: Start, set_aside_because: str |
         result.initialised = True
     if not begin.lost:
         return True
-    result.lost_to_retention = begin.lost
-    result.lost_offsets = [begin.position, begin.offset - 1] if begin.position is not None else None
+    _lost(result, begin)
     if begin.error is not None:
         assert begin.position is not None  # a loss is counted from the link's position (copy_start)
         result.start_offset = result.next_offset = result.error_offset = begin.position
@@ -330,3 +351,30 @@ def record_start(result: PartitionResult, begin: Start, set_aside_because: str |
         return False
     log.warning("%s %s[%d]: %s", result.link_id, result.topic, result.partition, begin.why)
     return True
+
+
+def record_move(result: PartitionResult, moved: Start) -> bool:
+    """Note in a running copy's result what :func:`moved_under_copy` decided; whether the copy may go on.
+
+    The open transaction was committed before (what was read is exact); a loss adds
+    to the result's lost ranges, a refusal stops the partition at its position.
+    """
+    if moved.lost:
+        _lost(result, moved)
+    if moved.error is not None:
+        result.error, result.error_offset = moved.error, moved.position
+        log.error("%s %s[%d]: %s", result.link_id, result.topic, result.partition, moved.error)
+        return False
+    if moved.lost:
+        log.warning("%s %s[%d]: during the copy: %s", result.link_id, result.topic, result.partition, moved.why)
+    return True
+
+
+def _lost(result: PartitionResult, start: Start) -> None:
+    """Add ``start``'s loss (offsets ``[position, offset)``) to ``result``."""
+    assert start.position is not None  # a loss is counted from the link's position (copy_start)
+    lost = [start.position, start.offset - 1]
+    result.lost_to_retention += start.lost
+    result.lost_ranges.append(lost)
+    if result.lost_offsets is None:
+        result.lost_offsets = lost

@@ -62,7 +62,7 @@ class CopyScanner:
                 end: int | None = None) -> Iterator[tuple[provenance.Origin | None, Any]]:
         """The records of ``topic[partition]`` in ``[first, end)`` (default: all) with their origins, in order."""
         for msg in self.messages(topic, partition, timeout, first=first, end=end):
-            yield provenance.find(msg.headers()), msg
+            yield provenance.find(msg.headers(), topic, partition), msg
 
     def messages(self, topic: str, partition: int, timeout: float, *, first: int = 0,
                  end: int | None = None) -> Iterator[Any]:

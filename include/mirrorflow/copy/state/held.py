@@ -118,7 +118,7 @@ def skipping_held(for_copy: Decide, held: Held | None) -> Decide:
     def decide(headers: list[tuple[str, bytes | None]] | None,
                offset: int) -> tuple[list[tuple[str, bytes | None]] | None, str | None]:
         out, reason = for_copy(headers, offset)
-        if out is not None and held.skips(provenance.find(out)):
+        if out is not None and held.skips(provenance.find(out, held.topic, held.partition)):
             return None, reason
         return out, reason
 

@@ -82,8 +82,11 @@ def test_copies_key_value_timestamp_headers_flags_and_origin_once(kafka_clusters
 def test_skipped_messages_advance_the_checkpoint(kafka_clusters, make_topic):
     topic = _topic_pair(make_topic)
     fresh = _records(5)
-    already_at_level_1 = [(k, v, [(copyflags.HEADER, b"1")], ts) for k, v, _, ts in _records(5, tag="s")]
-    copied_at_level_3 = [(k, v, [(copyflags.HEADER, b"4")], ts) for k, v, _, ts in _records(5, tag="t")]
+    # copies from c9 (a copy's origin names its own topic and partition: mirrorflow.provenance)
+    already_at_level_1 = [(k, v, [(copyflags.HEADER, b"1"), (provenance.HEADER, f"c9:{topic}:0:{i}".encode())], ts)
+                          for i, (k, v, _, ts) in enumerate(_records(5, tag="s"))]
+    copied_at_level_3 = [(k, v, [(copyflags.HEADER, b"4"), (provenance.HEADER, f"c9:{topic}:0:{i}".encode())], ts)
+                         for i, (k, v, _, ts) in enumerate(_records(5, tag="t"), start=5)]
     produce(kafka_clusters["c1"].bootstrap, topic, fresh + already_at_level_1 + copied_at_level_3)
     src, dst = _clients(kafka_clusters)
     result = copy_partition(_task(topic, 0, 15), src, dst)

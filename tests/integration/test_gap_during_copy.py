@@ -28,6 +28,8 @@ from tests.integration.kafka_io import produce, read_all
 
 pytestmark = pytest.mark.kafka
 
+_pause = threading.Event()  # never set: .wait(t) paces the watch loop
+
 LINK = "c1.L1"
 RECORDS, CUT = 12_000, 9_000
 #: A reader that holds little ahead of its position: about 64 records of 1 KB per fetch, 256 KB queued.
@@ -69,7 +71,7 @@ def _cut_while_copying(kafka_clusters, topic, partition, copy):
     deadline = time.monotonic() + 60
     while _target_end(kafka_clusters["c2"].bootstrap, topic, partition) < 2000:
         assert worker.is_alive() and time.monotonic() < deadline, "the copy never got going"
-        time.sleep(0.05)
+        _pause.wait(0.05)
     admin = AdminClient({"bootstrap.servers": kafka_clusters["c1"].bootstrap})
     for future in admin.delete_records([TopicPartition(topic, partition, CUT)], request_timeout=30).values():
         assert future.result(timeout=30).low_watermark == CUT

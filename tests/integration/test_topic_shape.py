@@ -30,6 +30,7 @@ from mirrorflow.kafka.topics import (
     describe_topics,
     plan_shape,
     sync_topic_shapes,
+    with_headroom,
 )
 from mirrorflow.topology import Topology
 from mirrorflow_dev.kafka import LocalCluster
@@ -52,6 +53,27 @@ def test_plan_creates_missing_topics_with_source_partitions_and_travelling_confi
     plan = plan_shape(src, {})
     assert [(c.topic, c.partitions, c.configs) for c in plan.create] == [("orders", 3, {"retention.ms": "1000"})]
     assert plan.has_changes and not (plan.add_partitions or plan.conflicts or plan.drift or plan.deleted_on_source)
+
+
+def test_the_record_size_limit_gets_room_for_the_headers_once_and_is_never_lowered():
+    limit = "max.message.bytes"
+    src = TopicShape("t", 1, {limit: "5242880"}, "c1", max_message_bytes=5242880)
+    created = plan_shape({"t": src}, {})
+    assert created.create[0].configs == {limit: "5248087"} and created.limits == {"t": (5248087, 5242880)}
+    # the copy of a copy keeps the value: in a tree the limits settle instead of growing
+    copy = TopicShape("t", 1, {limit: "5248087"}, "c2", max_message_bytes=5248087)
+    assert plan_shape({"t": copy}, {}).create[0].configs == {limit: "5248087"}
+    assert plan_shape({"t": copy}, {"t": copy}).is_empty
+    # a target with the source's limit but no room: drift, aligned to the room; a larger one is left alone
+    same = TopicShape("t", 1, {limit: "5242880"}, "c2", max_message_bytes=5242880)
+    plan = plan_shape({"t": src}, {"t": same}, align_configs=True)
+    assert plan.drift_of("t") == {limit: ("5248087", "5242880")} and plan.limits["t"] == (5248087, 5242880)
+    larger = TopicShape("t", 1, {limit: "9000000"}, "c2", max_message_bytes=9000000)
+    assert plan_shape({"t": src}, {"t": larger}).is_empty
+    # both on their brokers' defaults: not compared; the copier is told the target's limit all the same
+    defaults = plan_shape({"t": TopicShape("t", 1, {}, "c1", max_message_bytes=1048588)},
+                          {"t": TopicShape("t", 1, {}, "c2", max_message_bytes=1048588)})
+    assert defaults.is_empty and defaults.limits["t"] == (1048588, 1048588)
 
 
 def test_plan_adds_partitions_when_the_target_has_fewer():
@@ -207,21 +229,23 @@ def test_new_topic_gets_source_partitions_and_exactly_the_travelling_explicit_co
     shapes = describe_topics(client_of(source), [topic, f"{topic}-absent"])
     assert list(shapes) == [topic]  # absent names are left out
     travelling = {k: v for k, v in configs.items() if k != "min.insync.replicas"}
-    assert shapes[topic] == TopicShape(topic, 3, travelling, "c1", "CreateTime")  # no broker defaults
+    assert shapes[topic] == TopicShape(topic, 3, travelling, "c1", "CreateTime", 2097152)  # no broker defaults
 
     result = sync_topic_shapes(client_of(source), client_of(target), topology_for(kafka_clusters, re.escape(topic)))
     assert result.ok and [c.topic for c in result.created] == [topic]
     assert partitions_of(target, topic) == 3
     # Exactly the explicit travelling configs: neither min.insync.replicas nor any broker default
-    # (segment.bytes, message.timestamp.type, ...) became explicit on the target.
-    assert explicit_configs(target, topic) == travelling
+    # (segment.bytes, message.timestamp.type, ...) became explicit on the target; the record size limit
+    # got room for the copy's headers.
+    created = {**travelling, "max.message.bytes": str(with_headroom(2097152))}
+    assert explicit_configs(target, topic) == created
     # Replication comes from the target's default.replication.factor (1 on the test clusters).
     md = AdminClient(target.client_config()).list_topics(timeout=10).topics[topic]
     assert {len(p.replicas) for p in md.partitions.values()} == {1}
 
     (line,) = audit_events()
     assert (line["event"], line["cluster"], line["topic"], line["partitions"], line["configs"], line["source"]) == (
-        "topic_create", "c2", topic, 3, travelling, "c1")
+        "topic_create", "c2", topic, 3, created, "c1")
 
 
 @pytest.mark.kafka
@@ -346,7 +370,9 @@ def test_two_runs_racing_on_the_same_plan_both_succeed(kafka_clusters, c1_c2, ma
     assert sum(len(r.partitions_added) for r in results) == 1
     assert sorted(t for r in results for t in r.already_done) == sorted(names)
     assert partitions_of(target, new) == 4 and partitions_of(target, growing) == 6
-    assert explicit_configs(target, new) == {"retention.ms": "600000"}
+    default_limit = describe_topics(client_of(source), [new])[new].max_message_bytes
+    assert explicit_configs(target, new) == {"retention.ms": "600000",
+                                             "max.message.bytes": str(with_headroom(default_limit))}
 
 
 @pytest.mark.kafka

@@ -17,7 +17,8 @@ from mirrorflow.lag.ages import epoch_ms
 from mirrorflow.lag.rows import join_notes
 
 LINK_KEYS = ["link_id", "level", "source", "target", "topic", "partition", "records", "seconds", "checkpoint", "start",
-             "end", "oldest_timestamp", "gap", "truncated", "checkpoint_missing", "note", "error"]
+             "end", "high", "held", "open_transaction_s", "oldest_timestamp", "gap", "truncated", "checkpoint_missing",
+             "note", "error"]
 GROUP_KEYS = ["cluster", "group", "topic", "partition", "records", "seconds", "committed", "end", "oldest_timestamp",
               "state", "members", "note", "error"]
 

@@ -200,6 +200,8 @@ lag: {schedule: manual, links: {c1.L1: {records: 10}}}
         ("mirrorflow_link_lag_records", "gauge", [f"mirrorflow_link_lag_records{{{part}}} 5"]),
         ("mirrorflow_link_lag_seconds", "gauge", [f"mirrorflow_link_lag_seconds{{{part}}} 2.5"]),
         ("mirrorflow_link_retention_gap_records", "gauge", [f"mirrorflow_link_retention_gap_records{{{part}}} 0"]),
+        ("mirrorflow_link_open_transaction_seconds", "gauge",
+         [f"mirrorflow_link_open_transaction_seconds{{{part}}} 0"]),
         ("mirrorflow_link_source_truncated", "gauge", [f"mirrorflow_link_source_truncated{{{part}}} 0"]),
         ("mirrorflow_link_checkpoint_missing", "gauge", [f"mirrorflow_link_checkpoint_missing{{{part}}} 0"]),
         ("mirrorflow_link_lag_measured", "gauge",

@@ -7,7 +7,9 @@
   with an exact cut (``mirror_switch_target``);
 - :mod:`~mirrorflow.actions.renumber`: carrying checkpoints to new link ids when the
   levels are renumbered (``mirror_carry_checkpoints``);
-- :mod:`~mirrorflow.actions.decommission`: taking a leaf out of the tree (``mirror_decommission_cluster``).
+- :mod:`~mirrorflow.actions.decommission`: taking a leaf out of the tree (``mirror_decommission_cluster``);
+- :mod:`~mirrorflow.actions.cut`: what a switch and a carry share: fencing a link's copies and
+  marking its checkpoints so that no copy of the old owner moves them again.
 
 Every action is fenced like a copy and refuses what would drop or duplicate a
 message. Import from here: these names are the package's public face.

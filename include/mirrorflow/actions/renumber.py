@@ -12,7 +12,10 @@ only "at this level or below?", which a monotone renumbering answers the same
 way for every flag already written. So the map must be strictly increasing,
 and a link keeps its source and target. The new link's checkpoints are
 committed through its own ``transactional.id`` (fenced, like a copy), with the
-old metadata (topic ids, last record read); the old group is left as history.
+old metadata (topic ids, last record read). The old link is cut first: its
+copies are fenced and its checkpoints marked ``mirrorflow:carried-to=<new link>``,
+so a run of the old topology, still running or started later, stops by name
+instead of copying again what the new link copies; the old group stays as history.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
+from mirrorflow.actions.cut import CutUnstable, cut
 from mirrorflow.copy import PartitionTask, txn_group
 from mirrorflow.copy.engine import fenced_commit
-from mirrorflow.copy.state import CheckpointMeta, Held, LastRead, read_checkpoints
+from mirrorflow.copy.state import CheckpointMeta, Held, LastRead, carried_to, carry_mark, read_checkpoints
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.journal import audit_warning
 from mirrorflow.kafka.admin import list_topics
@@ -75,14 +79,23 @@ class Carried:
 
 
 def carry_checkpoints(old_link: str, new_link: str, new_level: int, source: ClusterClient, target: ClusterClient, *,
-                      topics: list[str] | None = None, dry_run: bool = False, timeout: float = 30.0) -> Carried:
-    """Commit ``old_link``'s checkpoints on ``target`` as ``new_link``'s, fenced; refused if the new link has any."""
+                      topics: list[str] | None = None, dry_run: bool = False, timeout: float = 30.0,
+                      max_attempts: int = 5) -> Carried:
+    """Commit ``old_link``'s checkpoints on ``target`` as ``new_link``'s, fenced; refused if the new link has any.
+
+    The old link's checkpoints are cut first (fenced and marked, :mod:`mirrorflow.actions.cut`), so that
+    no run of the old topology, running or still to start, copies past them.
+    """
     names = topics if topics is not None else [t for t in list_topics(source, timeout) if not t.startswith("_")]
     sizes = list_topics(target, timeout)
     tps = [TopicPartition(t, p) for t in sorted(names) if t in sizes for p in range(sizes[t])]
     old = {k: v for k, v in read_checkpoints(target, old_link, tps, timeout).items() if v[0] is not None}
     if not old:
         raise CarryRefused(f"{target.name} holds no checkpoints of {old_link}: nothing to carry to {new_link}")
+    already = sorted({new for _, meta in old.values() if (new := carried_to(meta)) is not None})
+    if already:
+        raise CarryRefused(f"the checkpoints of {old_link} on {target.name} were carried already (to "
+                           f"{', '.join(already)}); nothing changed")
     present = {k: v[0] for k, v in read_checkpoints(target, new_link, tps, timeout).items() if v[0] is not None}
     if present:
         shown = ", ".join(f"{t}[{p}]={o}" for (t, p), o in sorted(present.items())[:5])
@@ -92,6 +105,15 @@ def carry_checkpoints(old_link: str, new_link: str, new_level: int, source: Clus
                   {f"{t}[{p}]": offset for (t, p), (offset, _) in sorted(old.items()) if offset is not None},
                   dry_run)
     if not dry_run:
+        # Cut the old link first: a run of the old topology still copying is fenced, and one that starts
+        # later finds the carry mark and stops (mirrorflow.actions.cut); the positions read are final.
+        marked = [TopicPartition(t, p) for t, p in sorted(old)]
+        try:
+            cuts, _ = cut(target, old_link, marked, carry_mark(new_link), timeout, max_attempts)
+        except CutUnstable as exc:
+            raise CarryRefused(f"{exc}; nothing was carried") from None
+        old = {k: (cuts[k], meta) for k, (_, meta) in old.items() if cuts.get(k) is not None}
+        out.checkpoints = {f"{t}[{p}]": offset for (t, p), (offset, _) in sorted(old.items()) if offset is not None}
         by_group: dict[tuple[str, int], list[tuple[int, int, str]]] = {}
         for (topic, partition), (offset, metadata) in old.items():
             assert offset is not None

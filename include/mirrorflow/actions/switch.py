@@ -11,7 +11,8 @@ The switch, per link, when the old target answers:
 
 1. shape the new target's topics like the source's (the checkpoint must be
    committed under topic-partitions that exist there);
-2. fence: ``init_transactions`` with the link's ``transactional.id`` of every
+2. fence (:mod:`mirrorflow.actions.cut`, shared with the renumbering's carry):
+   ``init_transactions`` with the link's ``transactional.id`` of every
    partition on the old target; any copy still running there is aborted and
    can no longer commit;
 3. read the old target's checkpoints (now stable) and commit them again with
@@ -33,17 +34,15 @@ passes them on too, the new target holds them twice. The report says so.
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.copy import transactional_id
+from mirrorflow.actions.cut import CutUnstable, commit_checkpoints, cut
 from mirrorflow.copy.state import CopyScanner, ScanStalled, checkpoint_group, read_checkpoints, switch_mark
-from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
+from mirrorflow.errors import ClusterUnreachable, MirrorflowError
 from mirrorflow.journal import audit
 from mirrorflow.kafka import admin
 from mirrorflow.kafka.config import ClusterClient
@@ -53,7 +52,6 @@ from mirrorflow.topology import Distributor
 from mirrorflow.topology.model import TopicSelector
 
 log = logging.getLogger(__name__)
-_pause = threading.Event()  # never set: .wait(t) is a back-off
 
 
 class SwitchError(MirrorflowError):
@@ -150,70 +148,18 @@ def _by_topic(cuts: dict[tuple[str, int], int | None]) -> dict[str, dict[int, in
     return out
 
 
-def _fence(client: ClusterClient, link_id: str, tps: list[TopicPartition], timeout: float) -> None:
-    """Bump the producer epoch of every partition's ``transactional.id`` on ``client``: running copies abort.
-
-    Partitions of one transaction group share an id (mirrorflow.copy.txn_groups): each id is fenced once.
-    """
-    fenced: set[str] = set()
-    for tp in tps:
-        txn_id = transactional_id(link_id, tp.topic, tp.partition)
-        if txn_id in fenced:
-            continue
-        fenced.add(txn_id)
-        producer = Producer(client.producer(**{"transactional.id": txn_id}))
-        try:
-            producer.init_transactions(timeout)
-        except KafkaException as exc:
-            raise KafkaOperationError(client.name, f"fence link {link_id} on {tp.topic}[{tp.partition}]",
-                                      exc.args[0]) from exc
-        finally:
-            producer.flush(1)
-
-
-def _commit(client: ClusterClient, link_id: str, offsets: list[TopicPartition], timeout: float) -> None:
-    """Commit checkpoint offsets (with metadata) for the link's group, which never has members."""
-    if not offsets:
-        return
-    consumer = Consumer(client.consumer(checkpoint_group(link_id)))
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            try:
-                for tp in consumer.commit(offsets=offsets, asynchronous=False) or []:
-                    if tp.error is not None:
-                        raise KafkaException(tp.error)
-                return
-            except KafkaException as exc:
-                err = exc.args[0]
-                if not err.retriable() or time.monotonic() > deadline:
-                    raise KafkaOperationError(client.name, f"commit checkpoints of link {link_id}", err) from exc
-                _pause.wait(0.2)
-    finally:
-        consumer.close()
-
-
 def _cut_old_target(link_id: str, old: ClusterClient, new_target: str, tps: list[TopicPartition],
                     report: SwitchReport, timeout: float, max_attempts: int) -> dict[tuple[str, int], int | None]:
     existing = admin.list_topics(old, timeout)
     on_old = [tp for tp in tps if tp.partition < existing.get(tp.topic, 0)]
-    mark = switch_mark(new_target)
-    for attempt in range(1, max_attempts + 1):
-        report.attempts = attempt
-        _fence(old, link_id, on_old, timeout)
-        first = read_checkpoints(old, link_id, on_old, timeout) if on_old else {}
-        _commit(old, link_id, [TopicPartition(t, p, off if off is not None else 0, metadata=mark)
-                               for (t, p), (off, _) in first.items()], timeout)
-        _fence(old, link_id, on_old, timeout)
-        second = read_checkpoints(old, link_id, on_old, timeout) if on_old else {}
-        if all(second[k] == (first[k][0] if first[k][0] is not None else 0, mark) for k in first):
-            cuts = {k: v[0] for k, v in first.items()}
-            cuts.update({(tp.topic, tp.partition): None for tp in tps if tp.partition >= existing.get(tp.topic, 0)})
-            return cuts
-        log.warning("%s: a copy to the old target committed while switching (attempt %d); cutting again",
-                    link_id, attempt)
-    raise SwitchError(f"{link_id}: copies to the old target kept committing during {max_attempts} attempts to cut; "
-                      "pause the level DAG and retry")
+    try:
+        cuts, report.attempts = cut(old, link_id, on_old, switch_mark(new_target), timeout, max_attempts)
+    except CutUnstable:
+        report.attempts = max_attempts
+        raise SwitchError(f"{link_id}: copies to the old target kept committing during {max_attempts} attempts to "
+                          "cut; pause the level DAG and retry") from None
+    cuts.update({(tp.topic, tp.partition): None for tp in tps if tp.partition >= existing.get(tp.topic, 0)})
+    return cuts
 
 
 def _write_cut(new: ClusterClient, link_id: str, cuts: dict[tuple[str, int], int | None], timeout: float) -> None:
@@ -226,7 +172,8 @@ def _write_cut(new: ClusterClient, link_id: str, cuts: dict[tuple[str, int], int
         if exc.args[0].code() not in (KafkaError.GROUP_ID_NOT_FOUND,):
             raise call_failed(new, f"clear old checkpoints of link {link_id}", exc.args[0],
                               Need("GROUP", group, "DELETE")) from exc
-    _commit(new, link_id, [TopicPartition(t, p, off) for (t, p), off in cuts.items() if off is not None], timeout)
+    commit_checkpoints(new, link_id, [TopicPartition(t, p, off) for (t, p), off in cuts.items() if off is not None],
+                       timeout)
 
 
 def _provenance_cuts(new: ClusterClient, source: str, tps: list[TopicPartition], timeout: float

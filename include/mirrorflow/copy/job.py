@@ -94,6 +94,7 @@ def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None
         transactions=r["transactions"],
         duration_s=r["duration_s"],
         throttled_s=r.get("throttled_s", 0.0),
+        retimed=r.get("retimed", 0),
         lost_to_retention=r["lost_to_retention"],
         restored=r.get("restored", 0),
         set_aside=r.get("set_aside"),

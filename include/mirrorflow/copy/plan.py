@@ -30,6 +30,7 @@ from mirrorflow.copy.heal.archive import Heal, heal_plans, unavailable
 from mirrorflow.copy.spec import JobSpec, LinkJob, LinkReport, PartitionError, link_fields
 from mirrorflow.copy.state.checkpoints import (
     EARLIEST,
+    carried_to,
     checkpoint_group,
     copy_start,
     needs_keep_alive,
@@ -116,6 +117,11 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
     if moved:
         raise MirrorflowError(f"link {link.link_id} was switched from {link.target} to {', '.join(sorted(moved))}; "
                               f"this run still aims at {link.target} (stale effective target): nothing copied")
+    renamed = {new for _, meta in checkpoints.values() if (new := carried_to(meta)) is not None}
+    if renamed:
+        raise MirrorflowError(f"the checkpoints of link {link.link_id} on {link.target} were carried to "
+                              f"{', '.join(sorted(renamed))} (the levels were renumbered); this run uses the old "
+                              f"topology: nothing copied")
     lows, ends = earliest_and_stable(source, tps, timeout)
     step("source_offsets")
     ids = {"source": topic_ids(source, list(topics), timeout), "target": topic_ids(target, list(topics), timeout)}
@@ -208,6 +214,8 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             exactly_once=link.exactly_once,
             on_gap=link.on_gap,
             on_malformed=spec.on_malformed,
+            max_message_bytes=shape.plan.limits.get(work.topic, (None, None))[0],
+            source_max_message_bytes=shape.plan.limits.get(work.topic, (None, None))[1],
             source_topic_id=ids["source"].get(work.topic),
             target_topic_id=ids["target"].get(work.topic),
             keep_alive=(work.topic, work.partition) in keep_alive,

@@ -40,8 +40,11 @@ class PartitionTask:
     max_bytes: int | None = None
     #: This partition's share of the link's byte-rate cap.
     max_bytes_per_second: float | None = None
-    #: The target topic's max.message.bytes, when the planner knows it.
+    #: The target topic's max.message.bytes, when the planner knows it: the copier's producer sends
+    #: nothing larger, so a record over it stops its partition at its exact offset, by name.
     max_message_bytes: int | None = None
+    #: The source topic's max.message.bytes, when the planner knows it (for that error's sentence).
+    source_max_message_bytes: int | None = None
     on_malformed: copyflags.OnMalformed = "fresh"
     #: Onboarding only. Where to start when the link has no checkpoint yet
     #: (:data:`mirrorflow.copy.state.checkpoints.EARLIEST`:
@@ -128,6 +131,8 @@ class PartitionResult:
     duration_s: float = 0.0
     #: Seconds spent waiting for the byte-rate cap.
     throttled_s: float = 0.0
+    #: Records whose CreateTime was 0, copied at 1 ms: librdkafka cannot write 0 (it reads it as "now").
+    retimed: int = 0
     error: str | None = None
     error_offset: int | None = None
     error_code: int | None = None

@@ -167,21 +167,23 @@ def earliest_and_stable(source: ClusterClient, tps: list[TopicPartition], timeou
 
 
 def earliest_and_stable_or_errors(client: ClusterClient, tps: list[tuple[str, int]], timeout: float = 30.0
-                                  ) -> dict[tuple[str, int], tuple[int, int] | str]:
-    """``(earliest offset, last stable offset)`` per partition, or the error text of a partition not read.
+                                  ) -> dict[tuple[str, int], tuple[int, int, int] | str]:
+    """``(earliest offset, last stable offset, high watermark)`` per partition, or the error text of one not read.
 
-    The same two batched requests as :func:`earliest_and_stable`, for readers that
+    The batched requests of :func:`earliest_and_stable`, and the high watermark (what
+    waits behind an open transaction lies between the last two), for readers that
     report per partition (the lag monitor): a partition whose answer failed or
     timed out gets its error (``"NAME: description"``) instead of failing the
     whole cluster; a request refused as a whole gives every partition its error.
     """
-    out: dict[tuple[str, int], tuple[int, int] | str] = {}
+    out: dict[tuple[str, int], tuple[int, int, int] | str] = {}
     if not tps:
         return out
     admin_client = _admin(client)  # referenced until every future below is done
     answers: list[dict[tuple[str, int], int | str]] = []
     for spec, isolation in ((OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
-                            (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)):
+                            (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED),
+                            (OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)):
         try:
             futures = admin_client.list_offsets({TopicPartition(t, p): spec for t, p in tps},
                                                 isolation_level=isolation, request_timeout=timeout)
@@ -199,8 +201,9 @@ def earliest_and_stable_or_errors(client: ClusterClient, tps: list[tuple[str, in
                 answer[(tp.topic, tp.partition)] = f"{type(exc).__name__}: {exc}"
         answers.append(answer)
     for key in tps:
-        low, end = answers[0].get(key, "no answer"), answers[1].get(key, "no answer")
-        out[key] = low if isinstance(low, str) else end if isinstance(end, str) else (low, end)
+        low, end, high = (answer.get(key, "no answer") for answer in answers)
+        failed = next((a for a in (low, end, high) if isinstance(a, str)), None)
+        out[key] = failed if failed is not None else (int(low), int(end), max(int(end), int(high)))
     return out
 
 

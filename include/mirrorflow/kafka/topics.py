@@ -81,12 +81,34 @@ TRAVELLING_CONFIGS: frozenset[str] = frozenset({
     "message.timestamp.after.max.ms",
 })
 
+MAX_MESSAGE_BYTES = "max.message.bytes"
+#: A copy is larger than its original by the two headers mirrorflow stamps on it (copy flags and
+#: origin, a few hundred bytes at most), so a record at exactly its topic's limit fits only a copy
+#: topic with room for them. :func:`with_headroom` gives that room in a form it recognises again.
+HEADROOM_GRID = 4096
+HEADROOM_MARK = 1111
+
 TIMESTAMP_TYPE = "message.timestamp.type"
 LOG_APPEND_TIME = "LogAppendTime"
 BEFORE_MAX_MS = "message.timestamp.before.max.ms"
 _NO_LIMIT = str(2**63 - 1)
 
 _pause = threading.Event()  # never set: .wait(t) paces metadata polls
+
+
+def with_headroom(limit: int) -> int:
+    """The ``max.message.bytes`` a copy topic needs so that a copy of any record ``limit`` allows fits.
+
+    ``limit`` rounded up to the next multiple of :data:`HEADROOM_GRID`, plus
+    :data:`HEADROOM_MARK` bytes (at least 1,112 bytes more: room for the stamp
+    headers). A value of that form already holds the room (a topic mirrorflow
+    created or aligned, or a copy of one) and is returned as it is: in a tree,
+    where every cluster is a target of the others, the limits reach one value
+    instead of growing with each hop.
+    """
+    if limit % HEADROOM_GRID == HEADROOM_MARK:
+        return limit
+    return (limit // HEADROOM_GRID + 1) * HEADROOM_GRID + HEADROOM_MARK
 
 
 # --------------------------------------------------------------------------- shapes and plans
@@ -109,6 +131,8 @@ class TopicShape:
     configs: dict[str, str] = field(default_factory=dict)
     cluster: str = ""
     timestamp_type: str | None = None
+    #: The effective ``max.message.bytes``, whatever set it (``None``: not known).
+    max_message_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -202,6 +226,8 @@ class ShapePlan:
     drift: tuple[ConfigDrift, ...] = ()
     deleted_on_source: tuple[str, ...] = ()
     warnings: tuple[ShapeWarning, ...] = ()
+    #: Per topic: the target's ``max.message.bytes`` once the plan is applied, and the source's (when known).
+    limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
 
     @property
     def has_changes(self) -> bool:
@@ -341,7 +367,9 @@ def describe_topics(client: ClusterClient, names: Iterable[str], timeout: float 
             and entry.value is not None
         }
         ts = entries.get(TIMESTAMP_TYPE)
-        shapes[name] = TopicShape(name, partitions[name], explicit, client.name, ts.value if ts is not None else None)
+        limit = entries.get(MAX_MESSAGE_BYTES)
+        shapes[name] = TopicShape(name, partitions[name], explicit, client.name, ts.value if ts is not None else None,
+                                  int(limit.value) if limit is not None and limit.value is not None else None)
     return shapes
 
 
@@ -412,12 +440,17 @@ def plan_shape(source_shapes: Mapping[str, TopicShape], target_shapes: Mapping[s
     drift: list[ConfigDrift] = []
     warnings: list[ShapeWarning] = []
 
+    limits: dict[str, tuple[int | None, int | None]] = {}
     for name in sorted(source):
         src = source[name]
         wanted = travelling(src.configs)
+        need = with_headroom(src.max_message_bytes) if src.max_message_bytes is not None else None
         tgt = target.get(name)
         if tgt is None:
+            if need is not None:
+                wanted[MAX_MESSAGE_BYTES] = str(need)  # room for the stamp headers (with_headroom)
             create.append(TopicCreate(name, src.partitions, wanted))
+            limits[name] = (need, src.max_message_bytes)
             warnings += _warnings(name, wanted, wanted.get(TIMESTAMP_TYPE))
             continue
         if tgt.partitions > src.partitions:
@@ -427,6 +460,15 @@ def plan_shape(source_shapes: Mapping[str, TopicShape], target_shapes: Mapping[s
             add.append(PartitionAdd(name, tgt.partitions, src.partitions))
 
         have = travelling(tgt.configs)
+        wanted.pop(MAX_MESSAGE_BYTES, None)
+        limit = tgt.max_message_bytes
+        if (need is not None and (tgt.max_message_bytes or 0) < need
+                and (MAX_MESSAGE_BYTES in src.configs or MAX_MESSAGE_BYTES in have)):
+            # too small for copies of what the source accepts; limits both left to their brokers' defaults
+            # are not compared (the same default: a copy of a record at exactly that size fails by name)
+            wanted[MAX_MESSAGE_BYTES] = str(need)
+        elif MAX_MESSAGE_BYTES in have:
+            wanted[MAX_MESSAGE_BYTES] = have[MAX_MESSAGE_BYTES]  # large enough: never lowered, never drift
         differs = [k for k in sorted(set(wanted) | set(have)) if not _same(k, wanted.get(k), have.get(k))]
         drift += [ConfigDrift(name, k, wanted.get(k), have.get(k)) for k in differs]
         effective = dict(have)
@@ -435,6 +477,9 @@ def plan_shape(source_shapes: Mapping[str, TopicShape], target_shapes: Mapping[s
             to_delete = tuple(k for k in differs if k not in wanted)
             align.append(ConfigAlign(name, to_set, to_delete))
             effective = dict(wanted)
+            if MAX_MESSAGE_BYTES in to_set:
+                limit = int(to_set[MAX_MESSAGE_BYTES])
+        limits[name] = (limit, src.max_message_bytes)
         if TIMESTAMP_TYPE in effective:
             timestamp_type: str | None = effective[TIMESTAMP_TYPE]
         elif TIMESTAMP_TYPE in have:
@@ -445,7 +490,7 @@ def plan_shape(source_shapes: Mapping[str, TopicShape], target_shapes: Mapping[s
 
     deleted = tuple(sorted(n for n in target if n not in source))
     return ShapePlan(source_cluster, target_cluster, tuple(create), tuple(add), tuple(align), conflicts,
-                     tuple(drift), deleted, tuple(warnings))
+                     tuple(drift), deleted, tuple(warnings), limits)
 
 
 # --------------------------------------------------------------------------- apply

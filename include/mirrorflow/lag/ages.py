@@ -66,8 +66,46 @@ def fill_ages(reach: Clusters, rows: list, cluster_of: Callable[[Any], str], sta
                 r.seconds = 0.0
 
 
-def _first_messages(client: ClusterClient, wanted: set[tuple[str, int, int, int]], timeout: float
-                    ) -> dict[tuple[str, int, int], _First]:
+def fill_open_transactions(reach: Clusters, rows: list, cluster_of: Callable[[Any], str], now_ms: int,
+                           timeout: float) -> None:
+    """Set ``open_transaction_s`` of rows with records behind an open transaction: the age of its first record.
+
+    The last stable offset is the first offset of the oldest open transaction, so
+    the record there, read uncommitted, is that transaction's first: its
+    CreateTime says how long the transaction has held the partition. Kafka's
+    transaction admin calls would say it too, but the Python client has none.
+    When the age cannot be read, ``seconds`` stays unknown (a bound in seconds
+    then fails), as for any pending record of unknown age.
+    """
+    by_cluster: dict[str, list] = defaultdict(list)
+    for row in rows:
+        by_cluster[cluster_of(row)].append(row)
+    for cluster, group in sorted(by_cluster.items()):
+        wanted = {(r.topic, r.partition, r.end, r.high) for r in group}
+        try:
+            first = _first_messages(reach.clients[cluster], wanted, timeout, isolation="read_uncommitted")
+        except (KafkaException, KafkaOperationError) as exc:
+            err = exc.args[0] if isinstance(exc, KafkaException) else exc.error
+            for r in group:
+                r.note = join_notes(r.note, f"open transaction's age not read: {err.name()}: {err.str()}")
+                r.seconds = r.seconds if r.end > r.start else None
+            continue
+        for r in group:
+            found = first.get((r.topic, r.partition, r.end), _First(None, "open transaction's age not read"))
+            if found.note:
+                r.note = join_notes(r.note, found.note)
+            if found.timestamp is None:
+                if r.end <= r.start:
+                    r.seconds = None
+                continue
+            r.open_transaction_s = round(max(0.0, (now_ms - found.timestamp) / 1000.0), 3)
+            if r.seconds is None or r.end <= r.start or r.open_transaction_s > r.seconds:
+                r.seconds = r.open_transaction_s  # the oldest record waiting is the transaction's first
+                r.oldest_timestamp = found.timestamp
+
+
+def _first_messages(client: ClusterClient, wanted: set[tuple[str, int, int, int]], timeout: float,
+                    isolation: str = "read_committed") -> dict[tuple[str, int, int], _First]:
     """The CreateTime of the first committed message at or after each ``(topic, partition, start)``.
 
     One ``read_committed`` consumer for the cluster; a partition asked for at
@@ -95,7 +133,7 @@ def _first_messages(client: ClusterClient, wanted: set[tuple[str, int, int, int]
                 out[(*key, starts_of[key])] = _First(None, f"age not read: {error.code_name}: {error.detail}")
 
         # a reader per round: a partition stopped in one round must not stay paused in the next
-        with RangeReader.open(client, LAG_READER_GROUP, timeout=timeout, batch=500, config={
+        with RangeReader.open(client, LAG_READER_GROUP, isolation=isolation, timeout=timeout, batch=500, config={
                 "max.partition.fetch.bytes": 65536}) as reader:  # only the first message of each partition is wanted
             for msg in reader.read(todo, on_error=failed):
                 key = (msg.topic(), msg.partition())

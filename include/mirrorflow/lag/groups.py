@@ -87,7 +87,7 @@ def group_lag(clients: Mapping[str, ClusterClient] | Clusters, groups: Callable[
                     row.error = f"offsets not read: {bounds}"
                     rows.append(row)
                     continue
-                low, end = bounds
+                low, end, _ = bounds
                 start = max(offset, low)
                 if offset < low:
                     row.note = f"committed offset {offset} is below the first offset {low} still on the cluster"

@@ -19,9 +19,9 @@ from mirrorflow.copy.state import read_checkpoints, switched_to
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.admin import earliest_and_stable_or_errors
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.lag.ages import epoch_ms, fill_ages
+from mirrorflow.lag.ages import epoch_ms, fill_ages, fill_open_transactions
 from mirrorflow.lag.reach import DEFAULT_TIMEOUT, Clusters
-from mirrorflow.lag.rows import WHOLE, LinkPartitionLag, join_notes
+from mirrorflow.lag.rows import WHOLE, LinkPartitionLag, join_notes, open_transaction
 from mirrorflow.topology import Distributor, Topology
 
 
@@ -57,12 +57,13 @@ def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters
         measured.append((link, tps))
 
     # one pair of list-offsets requests per source cluster, for the partitions of all its links
-    offsets: dict[str, dict[tuple[str, int], tuple[int, int] | str]] = {}
+    offsets: dict[str, dict[tuple[str, int], tuple[int, int, int] | str]] = {}
     for source in sorted({link.source for link, _ in measured}):
         union = {(tp.topic, tp.partition) for link, tps in measured if link.source == source for tp in tps}
         offsets[source] = earliest_and_stable_or_errors(reach.clients[source], sorted(union), timeout)
 
     pending: list[LinkPartitionLag] = []
+    held: list[LinkPartitionLag] = []  # records wait behind an open transaction
     for link, tps in measured:
         try:
             target = reach.clients[link.default_target]
@@ -79,7 +80,7 @@ def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters
                 row.error = f"source offsets not read: {found}"
                 rows.append(row)
                 continue
-            low, end = found
+            low, end, high = found
             checkpoint, meta = checkpoints.get(key, (None, ""))
             new_target = switched_to(meta)
             if new_target is not None:
@@ -98,12 +99,19 @@ def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters
             if row.start > end:
                 row.truncated = True
                 row.note = join_notes(row.note, f"checkpoint {row.start} is past the source's end {end} (truncated?)")
-            row.records = max(0, end - row.start)
+            row.high = high
+            row.held = high - end if row.start <= end else 0
+            row.records = max(0, end - row.start) + row.held
             row.seconds = 0.0 if row.records == 0 else None
             rows.append(row)
-            if row.records:
+            if end > row.start:
                 pending.append(row)
+            if row.held:
+                held.append(row)
     fill_ages(reach, pending, lambda r: r.source, lambda r: r.start, now_ms, timeout)
+    fill_open_transactions(reach, held, lambda r: r.source, now_ms, timeout)
+    for row in held:
+        row.note = join_notes(row.note, open_transaction(row))
     return rows
 
 

@@ -33,6 +33,13 @@ class LinkPartitionLag:
     start: int | None = None
     #: The source's last stable offset when measured.
     end: int | None = None
+    #: The source's high watermark when measured: ``end`` unless a transaction is open on the partition.
+    high: int | None = None
+    #: Records that wait behind an open transaction (``high - end``): no copy passes the last stable
+    #: offset until the transaction ends, so they count in ``records`` too.
+    held: int = 0
+    #: Age of the open transaction that holds them (from its first record's CreateTime); ``None``: none open.
+    open_transaction_s: float | None = None
     #: CreateTime (ms) of the oldest message not yet copied.
     oldest_timestamp: int | None = None
     #: Offsets the source deleted before the link copied them (checkpoint below the source's first
@@ -50,6 +57,13 @@ class LinkPartitionLag:
     def where(self) -> str:
         place = f"link {self.link_id} ({self.source} -> {self.target})"
         return place if self.topic == WHOLE else f"{place} {self.topic}[{self.partition}]"
+
+
+def open_transaction(row: LinkPartitionLag) -> str:
+    """What an open transaction on the source holds back (the note, the violation and the page say it alike)."""
+    age = "of unknown age" if row.open_transaction_s is None else f"open for {row.open_transaction_s:g}s"
+    return (f"{row.held} records wait behind a transaction {age} on {row.source} at offset {row.end}: no copy "
+            f"passes it until its producer commits or aborts it (or transaction.timeout.ms aborts it)")
 
 
 @dataclass

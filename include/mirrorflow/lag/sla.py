@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from mirrorflow.lag.rows import WHOLE, GroupPartitionLag, LinkPartitionLag, Violation
+from mirrorflow.lag.rows import WHOLE, GroupPartitionLag, LinkPartitionLag, Violation, open_transaction
 from mirrorflow.topology.lag import Bound, LagConfig
 
 
@@ -66,6 +66,8 @@ def _over(row: LinkPartitionLag | GroupPartitionLag, kind: str, bound: Bound) ->
     if bound.seconds is not None and row.seconds is None:
         # records are pending but their age could not be read: the bound cannot be shown to hold
         phrases.append(f"age unknown ({row.note or 'not read'}) with a bound of {bound.seconds}s")
+    if phrases and isinstance(row, LinkPartitionLag) and row.held:
+        phrases.append(open_transaction(row))
     return [Violation(kind, row.where, f"{row.where}: {'; '.join(phrases)}")] if phrases else []
 
 

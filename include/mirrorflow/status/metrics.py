@@ -73,6 +73,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("mirrorflow_link_retention_gap_records", "gauge", LINK_PARTITION,
            "Offsets the source deleted before the link copied them (a retention gap): nothing can copy them any "
            "more, a person must decide (mirror_resolve_gap)."),
+    Family("mirrorflow_link_open_transaction_seconds", "gauge", LINK_PARTITION,
+           "Age of an open transaction on the source partition that holds the link back (no copy passes the last "
+           "stable offset until it ends), 0 when none is open (latest lag snapshot)."),
     Family("mirrorflow_link_source_truncated", "gauge", LINK_PARTITION,
            "1 when the link's checkpoint is past the source partition's end (the source was truncated or "
            "recreated), else 0."),
@@ -327,6 +330,8 @@ def _lag(out: Exposition, topology: Topology, lag: Mapping[str, Any], now: float
             out.add("mirrorflow_link_lag_records", _number(row["records"]), **labels)
             out.add("mirrorflow_link_lag_seconds", _number(row.get("seconds")), **labels)
         out.add("mirrorflow_link_retention_gap_records", int(row.get("gap") or 0), **labels)
+        if row.get("records") is not None:
+            out.add("mirrorflow_link_open_transaction_seconds", _number(row.get("open_transaction_s") or 0), **labels)
         out.add("mirrorflow_link_source_truncated", int(bool(row.get("truncated"))), **labels)
         out.add("mirrorflow_link_checkpoint_missing", int(bool(row.get("checkpoint_missing"))), **labels)
     for (link, source, target), all_measured in measured.items():

@@ -1,7 +1,7 @@
 """The step of ``mirror_carry_checkpoints``: carry checkpoints over after the levels were renumbered.
 
 Every link of a new level gets the checkpoints its former id left on its
-(effective) target. All links are checked first; if any cannot be carried
+(effective) target, for the topics the topology mirrors. All links are checked first; if any cannot be carried
 (the new link already has checkpoints), nothing is changed anywhere. The rules
 are the core's (:mod:`mirrorflow.actions.renumber`).
 """
@@ -13,6 +13,7 @@ import logging
 from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow.actions import CarryRefused, carry_checkpoints, parse_level_map
+from mirrorflow.kafka.admin import list_topics
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.state import link_targets
@@ -43,11 +44,15 @@ def _carry(topology: Topology, level_map: str, *, dry_run: bool) -> list[dict]:
         for link in effective_links(topology, new, targets):
             work.append((f"{link.source}.L{old}", link, new))
     hooks = {name: MirrorClusterHook(topology, name).client() for name in topology.clusters}
+    topics = {}  # per source: the topics the topology mirrors; other topics' checkpoints are not this tree's
+    for _, link, _ in work:
+        if link.source not in topics:
+            topics[link.source] = [t for t in list_topics(hooks[link.source]) if topology.selects(t)]
     problems, found = [], []
     for old_id, link, new in work:  # check everything before changing anything
         try:
             found.append(carry_checkpoints(old_id, link.link_id, new, hooks[link.source], hooks[link.default_target],
-                                           dry_run=True))
+                                           topics=topics[link.source], dry_run=True))
         except CarryRefused as exc:
             if "holds no checkpoints of" in str(exc):
                 log.info("%s: %s", link.link_id, exc)
@@ -64,5 +69,5 @@ def _carry(topology: Topology, level_map: str, *, dry_run: bool) -> list[dict]:
     for carried in found:
         link = next(l for _, l, _ in work if l.link_id == carried.new_link)
         done.append(carry_checkpoints(carried.old_link, carried.new_link, link.level, hooks[link.source],
-                                      hooks[link.default_target]).to_dict())
+                                      hooks[link.default_target], topics=topics[link.source]).to_dict())
     return done

@@ -35,7 +35,6 @@ from typing import Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
-    TIMESTAMP_NOT_AVAILABLE,
     Consumer,
     KafkaError,
     KafkaException,
@@ -45,7 +44,15 @@ from confluent_kafka import (
 
 from mirrorflow.copy.engine.access import during, named, stage_of
 from mirrorflow.copy.engine.clients import CopyClients
-from mirrorflow.copy.engine.partition import MAX_REREADS, copy_partition, unreadable
+from mirrorflow.copy.engine.partition import (
+    MAX_REREADS,
+    SILENT_OR_GONE,
+    copy_partition,
+    odd_time,
+    target_gone,
+    topic_missing,
+    unreadable,
+)
 from mirrorflow.copy.engine.spans import note_target_offsets, target_ends
 from mirrorflow.copy.engine.throttle import RateLimiter
 from mirrorflow.copy.engine.transactions import Commits, ProduceRejected, TargetSilent, produce_carefully
@@ -156,10 +163,13 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
         err = exc.args[0]
         abandoned = getattr(exc, "abandoned", False)
         by_partition = {t.partition: t for t in tasks}
+        gone = err.code() in SILENT_OR_GONE and topic_missing(checkpoint, first.topic)
         for p, result in results.items():
             if result.error is None and (result.next_offset < 0 or result.next_offset < result.end_offset):
                 refused_by = named(by_partition[p], stage_of(exc), err, source, target)
                 result.error = str(refused_by) if refused_by is not None else f"{err.name()}: {err.str()}"
+                if refused_by is None and gone:
+                    result.error = target_gone(by_partition[p], max(result.next_offset, 0), result.error)
                 result.error_code = err.code()
                 result.fenced = err.code() in FENCED_CODES or err.fatal()
                 result.error_offset = result.next_offset
@@ -375,7 +385,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
                 if out_headers is not None:
                     key, value = msg.key(), msg.value()
                     ts_type, ts = msg.timestamp()
-                    timestamp = 0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts  # 0: the producer's clock
+                    timestamp = ts if ts > 0 else odd_time(results[p], ts_type, ts, offset)
                     try:
                         producer.produce(topic, value, key, partition=p, on_delivery=refused, timestamp=timestamp,
                                          headers=out_headers)

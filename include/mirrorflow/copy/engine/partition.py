@@ -91,6 +91,8 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
         err = exc.args[0]
         refused = named(task, stage_of(exc), err, source, target)
         result.error = str(refused) if refused is not None else f"{err.name()}: {err.str()}"
+        if refused is None and err.code() in SILENT_OR_GONE and topic_missing(copy.checkpoint, task.topic):
+            result.error = target_gone(task, result.next_offset, f"{err.name()}: {err.str()}")
         result.error_code = err.code()
         result.fenced = err.code() in FENCED_CODES or err.fatal()
         result.error_offset = result.next_offset
@@ -292,6 +294,63 @@ def unreadable(task: PartitionTask, offset: int, exc: Exception) -> str:
             f"(fix its producer, then set on_malformed: fresh, or skip the record)")
 
 
+def odd_time(result: PartitionResult, ts_type: int, ts: int, offset: int) -> int:
+    """The timestamp to produce a copy with when the source's is not positive.
+
+    None (``-1``, or a record of the old format without one) stays none. A CreateTime
+    of exactly 0 cannot be written by librdkafka, which reads 0 as "now" (rdkafka_msg.c,
+    ``rd_kafka_msg_new0``): the copy gets 1 ms, the same audit window and the same
+    retention, and is counted in the result (``retimed``) and logged.
+    """
+    if ts < 0 or ts_type == TIMESTAMP_NOT_AVAILABLE:
+        return -1
+    if result.retimed == 0:
+        log.warning("%s %s[%d]@%d: the record's CreateTime is 0, which the Kafka client cannot write (it reads 0 as "
+                    "'now'); its copy is written at 1 ms, as are any others of this run (counted as 'retimed')",
+                    result.link_id, result.topic, result.partition, offset)
+    result.retimed += 1
+    return 1
+
+
+def too_large(task: PartitionTask, offset: int, error: Any, size: int | None = None) -> str | None:
+    """The sentence for a copy too large for its target topic, or ``None`` when ``error`` is another one."""
+    err = error.args[0] if isinstance(error, KafkaException) else error
+    if not isinstance(err, KafkaError) or err.code() not in _BATCH_TOO_LARGE:
+        return None
+    target = f"{task.target}'s {task.topic}"
+    allows = f"allows {task.max_message_bytes:,} bytes" if task.max_message_bytes else "has a smaller limit"
+    source = (f"; the source topic on {task.source} allows {task.source_max_message_bytes:,}"
+              if task.source_max_message_bytes else "")
+    record = f" ({size:,} bytes of key and value, plus headers)" if size is not None else ""
+    return (f"the copy of the record at {task.source} {task.topic}[{task.partition}] offset {offset}{record} is too "
+            f"large for {target}, which {allows} (max.message.bytes){source}. Raise max.message.bytes of "
+            f"{task.topic} on {task.target} to at least the source's plus room for the copy's headers "
+            f"(docs/topics.md, 'Record size'); nothing past the record is copied ({err.name()})")
+
+
+def target_gone(task: PartitionTask, offset: int, cause: str) -> str:
+    """Why a copy stopped when its target topic no longer exists (deleted under it)."""
+    return (f"the target topic {task.topic} is gone from {task.target} (deleted during the copy?): the copy of "
+            f"source offset {offset} was not written ({cause}); nothing past it is copied. The next run creates "
+            f"the topic again in the source's shape and fills it from the source's first offset (the copier itself "
+            f"never creates topics)")
+
+
+def topic_missing(consumer: Consumer, topic: str, timeout: float = 5.0) -> bool:
+    """Whether the cluster ``consumer`` talks to says ``topic`` does not exist (``False`` when it cannot tell)."""
+    try:
+        found = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+    except KafkaException:
+        return False
+    return found is None or (found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+
+#: The target topic (or partition) does not exist: no message of the range can be written.
+_TARGET_GONE = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION})
+
+#: Errors behind which a deleted target topic may hide: a copy to it waits, then times out.
+SILENT_OR_GONE = _TARGET_GONE | {KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT}
+
 #: Refusals of a whole record batch: one message per request goes through.
 _BATCH_TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
 
@@ -374,7 +433,7 @@ class _RangeCopy:
                 self.commit(exc.offset)
             except _Abort:  # an earlier copy of the transaction was refused as well: abort, find that one
                 return self.aborted()
-            result.error = exc.reason
+            result.error = too_large(task, exc.offset, exc.__cause__, exc.size) or exc.reason
             result.error_offset = exc.offset
         except TargetSilent:
             # An abort would only time out as well. The open transaction is aborted by the
@@ -480,7 +539,7 @@ class _RangeCopy:
                 if out_headers is not None:
                     key, value = msg.key(), msg.value()
                     ts_type, ts = msg.timestamp()
-                    timestamp = 0 if ts_type == TIMESTAMP_NOT_AVAILABLE else ts  # 0: the producer's clock
+                    timestamp = ts if ts > 0 else odd_time(result, ts_type, ts, offset)
                     try:
                         producer.produce(topic, value, key, partition=partition, on_delivery=refused,
                                          timestamp=timestamp, headers=out_headers)
@@ -607,8 +666,12 @@ class _RangeCopy:
         if refused is not None:  # a missing permission, not one message: no use looking for the message
             result.error = str(refused)
             return None
+        if err.code() in _TARGET_GONE:  # nor when the target topic is gone
+            result.error = target_gone(self.task, first, err.name())
+            return None
         if span_end - first <= 1:
-            result.error = f"{err.name()}: {err.str()} (producing the copy of source offset {first})"
+            result.error = (too_large(self.task, first, err)
+                            or f"{err.name()}: {err.str()} (producing the copy of source offset {first})")
             return None
         result.error = (f"{err.name()}: {err.str()} (producing a copy of one of source offsets "
                         f"{first}..{span_end - 1})")

@@ -37,10 +37,12 @@ class TargetSilent(KafkaException):
 class ProduceRejected(Exception):
     """The producer refused one copy locally (too large, say): the copy stops exactly at ``offset``."""
 
-    def __init__(self, offset: int, reason: str) -> None:
+    def __init__(self, offset: int, reason: str, size: int | None = None) -> None:
         super().__init__(reason)
         self.offset = offset
         self.reason = reason
+        #: The record's key and value bytes, when the producer refused it.
+        self.size = size
 
 
 class Commits:
@@ -237,5 +239,6 @@ def produce_carefully(producer: Producer, topic: str, key: bytes | None, value: 
             producer.poll(0.1)  # local queue full: serve delivery reports, then retry
         except KafkaException as exc:
             err = exc.args[0]
-            raise ProduceRejected(offset, f"{err.name()}: {err.str()} (source offset {offset}, "
-                                          f"{len(key or b'') + len(value or b'')} bytes)") from exc
+            size = len(key or b'') + len(value or b'')
+            raise ProduceRejected(offset, f"{err.name()}: {err.str()} (source offset {offset}, {size} bytes)",
+                                  size) from exc

@@ -17,6 +17,8 @@ from __future__ import annotations
 from mirrorflow.copy.state.checkpoints import (
     EARLIEST,
     CheckpointMeta,
+    carried_to,
+    carry_mark,
     checkpoint_group,
     copy_start,
     read_checkpoints,
@@ -37,6 +39,8 @@ __all__ = [
     "Held",
     "LastRead",
     "ScanStalled",
+    "carried_to",
+    "carry_mark",
     "checkpoint_group",
     "copy_start",
     "find_copies",

@@ -60,6 +60,23 @@ def switched_to(metadata: str | None) -> str | None:
     return None
 
 
+#: Checkpoint metadata written on a link's checkpoints when they were carried to a new link id
+#: (levels renumbered, :mod:`mirrorflow.actions.renumber`): a copier of the old topology stops.
+CARRIED_MARK = "mirrorflow:carried-to="
+
+
+def carry_mark(new_link: str) -> str:
+    """The checkpoint metadata that says the link's checkpoints now belong to ``new_link``."""
+    return f"{CARRIED_MARK}{new_link}"
+
+
+def carried_to(metadata: str | None) -> str | None:
+    """The new link id a checkpoint's metadata names, or ``None`` if it was not carried away."""
+    if metadata and metadata.startswith(CARRIED_MARK):
+        return metadata[len(CARRIED_MARK):]
+    return None
+
+
 #: Prefix of the metadata every copy commits with its checkpoint (version 1).
 META_PREFIX = "mirrorflow:v1;"
 
@@ -163,6 +180,16 @@ class LinkSwitchedAway(Exception):
                          f"to {target} is stale and copies nothing (the next run uses {new_target})")
 
 
+class LinkCarriedAway(LinkSwitchedAway):
+    """The link's checkpoints were carried to a new link id: this copy runs the old topology."""
+
+    def __init__(self, link_id: str, target: str, new_link: str) -> None:
+        Exception.__init__(self, f"the checkpoints of link {link_id} on {target} were carried to {new_link} (the "
+                                 f"levels were renumbered); this copy runs the old topology and copies nothing")
+        self.new_target = target
+        self.new_link = new_link
+
+
 def read_positions(consumer: Consumer, link_id: str, target: str, topic: str, partitions: list[int],
                    timeout: float) -> dict[int, tuple[int | None, str]]:
     """The link's committed positions of ``topic``'s ``partitions`` (one request) and their metadata.
@@ -171,7 +198,8 @@ def read_positions(consumer: Consumer, link_id: str, target: str, topic: str, pa
 
     Read with the copy's own consumer of the link's group, after the copy's producer
     fenced every older one, so nobody else moves them now. Retried while the group
-    coordinator moves or loads; a switch mark raises :class:`LinkSwitchedAway`.
+    coordinator moves or loads; a switch mark raises :class:`LinkSwitchedAway`, a carry
+    mark :class:`LinkCarriedAway`.
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -184,6 +212,9 @@ def read_positions(consumer: Consumer, link_id: str, target: str, topic: str, pa
                 new_target = switched_to(tp.metadata)
                 if new_target is not None:
                     raise LinkSwitchedAway(link_id, target, new_target)
+                new_link = carried_to(tp.metadata)
+                if new_link is not None:
+                    raise LinkCarriedAway(link_id, target, new_link)
                 out[tp.partition] = (None if tp.offset < 0 else tp.offset, tp.metadata or "")
             return out
         except KafkaException as exc:

@@ -1,0 +1,75 @@
+"""Records over librdkafka's 1 MB default travel, and so does a record at exactly its topic's limit (real brokers).
+
+The source topic on c1 allows 5 MiB; the level runs create the topic on the other
+three clusters (with room for the copy's headers, mirrorflow.kafka.topics). A
+record whose copy does not fit its target stops its partition by name.
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+
+from mirrorflow.kafka.topics import with_headroom
+from tests.integration.kafka_io import read_all
+from tests.integration.mirroring import FOUR, clients, converge, partitions_of, topology
+
+pytestmark = pytest.mark.kafka
+
+LIMIT = 5 * 1024 * 1024
+#: The value size whose record batch (61 bytes of batch header, 13 of record framing: no key, no headers)
+#: is exactly LIMIT bytes; the test shows the broker refuses one byte more.
+AT_LIMIT = LIMIT - 74
+
+
+def _produce(bootstrap, topic, value):
+    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 2 * LIMIT, "linger.ms": 0})
+    errors = []
+    producer.produce(topic, value, partition=0, on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(60)
+    return errors[0]
+
+
+def test_a_2_mb_record_and_one_at_exactly_the_limit_reach_every_cluster(kafka_clusters, make_topic):
+    topic = make_topic("c1", partitions=1, config={"max.message.bytes": str(LIMIT)})
+    c1 = kafka_clusters["c1"].bootstrap
+    too_large = _produce(c1, topic, b"x" * (AT_LIMIT + 1))
+    assert too_large is not None and too_large.code() == KafkaError.MSG_SIZE_TOO_LARGE  # AT_LIMIT is the limit
+    assert _produce(c1, topic, b"m" * 2_000_000) is None
+    assert _produce(c1, topic, b"e" * AT_LIMIT) is None
+
+    topo = topology(kafka_clusters, FOUR, [topic])
+    converge(topo, clients(kafka_clusters, topo))
+    for name in ("c2", "c3", "c4"):
+        assert partitions_of(kafka_clusters, name, topic) == 1
+        got = read_all(kafka_clusters[name].bootstrap, topic, 1)
+        assert [(len(r.value), r.value[:1]) for r in got] == [(2_000_000, b"m"), (AT_LIMIT, b"e")], name
+
+
+def test_a_record_too_large_for_its_target_stops_its_partition_naming_both_limits(kafka_clusters, make_topic):
+    from mirrorflow.copy.engine.partition import copy_partition
+    from mirrorflow.copy.task import PartitionTask
+    from mirrorflow.kafka.config import ClusterClient
+
+    topic = make_topic("c1", partitions=1, config={"max.message.bytes": str(LIMIT)})
+    make_topic("c2", partitions=1, name=topic, config={"max.message.bytes": "1000000"})
+    c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
+    assert _produce(c1, topic, b"s" * 1000) is None
+    assert _produce(c1, topic, b"m" * 2_000_000) is None
+    task = PartitionTask(link_id="c1.L1", level=1, source="c1", target="c2", topic=topic, partition=0, end_offset=2,
+                         max_message_bytes=1000000, source_max_message_bytes=LIMIT)
+    result = copy_partition(task, ClusterClient("c1", {"bootstrap.servers": c1}),
+                            ClusterClient("c2", {"bootstrap.servers": c2}))
+    assert (result.error_offset, result.next_offset, result.copied) == (1, 1, 1)
+    assert result.error == (
+        f"the copy of the record at c1 {topic}[0] offset 1 (2,000,000 bytes of key and value, plus headers) is too "
+        f"large for c2's {topic}, which allows 1,000,000 bytes (max.message.bytes); the source topic on c1 allows "
+        f"5,242,880. Raise max.message.bytes of {topic} on c2 to at least the source's plus room for the copy's "
+        f"headers (docs/topics.md, 'Record size'); nothing past the record is copied (MSG_SIZE_TOO_LARGE)")
+    assert [len(r.value) for r in read_all(c2, topic, 1)] == [1000]
+
+
+def test_headroom_is_given_once_and_recognised_again():
+    assert with_headroom(1_048_588) == 1_053_783 and with_headroom(LIMIT) == 5_248_087
+    assert with_headroom(with_headroom(LIMIT)) == with_headroom(LIMIT)
+    assert all(with_headroom(n) - n >= 1112 for n in range(4096 * 3, 4096 * 5) if n % 4096 != 1111)

@@ -92,15 +92,15 @@ def carry_checkpoints(old_link: str, new_link: str, new_level: int, source: Clus
     old = {k: v for k, v in read_checkpoints(target, old_link, tps, timeout).items() if v[0] is not None}
     if not old:
         raise CarryRefused(f"{target.name} holds no checkpoints of {old_link}: nothing to carry to {new_link}")
-    already = sorted({new for _, meta in old.values() if (new := carried_to(meta)) is not None})
-    if already:
-        raise CarryRefused(f"the checkpoints of {old_link} on {target.name} were carried already (to "
-                           f"{', '.join(already)}); nothing changed")
     present = {k: v[0] for k, v in read_checkpoints(target, new_link, tps, timeout).items() if v[0] is not None}
     if present:
         shown = ", ".join(f"{t}[{p}]={o}" for (t, p), o in sorted(present.items())[:5])
         raise CarryRefused(f"{new_link} already has checkpoints on {target.name} ({shown}): carrying {old_link}'s "
                            f"over them could copy messages twice or skip them; nothing changed")
+    already = sorted({new for _, meta in old.values() if (new := carried_to(meta)) is not None})
+    if already:
+        raise CarryRefused(f"the checkpoints of {old_link} on {target.name} were carried already (to "
+                           f"{', '.join(already)}); nothing changed")
     out = Carried(old_link, new_link, source.name, target.name, len(old),
                   {f"{t}[{p}]": offset for (t, p), (offset, _) in sorted(old.items()) if offset is not None},
                   dry_run)

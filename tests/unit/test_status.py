@@ -60,6 +60,18 @@ def test_each_link_is_coloured_by_its_lag_against_its_sla():
     assert ordered[:3] == ["c1.L3", "c1.L1", "c3.L1"]  # worst first
 
 
+def test_a_partition_held_by_a_long_open_transaction_is_a_problem_of_its_link():
+    inputs = StatusInputs(now=NOW, lag=snapshot([
+        row("c1.L1", "c1", "c2", 0, 1001, 3600.0, end=0, high=1001, held=1001, open_transaction_s=3600.0),
+        row("c2.L1", "c2", "c1", 0, 3, 0.2, end=7, high=10, held=3, open_transaction_s=0.2),  # a moment: normal
+    ]))
+    rows = by_id(inputs)
+    assert rows["c1.L1"]["state"] == "error" and rows["c1.L1"]["problems"] == [
+        "orders[0]: 1001 records wait behind a transaction open for 3600s on c1 at offset 0: no copy passes it "
+        "until it ends"]
+    assert rows["c2.L1"]["state"] == "lagging" and rows["c2.L1"]["problems"] == []
+
+
 def test_a_switched_link_is_drawn_to_its_effective_target():
     topology = four()
     doc = build_status(topology, StatusInputs(now=NOW, targets={"c1.L3": "c4"}))

@@ -22,6 +22,10 @@ State = Literal["error", "breach", "lagging", "ok", "unknown"]
 STATES: tuple[str, ...] = get_args(State)
 
 
+#: An open transaction on a source becomes a problem of its link on the page once it is this old: transactional
+#: producers keep one open for moments all the time, a hung one holds the partition until its timeout.
+OPEN_TRANSACTION_PROBLEM_S = 60.0
+
 def tree_picture(topology: Topology) -> dict[str, Any]:
     """The distribution tree as nested nodes: ``{"level", "path", "children"}`` inside, ``{"cluster"}`` at leaves."""
 
@@ -96,6 +100,10 @@ def _row(topology: Topology, link: Any, measured: list[Mapping[str, Any]] | None
                 row["problems"].append(f"{where}source truncated or recreated")
             if r.get("checkpoint_missing"):
                 row["problems"].append(f"{where}checkpoint gone")
+            if r.get("held") and (r.get("open_transaction_s") or 0) >= OPEN_TRANSACTION_PROBLEM_S:
+                row["problems"].append(f"{where}{r['held']} records wait behind a transaction open for "
+                                       f"{float(r['open_transaction_s']):g}s on {r.get('source')} at offset "
+                                       f"{r.get('end')}: no copy passes it until it ends")
             if r.get("records") is not None and r.get("topic") != WHOLE:
                 row["over"] += [where + p for p in bound.exceeded(int(r["records"]), float(r.get("seconds") or 0.0))]
     row["state"] = ("error" if row["problems"] else "breach" if row["over"] else "unknown" if row["records"] is None

@@ -135,3 +135,35 @@ def test_in_a_transaction_group_the_partition_whose_log_moved_skips_and_the_othe
     assert _values(c2, topic, partitions, 0) == list(range(first)) + list(range(CUT, RECORDS))
     assert _values(c2, topic, partitions, TXN_GROUPS) == list(range(RECORDS))
     assert (_checkpoint(c2, topic, 0), _checkpoint(c2, topic, TXN_GROUPS)) == (RECORDS, RECORDS)
+
+
+def test_with_on_gap_restore_the_partition_stops_and_the_next_run_heals_the_range_from_the_archive(
+        kafka_clusters, make_topic, s3_bucket):
+    import re
+
+    from mirrorflow.archive.job import ArchiveSpec, run_archive
+    from mirrorflow.copy.job import run_job
+    from mirrorflow.copy.spec import JobSpec, LinkJob
+
+    topic = make_topic("c1", partitions=1)
+    make_topic("c2", partitions=1, name=topic)
+    c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
+    _fill(c1, topic, 0)
+    settings = {"c1": {"bootstrap.servers": c1}, "c2": {"bootstrap.servers": c2}}
+    archived = run_archive(ArchiveSpec(run_id="a1", clusters={"c1": settings["c1"]}, archived=("c1",),
+                                       topics=(re.escape(topic),), location=s3_bucket))
+    assert archived.ok and archived.count == RECORDS
+    src = ClusterClient("c1", {"bootstrap.servers": c1, **SMALL_PREFETCH})
+    dst = ClusterClient("c2", {"bootstrap.servers": c2})
+
+    stopped = _cut_while_copying(kafka_clusters, topic, 0, lambda: copy_partition(_task(topic, 0, on_gap="restore"),
+                                                                                  src, dst))
+    first = stopped.error_offset
+    assert stopped.lost_ranges == [[first, CUT - 1]] and _checkpoint(c2, topic, 0) == first
+    assert stopped.error.endswith("(on_gap: restore: the next run restores them from the archive of c1)")
+
+    healed = run_job(JobSpec(level=1, run_id="heal", topics=(re.escape(topic),), clusters=settings,
+                             links=(LinkJob("c1.L1", 1, "c1", "c2", on_gap="restore"),),
+                             archive=s3_bucket.to_dict(), archived=("c1",)))
+    assert healed.ok, healed.summary()["errors"]
+    assert _values(c2, topic, 1, 0) == list(range(RECORDS))  # once each: read before the cut, restored, read after

@@ -421,8 +421,16 @@ class LocalCluster:
         jvm_options: Sequence[str] = (),
         progress: Progress = _stderr,
         security: SecuredListeners | None = None,
+        node_id: int = 1,
+        quorum_voters: str | None = None,
+        cluster_id: str | None = None,
     ) -> None:
         self.name = name
+        #: One node of a several-node cluster: its id, the quorum's voters (``id@host:port,...``) and the
+        #: cluster id all its nodes are formatted with. The defaults make a one-node cluster.
+        self.node_id = node_id
+        self.quorum_voters = quorum_voters
+        self.fixed_cluster_id = cluster_id
         self.directory = Path(directory).resolve()
         self.port = port
         self.controller_port = controller_port
@@ -499,8 +507,8 @@ class LocalCluster:
         props.update(
             {
                 "process.roles": "broker,controller",
-                "node.id": "1",
-                "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
+                "node.id": str(self.node_id),
+                "controller.quorum.voters": self.quorum_voters or f"{self.node_id}@{HOST}:{self.controller_port}",
                 "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
                 "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
                 "inter.broker.listener.name": "PLAINTEXT",
@@ -580,7 +588,7 @@ class LocalCluster:
             return existing
         quiet = self.directory / "log4j2-tools.xml"
         quiet.write_text(LOG4J2_XML.format(log_name="format.log", root_level="WARN"))
-        cluster_id = new_cluster_id()
+        cluster_id = self.fixed_cluster_id or new_cluster_id()
         cmd = self._dist().java_command(
             STORAGE_TOOL_MAIN,
             "format",

@@ -14,6 +14,10 @@ Copied one partition at a time, a run paid that wait (and, exactly once, a fresh
 producer's ``init_transactions``) once per partition, on machines where the
 brokers need the CPU (docs/benchmarks.md has the figures).
 
+A partition the target's metadata shows without a leader stays out of the group's
+transactions (:func:`leaderless`): it would hold every commit of the group, and
+even the abort of a failed one. It fails alone, named; the others copy on.
+
 What this loop does not do, :func:`~mirrorflow.copy.engine.partition.copy_partition` does,
 one partition after the other under the same ``transactional.id``:
 
@@ -110,6 +114,24 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
     producer = clients.producer(first, target)
     checkpoint = clients.checkpoint(first, target)
     reader, _ = clients.reader(first, source)  # a kept reader's leftovers are skipped by topic-partition
+    sick = leaderless(checkpoint, first.topic, [t.partition for t in tasks], op_timeout)
+    if sick:
+        # A partition without a leader would join the group's transaction and hold all of it: its commit
+        # waits for every partition, and so does its abort (the coordinator's markers). It stays out.
+        clients.release(first, source, target, reader=reader, checkpoint=checkpoint, producer=producer,
+                        clean=True, abandoned=False)
+        for p in sick:
+            result = results[p]
+            result.error = (f"{first.target} {first.topic}[{p}] has no leader (its broker is down?): not copied in "
+                            f"this run, nothing written; the other partitions of its transaction group copy on")
+            result.error_code = KafkaError.LEADER_NOT_AVAILABLE
+            log.error("%s %s[%d]: %s", first.link_id, first.topic, p, result.error)
+        healthy = [t for t in tasks if t.partition not in sick]
+        if healthy:
+            for result in copy_group(healthy, source, target, clients=clients, idle_timeout=idle_timeout,
+                                     op_timeout=op_timeout):
+                results[result.partition] = result
+        return [results[t.partition] for t in tasks]
     clean = abandoned = refused = False
     try:
         if first.exactly_once:
@@ -206,6 +228,17 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
         result.duration_s = round(time.monotonic() - started, 3)
         out.append(result)
     return out
+
+
+def leaderless(client: Consumer, topic: str, partitions: list[int], timeout: float) -> set[int]:
+    """The ``partitions`` of ``topic`` that the target's metadata shows without a leader (none when it cannot say)."""
+    try:
+        found = client.list_topics(topic, timeout=timeout).topics.get(topic)
+    except KafkaException:
+        return set()  # the copy meets the trouble itself, by name
+    if found is None or found.error is not None:
+        return set()
+    return {p for p in partitions if p in found.partitions and found.partitions[p].leader < 0}
 
 
 def _earliest(reader: Consumer, topic: str, partitions: list[int], timeout: float) -> dict[int, int]:

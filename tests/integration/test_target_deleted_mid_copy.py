@@ -73,8 +73,9 @@ def test_a_target_topic_deleted_mid_copy_is_named_never_auto_created_and_refille
     task = PartitionTask(link_id="c1.L1", level=1, source="c1", target="auto", topic=topic, partition=0,
                          end_offset=2 * RECORDS, max_bytes_per_second=1_000_000, txn_max_seconds=0.5)
     box = {}
-    worker = threading.Thread(target=lambda: box.setdefault("result", copy_partition(
-        task, ClusterClient("c1", {"bootstrap.servers": c1}), ClusterClient("auto", {"bootstrap.servers": target}))))
+    worker = threading.Thread(target=lambda: box.setdefault("result", copy_partition(  # waits 10 s, not 30, for acks
+        task, ClusterClient("c1", {"bootstrap.servers": c1}), ClusterClient("auto", {"bootstrap.servers": target}),
+        op_timeout=10.0)))
     worker.start()
     deadline = time.monotonic() + 60
     while _target_end(target, topic) < RECORDS + 500:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from mirrorflow.copy.engine.partition import copy_partition
@@ -50,7 +51,6 @@ def _target_end(bootstrap, topic):
     md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic=topic, timeout=10).topics.get(topic)
     if md is None or md.error is not None:
         return 0
-    from confluent_kafka import Consumer, TopicPartition
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-watch"})
     try:
         return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1]

@@ -42,3 +42,10 @@ def test_an_end_below_the_position_is_a_truncation_that_stops_the_partition():
 def test_a_range_the_source_still_holds_is_read_again_from_the_position():
     moved = moved_under_copy(_task(), 300, 0, 1000)
     assert (moved.offset, moved.lost, moved.error) == (300, 0, None)
+
+
+def test_a_source_that_keeps_answering_out_of_range_for_what_it_holds_stops_the_partition():
+    assert moved_under_copy(_task(), 300, 0, 1000, rereads=2).error is None
+    stop = moved_under_copy(_task(), 300, 0, 1000, rereads=3)
+    assert stop.error == ("c1 answered the read of t[0] at offset 300 with 'offset out of range' 4 times while it "
+                          "holds 0..999; the partition stops there")

@@ -101,9 +101,6 @@ def carry_checkpoints(old_link: str, new_link: str, new_level: int, source: Clus
     if already:
         raise CarryRefused(f"the checkpoints of {old_link} on {target.name} were carried already (to "
                            f"{', '.join(already)}); nothing changed")
-    out = Carried(old_link, new_link, source.name, target.name, len(old),
-                  {f"{t}[{p}]": offset for (t, p), (offset, _) in sorted(old.items()) if offset is not None},
-                  dry_run)
     if not dry_run:
         # Cut the old link first: a run of the old topology still copying is fenced, and one that starts
         # later finds the carry mark and stops (mirrorflow.actions.cut); the positions read are final.
@@ -113,7 +110,10 @@ def carry_checkpoints(old_link: str, new_link: str, new_level: int, source: Clus
         except CutUnstable as exc:
             raise CarryRefused(f"{exc}; nothing was carried") from None
         old = {k: (cuts[k], meta) for k, (_, meta) in old.items() if cuts.get(k) is not None}
-        out.checkpoints = {f"{t}[{p}]": offset for (t, p), (offset, _) in sorted(old.items()) if offset is not None}
+    out = Carried(old_link, new_link, source.name, target.name, len(old),
+                  {f"{t}[{p}]": offset for (t, p), (offset, _) in sorted(old.items()) if offset is not None},
+                  dry_run)
+    if not dry_run:
         by_group: dict[tuple[str, int], list[tuple[int, int, str]]] = {}
         for (topic, partition), (offset, metadata) in old.items():
             assert offset is not None

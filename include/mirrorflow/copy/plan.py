@@ -203,6 +203,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
     # (mirrorflow.copy.engine.group), so every task of a group carries the group's share.
     concurrent = max(1, min(slots * spec.copy_threads, len({txn_unit(w) for w in plan.works})))
     rate_share = link.max_bytes_per_second / concurrent if link.max_bytes_per_second else None
+    limits = shape.plan.limits  # per topic: the target's and the source's max.message.bytes
     for work in plan.works:
         plan.tasks.append(PartitionTask(
             link_id=link.link_id, level=link.level, source=link.source, target=link.target,
@@ -214,8 +215,8 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             exactly_once=link.exactly_once,
             on_gap=link.on_gap,
             on_malformed=spec.on_malformed,
-            max_message_bytes=shape.plan.limits.get(work.topic, (None, None))[0],
-            source_max_message_bytes=shape.plan.limits.get(work.topic, (None, None))[1],
+            max_message_bytes=limits.get(work.topic, (None, None))[0],
+            source_max_message_bytes=limits.get(work.topic, (None, None))[1],
             source_topic_id=ids["source"].get(work.topic),
             target_topic_id=ids["target"].get(work.topic),
             keep_alive=(work.topic, work.partition) in keep_alive,

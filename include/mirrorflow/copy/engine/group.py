@@ -49,7 +49,6 @@ from confluent_kafka import (
 from mirrorflow.copy.engine.access import during, named, stage_of
 from mirrorflow.copy.engine.clients import CopyClients
 from mirrorflow.copy.engine.partition import (
-    MAX_REREADS,
     SILENT_OR_GONE,
     copy_partition,
     odd_time,
@@ -348,13 +347,8 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
             txn.close_empty()
         with during("offsets"):
             low, high = reader.get_watermark_offsets(TopicPartition(topic, p), timeout=op_timeout, cached=False)
-        move = moved_under_copy(by_partition[p], position[p], low, high)
-        if move.error is None and not move.lost:
-            rereads[p] = rereads.get(p, 0) + 1
-            if rereads[p] > MAX_REREADS:
-                move = replace(move, error=f"{first.source} answered the read of {topic}[{p}] at offset {position[p]} "
-                                           f"with 'offset out of range' {rereads[p]} times while it holds "
-                                           f"{low}..{high - 1}; the partition stops there")
+        move = moved_under_copy(by_partition[p], position[p], low, high, rereads.get(p, 0))
+        rereads[p] = rereads.get(p, 0) + (move.offset == position[p])
         if record_move(results[p], move):
             position[p] = move.offset
             if position[p] >= end[p]:

@@ -363,10 +363,6 @@ class _SourceMoved(Exception):
     """The source answered the read at the copy's position with "out of range" (see :meth:`_RangeCopy.moved`)."""
 
 
-#: How often one range may be told "out of range" at a position its source still holds before it stops.
-MAX_REREADS = 3
-
-
 @dataclass
 class _Batch:
     """What the open transaction's delivery callbacks found: the lowest refused span, or nothing.
@@ -595,13 +591,8 @@ class _RangeCopy:
         tp = TopicPartition(task.topic, task.partition)
         with during("offsets"):
             low, high = self.reader.get_watermark_offsets(tp, timeout=self.op_timeout, cached=False)
-        move = moved_under_copy(task, self.position, low, high)
-        if move.error is None and not move.lost:
-            self.rereads += 1
-            if self.rereads > MAX_REREADS:
-                move = replace(move, error=f"{task.source} answered the read of {task.topic}[{task.partition}] at "
-                                           f"offset {self.position} with 'offset out of range' {self.rereads} times "
-                                           f"while it holds {low}..{high - 1}; the partition stops there")
+        move = moved_under_copy(task, self.position, low, high, self.rereads)
+        self.rereads += move.offset == self.position
         if not record_move(result, move):
             return False
         self.position = move.offset

@@ -311,7 +311,11 @@ def copy_start(committed: int | None, earliest: int, *, start_offset: int | None
     return Start(position, earliest, initialised, lost=start.lost, error=error, source=source)
 
 
-def moved_under_copy(task: PartitionTask, position: int, earliest: int, end: int) -> Start:
+#: How often one copy may be told "out of range" at a position its source still holds before it stops.
+MAX_REREADS = 3
+
+
+def moved_under_copy(task: PartitionTask, position: int, earliest: int, end: int, rereads: int = 0) -> Start:
     """What to do when the source answered a running copy's read at ``position`` with "out of range".
 
     Retention, ``delete_records`` or an unclean truncation moved the log under the
@@ -319,7 +323,8 @@ def moved_under_copy(task: PartitionTask, position: int, earliest: int, end: int
     ``position`` is a gap, decided exactly as at the copy's start (:func:`copy_start`,
     ``on_gap``); an end below it is a truncation: the copy stops there, and the next
     run compares the records before it (:mod:`mirrorflow.copy.state.history`). A range
-    still readable (a leader moving) is read again from ``position``.
+    still readable (a leader moving) is read again from ``position``, unless it was
+    already ``rereads`` times and that reaches :data:`MAX_REREADS`.
     """
     if position < earliest:
         return copy_start(position, earliest, require_contiguous=task.require_contiguous, on_gap=task.on_gap,
@@ -330,6 +335,11 @@ def moved_under_copy(task: PartitionTask, position: int, earliest: int, end: int
                             f"offset {position} this run had read up to (an unclean leader election, or the topic "
                             f"was recreated); the partition stops at {position}, and the next run compares the "
                             f"records before it with what the link copied"))
+    if rereads >= MAX_REREADS:
+        return Start(position, position, source=task.source,
+                     error=(f"{task.source} answered the read of {task.topic}[{task.partition}] at offset {position} "
+                            f"with 'offset out of range' {rereads + 1} times while it holds {earliest}..{end - 1}; "
+                            f"the partition stops there"))
     return Start(position, position, source=task.source)
 
 

@@ -147,6 +147,10 @@ def test_onboarding_under_traffic_killed_mid_backfill_and_rerun_is_exactly_once(
         run = dag.test(run_conf=form(kafka_clusters))
         flowing.wait_for(len(flowing.ids) + 60)
     assert run.state == "success", {t: xcom(run, t) for t in ("preflight", "backfill", "verify", "summary")}
+    # The killed attempt's open transaction held the link's checkpoints; the rerun fenced it
+    # at once instead of failing its first try on the wait (mirrorflow.copy.engine.fencing).
+    tries = {ti.task_id: ti.try_number for ti in run.get_task_instances()}
+    assert tries["backfill"] == 1, tries
     print(f"level rounds during onboarding: {runs.rounds}; messages produced meanwhile: {len(flowing.ids)}")
     expected += flowing.ids
     backfill = xcom(run, "backfill")

@@ -22,9 +22,9 @@ import logging
 import threading
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from mirrorflow.copy import transactional_id
+from mirrorflow.copy.engine import fence
 from mirrorflow.copy.state import checkpoint_group, read_checkpoints
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
 from mirrorflow.kafka.config import ClusterClient
@@ -35,27 +35,6 @@ _pause = threading.Event()  # never set: .wait(t) is a back-off
 
 class CutUnstable(MirrorflowError):
     """Copies kept committing through every attempt to cut; nothing was decided."""
-
-
-def fence(client: ClusterClient, link_id: str, tps: list[TopicPartition], timeout: float) -> None:
-    """Bump the producer epoch of every partition's ``transactional.id`` on ``client``: running copies abort.
-
-    Partitions of one transaction group share an id (mirrorflow.copy.txn_groups): each id is fenced once.
-    """
-    fenced: set[str] = set()
-    for tp in tps:
-        txn_id = transactional_id(link_id, tp.topic, tp.partition)
-        if txn_id in fenced:
-            continue
-        fenced.add(txn_id)
-        producer = Producer(client.producer(**{"transactional.id": txn_id}))
-        try:
-            producer.init_transactions(timeout)
-        except KafkaException as exc:
-            raise KafkaOperationError(client.name, f"fence link {link_id} on {tp.topic}[{tp.partition}]",
-                                      exc.args[0]) from exc
-        finally:
-            producer.flush(1)
 
 
 def commit_checkpoints(client: ClusterClient, link_id: str, offsets: list[TopicPartition], timeout: float) -> None:

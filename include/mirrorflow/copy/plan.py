@@ -26,6 +26,7 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
+from mirrorflow.copy.engine.fencing import attempt_checkpoints
 from mirrorflow.copy.heal.archive import Heal, heal_plans, unavailable
 from mirrorflow.copy.spec import JobSpec, LinkJob, LinkReport, PartitionError, link_fields
 from mirrorflow.copy.state.checkpoints import (
@@ -111,7 +112,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
     report.partitions = len(tps)
     if not tps:
         return plan
-    checkpoints = read_checkpoints(target, link.link_id, tps, timeout)
+    checkpoints = attempt_checkpoints(target, link.link_id, tps, timeout)
     step("checkpoints")
     moved = {new for _, meta in checkpoints.values() if (new := switched_to(meta)) is not None}
     if moved:

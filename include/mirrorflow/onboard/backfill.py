@@ -29,8 +29,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirrorflow.copy import PartitionTask, txn_unit
-from mirrorflow.copy.engine import execute, passed
-from mirrorflow.copy.state import EARLIEST, read_checkpoints
+from mirrorflow.copy.engine import attempt_checkpoints, execute, passed
+from mirrorflow.copy.state import EARLIEST
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.internal_names import BACKFILL_SINCE_GROUP
@@ -125,7 +125,7 @@ def plan_tasks(spec: BackfillSpec, timeout: float = 30.0) -> list[PartitionTask]
     tps = [TopicPartition(t, p) for t, n in sorted(spec.topics.items()) for p in range(n)]
     if not tps:
         return []
-    checkpoints = read_checkpoints(target, spec.link_id, tps, timeout)
+    checkpoints = attempt_checkpoints(target, spec.link_id, tps, timeout)
     lows, ends = earliest_and_stable(source, tps, timeout)
     since: dict[tuple[str, int], int] = {}
     if spec.mode == "since":

@@ -6,6 +6,8 @@
 - :mod:`~mirrorflow.copy.engine.group`: the ranges of one transaction group in shared transactions;
 - :mod:`~mirrorflow.copy.engine.transactions`: how copies and checkpoints are made durable together;
 - :mod:`~mirrorflow.copy.engine.clients`: the clients a copy thread keeps between ranges;
+- :mod:`~mirrorflow.copy.engine.fencing`: fencing a link's copies, and a new attempt's
+  read of its checkpoints past a dead attempt's open transaction;
 - :mod:`~mirrorflow.copy.engine.throttle`, :mod:`~mirrorflow.copy.engine.spans`,
   :mod:`~mirrorflow.copy.engine.access`: the byte-rate cap, the target span an audit
   line reports, and which permission each stage of a copy needs.
@@ -18,16 +20,19 @@ from __future__ import annotations
 
 from mirrorflow.copy.engine.clients import CopyClients
 from mirrorflow.copy.engine.executor import copy_tasks, execute, passed
+from mirrorflow.copy.engine.fencing import attempt_checkpoints, fence
 from mirrorflow.copy.engine.group import copy_group
 from mirrorflow.copy.engine.partition import copy_partition
 from mirrorflow.copy.engine.transactions import fenced_commit
 
 __all__ = [
     "CopyClients",
+    "attempt_checkpoints",
     "copy_group",
     "copy_partition",
     "copy_tasks",
     "execute",
+    "fence",
     "fenced_commit",
     "passed",
 ]

@@ -93,7 +93,7 @@ def consumed_group(kafka_clusters, failover_topic, failover_topology) -> dict[in
     try:
         while any(seen.get(p, 0) < n for p, n in CONSUMED.items()):
             assert time.monotonic() < deadline, f"the group read only {seen} of {CONSUMED} on c1"
-            for msg in consumer.consume(100, timeout=1.0):
+            for msg in consumer.consume(100, timeout=0.05):  # a partial batch waits the whole timeout
                 if msg.error() is None:
                     seen[msg.partition()] = max(seen.get(msg.partition(), 0), msg.offset() + 1)
         consumer.commit(offsets=[TopicPartition(topic, p, n) for p, n in CONSUMED.items()], asynchronous=False)

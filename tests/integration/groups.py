@@ -61,7 +61,7 @@ def read_from_committed(bootstrap: str | Mapping[str, Any], topic: str, group: s
         deadline = time.monotonic() + timeout
         while todo:
             assert time.monotonic() < deadline, f"{group}: reading {topic} on {bootstrap} stalled"
-            for msg in consumer.consume(500, timeout=0.5):
+            for msg in consumer.consume(500, timeout=0.05):  # a partial batch waits the whole timeout
                 p = msg.partition()
                 if msg.error():
                     if msg.offset() >= ends[p]:

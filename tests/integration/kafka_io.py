@@ -88,7 +88,8 @@ def read_all(bootstrap: str | Mapping[str, Any], topic: str, partitions: int, ti
         while len(done) < partitions:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{topic}: read {len(records)} records, partitions done {sorted(done)}")
-            for msg in consumer.consume(500, timeout=0.5):
+            # consume() waits out its whole timeout unless the batch fills: keep it short
+            for msg in consumer.consume(500, timeout=0.05):
                 if msg.error():
                     events.append(f"{msg.error().name()}@{msg.partition()}:{msg.offset()}")
                     if msg.offset() >= ends[msg.partition()]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -63,6 +64,9 @@ from mirrorflow.topology.model import TopicSelector
 from mirrorflow.work import PartitionWork, cap
 
 log = logging.getLogger(__name__)
+
+#: Targets (and clusters to probe) planned side by side at the most.
+PLAN_THREADS = 8
 
 
 @dataclass
@@ -342,37 +346,57 @@ def _former_links(link: LinkJob, target: ClusterClient, tp: TopicPartition, time
 def _closed_clusters(spec: JobSpec) -> dict[str, ClusterUnreachable]:
     """The clusters of the spec's links that do not let this client in: down, or refusing its login.
 
-    Probed once each before planning, so that a wrong password or a cluster that is
-    down fails the links that need it at once, saying which and why, instead of
-    timing out somewhere inside planning (once per request); the other links are planned.
+    Probed once each, all at once, before planning, so that a wrong password or a
+    cluster that is down fails the links that need it at once, saying which and why,
+    instead of timing out somewhere inside planning (once per request); the other
+    links are planned.
     """
-    closed: dict[str, ClusterUnreachable] = {}
-    for name in sorted({c for link in spec.links for c in (link.source, link.target)}):
+    names = sorted({c for link in spec.links for c in (link.source, link.target)})
+
+    def closed_or_none(name: str) -> ClusterUnreachable | None:
         try:
             probe(ClusterClient(name, spec.clusters[name]), timeout=10.0)
         except ClusterUnreachable as exc:  # ClusterLoginFailed included
-            closed[name] = exc
             log.error("%s", exc)
-    return closed
+            return exc
+        return None
+
+    with ThreadPoolExecutor(max_workers=max(1, min(PLAN_THREADS, len(names))), thread_name_prefix="probe") as pool:
+        answers = list(pool.map(closed_or_none, names))
+    return {name: exc for name, exc in zip(names, answers, strict=True) if exc is not None}
 
 
 def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
-    """Plan every link of the spec; a link whose clusters fail is reported, the others still planned."""
+    """Plan every link of the spec; a link whose clusters fail is reported, the others still planned.
+
+    Planning is admin round trips, not work: the links of different targets are
+    planned side by side, those of one target one after the other (they shape the
+    same topics there). The plans come back in the spec's order of links.
+    """
     selector = TopicSelector(spec.topics)
-    plans = []
     retention: dict[str, tuple[float, str | None]] = {}  # read once per target cluster
     closed = _closed_clusters(spec)
-    for link in spec.links:
+    by_target: dict[str, list[int]] = {}
+    for i, link in enumerate(spec.links):
+        by_target.setdefault(link.target, []).append(i)
+    plans: list[LinkPlan | None] = [None] * len(spec.links)
+
+    def plan_one(link: LinkJob) -> LinkPlan:
         try:
             for name in (link.source, link.target):
                 if name in closed:
                     raise closed[name]
-            plans.append(plan_link(spec, link, selector, slots, retention=retention))
+            return plan_link(spec, link, selector, slots, retention=retention)
         except MirrorflowError as exc:
             report = LinkReport(link.link_id, link.source, link.target, error=str(exc))
-            plans.append(LinkPlan(link, report, errors=[
-                PartitionError(link.link_id, link.source, link.target, "*", None, None, f"planning failed: {exc}")]))
             log.error("%s: planning failed: %s", link.link_id, exc)
-    return plans
+            return LinkPlan(link, report, errors=[
+                PartitionError(link.link_id, link.source, link.target, "*", None, None, f"planning failed: {exc}")])
 
+    def plan_target(indices: list[int]) -> None:
+        for i in indices:
+            plans[i] = plan_one(spec.links[i])
 
+    with ThreadPoolExecutor(max_workers=max(1, min(PLAN_THREADS, len(by_target))), thread_name_prefix="plan") as pool:
+        list(pool.map(plan_target, by_target.values()))  # list(): an unexpected error is raised here
+    return [p for p in plans if p is not None]

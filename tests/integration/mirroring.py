@@ -245,16 +245,20 @@ class LevelRuns:
         assert self.error is None, self.error
 
 
-def checkpointed(bootstrap: str, link_id: str, topic: str, partitions: int, wait: float = 0.0) -> int:
+def checkpointed(bootstrap: str, link_id: str, topic: str, partitions: int, wait: float = 0.0,
+                 stable: bool = True) -> int:
     """Sum of the link's checkpoints.
 
     With ``wait`` 0, a retriable answer (coordinator loading or moving, or an open
     transaction's offsets not yet stable) counts as 0, for polling loops; otherwise
     it is retried until ``wait`` seconds have passed. A killed producer's open
-    transaction keeps its offsets unstable until the broker times it out (60 s).
+    transaction keeps its offsets unstable until the broker times it out (60 s);
+    ``stable=False`` asks without waiting for that: the committed checkpoints, not
+    what the open transaction would commit.
     """
     deadline = time.monotonic() + wait
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": checkpoint_group(link_id)})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": checkpoint_group(link_id),
+                         "isolation.level": "read_committed" if stable else "read_uncommitted"})
     try:
         while True:
             try:

@@ -60,14 +60,14 @@ replication:
     c2 = kafka_clusters["c2"].bootstrap
     deadline = time.monotonic() + 180
     try:
-        while checkpointed(c2, "c1.L1", topic, 2) < 400:  # a few transactions committed on the target
+        while checkpointed(c2, "c1.L1", topic, 2, stable=False) < 400:  # a few transactions committed on the target
             assert proc.poll() is None, "the job ended before it could be killed"
             assert time.monotonic() < deadline, "the job never committed a transaction"
             _pause.wait(0.1)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the whole job: driver JVM and Python workers
         proc.wait(30)
-    done = checkpointed(c2, "c1.L1", topic, 2, wait=120)
+    done = checkpointed(c2, "c1.L1", topic, 2, wait=30, stable=False)  # the killed transaction is open
     assert 400 <= done < 4000, f"kill did not land mid-batch (checkpoint {done})"
 
     converge(topo, clients(kafka_clusters, topo), spark)
@@ -210,7 +210,7 @@ replication:
     run.start()
     try:
         deadline = time.monotonic() + 120
-        while checkpointed(c2.bootstrap, "c1.L1", topic, 2) < 300:
+        while checkpointed(c2.bootstrap, "c1.L1", topic, 2, stable=False) < 300:
             assert run.is_alive(), "the run ended before the broker could be killed"
             assert time.monotonic() < deadline, "the run never committed a transaction"
             _pause.wait(0.05)

@@ -59,13 +59,13 @@ from mirrorflow.kafka.admin import (
     topic_ids,
 )
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.topics import sync_topic_shapes
+from mirrorflow.kafka.topics import ShapeResult, sync_topic_shapes
 from mirrorflow.topology.model import TopicSelector
 from mirrorflow.work import PartitionWork, cap
 
 log = logging.getLogger(__name__)
 
-#: Targets (and clusters to probe) planned side by side at the most.
+#: Links (and clusters to probe) planned side by side at the most.
 PLAN_THREADS = 8
 
 
@@ -79,10 +79,12 @@ class LinkPlan:
 
 
 def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
-              timeout: float = 30.0, retention: dict[str, tuple[float, str | None]] | None = None) -> LinkPlan:
+              timeout: float = 30.0, retention: dict[str, tuple[float, str | None]] | None = None,
+              shaped: tuple[ShapeResult, float] | None = None) -> LinkPlan:
     """Shape the target, read checkpoints and end offsets, and cut the link's work into tasks.
 
-    ``retention``: each target's ``offsets.retention.minutes`` read so far in this run, shared by its links.
+    ``retention``: each target's ``offsets.retention.minutes`` read so far in this run, shared by its links;
+    ``shaped``: the target's shaping and its seconds, when :func:`plan` did it already.
     """
     report = LinkReport(link.link_id, link.source, link.target)
     plan = LinkPlan(link, report)
@@ -98,7 +100,10 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
         report.plan_steps[name] = round(now - clock[0], 3)
         clock[0] = now
 
-    shape = sync_topic_shapes(source, target, selector, align_configs=spec.align_configs, timeout=timeout)
+    if shaped is None:
+        shape = sync_topic_shapes(source, target, selector, align_configs=spec.align_configs, timeout=timeout)
+    else:
+        shape, clock[0] = shaped[0], clock[0] - shaped[1]
     report.created_topics = sorted(c.topic for c in shape.created)
     report.partitions_added = {a.topic: a.wanted for a in shape.partitions_added}
     report.deleted_on_source = sorted(shape.plan.deleted_on_source)
@@ -369,34 +374,42 @@ def _closed_clusters(spec: JobSpec) -> dict[str, ClusterUnreachable]:
 def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
     """Plan every link of the spec; a link whose clusters fail is reported, the others still planned.
 
-    Planning is admin round trips, not work: the links of different targets are
-    planned side by side, those of one target one after the other (they shape the
-    same topics there). The plans come back in the spec's order of links.
+    Planning is admin round trips, not work. Targets are shaped first, one link
+    after another in the spec's order (a link's target is another link's source,
+    whose partitions it reads); the rest, reads only, runs for every link side by
+    side. The plans come back in the spec's order of links.
     """
     selector = TopicSelector(spec.topics)
     retention: dict[str, tuple[float, str | None]] = {}  # read once per target cluster
     closed = _closed_clusters(spec)
-    by_target: dict[str, list[int]] = {}
-    for i, link in enumerate(spec.links):
-        by_target.setdefault(link.target, []).append(i)
-    plans: list[LinkPlan | None] = [None] * len(spec.links)
 
-    def plan_one(link: LinkJob) -> LinkPlan:
+    def failed(link: LinkJob, exc: MirrorflowError) -> LinkPlan:
+        report = LinkReport(link.link_id, link.source, link.target, error=str(exc))
+        log.error("%s: planning failed: %s", link.link_id, exc)
+        return LinkPlan(link, report, errors=[
+            PartitionError(link.link_id, link.source, link.target, "*", None, None, f"planning failed: {exc}")])
+
+    shaped: list[tuple[ShapeResult, float] | LinkPlan] = []
+    for link in spec.links:
+        started = time.monotonic()
         try:
             for name in (link.source, link.target):
                 if name in closed:
                     raise closed[name]
-            return plan_link(spec, link, selector, slots, retention=retention)
+            shape = sync_topic_shapes(spec.client(link.source), spec.client(link.target), selector,
+                                      align_configs=spec.align_configs)
+            shaped.append((shape, time.monotonic() - started))
         except MirrorflowError as exc:
-            report = LinkReport(link.link_id, link.source, link.target, error=str(exc))
-            log.error("%s: planning failed: %s", link.link_id, exc)
-            return LinkPlan(link, report, errors=[
-                PartitionError(link.link_id, link.source, link.target, "*", None, None, f"planning failed: {exc}")])
+            shaped.append(failed(link, exc))
 
-    def plan_target(indices: list[int]) -> None:
-        for i in indices:
-            plans[i] = plan_one(spec.links[i])
+    def plan_one(item: tuple[LinkJob, tuple[ShapeResult, float] | LinkPlan]) -> LinkPlan:
+        link, shape = item
+        if isinstance(shape, LinkPlan):
+            return shape
+        try:
+            return plan_link(spec, link, selector, slots, retention=retention, shaped=shape)
+        except MirrorflowError as exc:
+            return failed(link, exc)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(PLAN_THREADS, len(by_target))), thread_name_prefix="plan") as pool:
-        list(pool.map(plan_target, by_target.values()))  # list(): an unexpected error is raised here
-    return [p for p in plans if p is not None]
+    with ThreadPoolExecutor(max_workers=max(1, min(PLAN_THREADS, len(spec.links))), thread_name_prefix="plan") as pool:
+        return list(pool.map(plan_one, zip(spec.links, shaped, strict=True)))

@@ -24,9 +24,10 @@ and history checks, the compacted stores. They all read through
   offset. It never jumps.
 - **Waiting**: ``timeout`` seconds with neither a record nor a partition's end
   fail the read (:class:`~mirrorflow.errors.ReadStalled`, naming where it
-  stood). One ``consume()`` waits ``wait`` seconds at most and asks for no more
-  records than the ranges have left: a batch call holds a partial batch until
-  its wait is over, and the last batch of every range is partial.
+  stood). A batch ``consume()`` holds a partial batch until its wait is over,
+  and the last batch of every range is partial; so the reader takes what the
+  consumer has queued without waiting, and only when nothing is queued waits,
+  ``wait`` seconds at most, for the first record or event (which ends the wait).
 - **Isolation**: ``read_committed`` unless asked otherwise: aborted records
   never count, and an end read before is a last stable offset.
 - **Errors**: a partition's error is a :class:`~mirrorflow.errors.KafkaOperationError`
@@ -151,7 +152,8 @@ class RangeReader:
         while self._ends:
             out: list[Any] = []
             moved = False
-            for msg in self.consumer.consume(self._asked(), timeout=self.wait):
+            msgs = self.consumer.consume(self._asked(), timeout=0) or self.consumer.consume(1, timeout=self.wait)
+            for msg in msgs:
                 key = (msg.topic(), msg.partition())
                 end = self._ends.get(key)
                 err = msg.error()

@@ -8,7 +8,6 @@ says *which* cluster failed at *what*.
 
 from __future__ import annotations
 
-import concurrent.futures
 import threading
 import time
 from dataclasses import dataclass
@@ -49,8 +48,7 @@ def probe(client: ClusterClient, timeout: float = 10.0) -> ClusterInfo:
     deadline = time.monotonic() + timeout + 5
     asked_port = False
     while not future.done() and watch.reason is None and time.monotonic() < deadline:
-        concurrent.futures.wait([future], timeout=0.05)  # returns as soon as the answer is in
-        admin_client.poll(0)  # serves the error callback
+        admin_client.poll(0.05)  # serves the error callback
         if watch.all_down and not asked_port:
             asked_port = True
             watch.reason = plaintext_at_tls_port(client.settings)

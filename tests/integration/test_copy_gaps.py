@@ -614,3 +614,27 @@ def test_a_top_level_link_heals_by_provenance_although_another_link_of_its_level
     assert sum(p["restored"] for p in healed.partitions if p["link_id"] == "c1.L3") > 0
     converge(topo, settings, archive=location)
     assert_exactly_once(kafka_clusters, ["c2", "c3"], topic, every)
+
+
+def test_a_source_topic_deleted_after_copies_is_an_audit_line_saying_how_far_the_link_copied(kafka_clusters,
+                                                                                            make_topic, caplog):
+    """The source's end went with the topic: the run says what it can, the checkpoint per partition."""
+    names = ("c1", "c2")
+    topic = topic_everywhere(make_topic, names, partitions=2)
+    topo = topology(kafka_clusters, "\n  level: 1\n  children: [c1, c2]\n", [topic], names)
+    settings = clients(kafka_clusters, topo)
+    traffic(kafka_clusters, "c1", topic, 10)
+    assert run_level(topo, 1, settings).ok
+    admin = AdminClient({"bootstrap.servers": kafka_clusters["c1"].bootstrap})
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+    deadline = time.monotonic() + 60
+    while topic in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, f"{topic} still listed on c1 60 s after its deletion"
+        _pause.wait(0.2)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+        run_level(topo, 1, settings)  # c2.L1 creates the topic on c1 again, empty
+    [line] = [json.loads(r.getMessage()) for r in caplog.records
+              if r.name == AUDIT_LOGGER and '"topic_deleted_on_source"' in r.getMessage()]
+    assert (line["link"]["id"], line["topic"]) == ("c1.L1", topic)
+    assert sum(line["copied_up_to"].values()) == 10  # every record of c1 had been copied

@@ -47,9 +47,14 @@ class Verdict:
     expected: int
     held: int
     complete: bool
+    #: Records of the cell that compaction explains (a compacted topic's cell complete although the counts differ).
+    compacted: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.compacted:
+            del out["compacted"]  # as verdicts were stored before compaction was known
+        return out
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,8 @@ class Comparison:
     no_reference: int = 0
     #: Every judged cell of every cluster but its origin, complete or not: ``(cluster, cell) -> verdict``.
     verdicts: Mapping[tuple[str, WindowKey], Verdict] = field(default_factory=dict)
+    #: Records that compaction explains in complete cells of compacted topics (the drill-down decides).
+    compacted: int = 0
 
     @property
     def ok(self) -> bool:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from mirrorflow.completeness.compare import Comparison, compare
+from mirrorflow.completeness.compare import Comparison, Difference, Verdict, compare
 from mirrorflow.completeness.count import ClusterCount, count_cluster
 from mirrorflow.completeness.drill import Drill, drill
 from mirrorflow.completeness.store import Position, read_state, write_verdicts
@@ -26,6 +26,7 @@ from mirrorflow.completeness.tally import DEFAULT_WINDOW_S, Tallies, WindowKey
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.journal import audit, audit_warning
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.topics import describe_topics
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 DEFAULT_GRACE_S = 900.0
 #: At most this many differing cells are drilled down per run (each reads the cell on two clusters).
 DRILL_LIMIT = 20
+#: At most this many differing cells of compacted topics are examined per run (each once: a cell found
+#: complete by compaction is not read again while its counts stay the same).
+COMPACTED_DRILL_LIMIT = 200
 
 
 @dataclass
@@ -57,6 +61,7 @@ class AuditResult:
             "unreachable": self.unreachable,
             "judged": c.judged if c else 0, "complete": c.complete if c else 0,
             "pending": c.pending if c else 0, "before_horizon": c.before_horizon if c else 0,
+            "compacted": c.compacted if c else 0,
             "verdicts_written": {name: n for name, n in sorted(self.verdicts_written.items()) if n},
             "differences": [d.to_dict() for d in self.drills] or ([x.to_dict() for x in c.differences] if c else []),
         }
@@ -116,16 +121,89 @@ def run_audit(clients: Mapping[str, ClusterClient], selects: Callable[[str], boo
     holders = {topic: sorted(tallies) for topic in topics}
     now = int(time.time() * 1000) if now_ms is None else now_ms
     comparison = compare(tallies, holders, now_ms=now, grace_s=grace_s, horizons=horizons)
-    result.comparison = comparison
+    comparison, drills = _drill(comparison, clients, positions, stored, window_s, timeout)
+    result.comparison, result.drills = comparison, drills
     _store_verdicts(result, clients, comparison, stored, window_s, timeout)
-    for difference in comparison.differences[:DRILL_LIMIT]:
-        result.drills.append(drill(difference, clients, positions, window_s, timeout))
     line = dict(run_id=run_id, window_s=window_s, grace_s=grace_s, **result.summary())
     if result.ok:
         audit("completeness", **line)
     else:
         audit_warning("completeness", **line)
     return result
+
+
+def _drill(comparison: Comparison, clients: Mapping[str, ClusterClient],
+           positions: Mapping[str, Mapping[tuple[str, int], Position]],
+           stored: Mapping[str, Mapping[WindowKey, Mapping[str, Any]]], window_s: int,
+           timeout: float) -> tuple[Comparison, list[Drill]]:
+    """The differences drilled down, and the comparison once compaction is taken out of it.
+
+    A difference on a compacted topic is always drilled (up to :data:`COMPACTED_DRILL_LIMIT`
+    per run; the rest wait, unjudged, for the next run), unless the same counts were
+    found complete by compaction before; a cell whose every difference compaction
+    explains is complete. Other differences are drilled up to :data:`DRILL_LIMIT`.
+    """
+    compacted = compacted_topics(clients, {d.topic for d in comparison.differences}, timeout)
+    drills: list[Drill] = []
+    excused: dict[Difference, int] = {}
+    deferred: list[Difference] = []
+    budget = COMPACTED_DRILL_LIMIT
+    for d in comparison.differences:
+        if d.topic not in compacted:
+            if len(drills) < DRILL_LIMIT:
+                drills.append(drill(d, clients, positions, window_s, timeout))
+            continue
+        before = stored.get(d.cluster, {}).get(WindowKey(d.topic, d.origin, d.window_ms)) or {}
+        if before.get("compacted") and before.get("complete") and (before.get("expected"), before.get("held")) == (
+                d.expected, d.held):
+            excused[d] = int(before["compacted"])
+        elif budget <= 0:
+            deferred.append(d)
+        else:
+            budget -= 1
+            found = drill(d, clients, positions, window_s, timeout, compacted=True)
+            if found.excused:
+                excused[d] = found.compacted
+            else:
+                drills.append(found)
+    if deferred:
+        log.warning("%d difference(s) on compacted topics not examined in this run (at most %d are); they are "
+                    "judged in the next runs", len(deferred), COMPACTED_DRILL_LIMIT)
+    if not excused and not deferred:
+        return comparison, drills
+
+    def cell(d: Difference) -> WindowKey:
+        return WindowKey(d.topic, d.origin, d.window_ms)
+
+    left = [d for d in comparison.differences if d not in excused and d not in deferred]
+    failing = {cell(d) for d in left}
+    waiting = {cell(d) for d in deferred} - failing
+    now_complete = {cell(d) for d in excused} - failing - waiting
+    verdicts = {k: v for k, v in comparison.verdicts.items() if k[1] not in waiting}
+    for d, n in excused.items():
+        if cell(d) not in waiting:
+            verdicts[(d.cluster, cell(d))] = Verdict(d.expected, d.held, True, compacted=n)
+    judged = replace(comparison, judged=comparison.judged - len(waiting),
+                     complete=comparison.complete + len(now_complete), differences=tuple(left),
+                     pending=comparison.pending + len(waiting), verdicts=verdicts,
+                     compacted=comparison.compacted + sum(excused.values()))
+    return judged, drills
+
+
+def compacted_topics(clients: Mapping[str, ClusterClient], topics: set[str], timeout: float) -> set[str]:
+    """The ``topics`` whose ``cleanup.policy`` includes ``compact`` on any cluster that answers."""
+    found: set[str] = set()
+    if not topics:
+        return found
+    for name, client in sorted(clients.items()):
+        try:
+            shapes = describe_topics(client, sorted(topics), timeout)
+        except MirrorflowError as exc:
+            log.warning("%s: cleanup.policy of %s not read (%s); counted as not compacted there", name,
+                        ", ".join(sorted(topics)), exc)
+            continue
+        found |= {t for t, shape in shapes.items() if "compact" in shape.configs.get("cleanup.policy", "")}
+    return found
 
 
 def _store_verdicts(result: AuditResult, clients: Mapping[str, ClusterClient], comparison: Comparison,

@@ -107,9 +107,8 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
     report.created_topics = sorted(c.topic for c in shape.created)
     report.partitions_added = {a.topic: a.wanted for a in shape.partitions_added}
     report.deleted_on_source = sorted(shape.plan.deleted_on_source)
-    for topic in report.deleted_on_source:
-        log.warning("%s: topic %s is gone from %s but still on %s; it is left there (delete it by hand if "
-                    "that is wanted)", link.link_id, topic, link.source, link.target)
+    if report.deleted_on_source:
+        _deleted_on_source(spec, link, target, report.deleted_on_source, timeout)
     for topic, error in shape.blocked.items():
         plan.errors.append(PartitionError(link.link_id, link.source, link.target, topic, None, None, str(error)))
 
@@ -332,6 +331,28 @@ def _lost_checkpoint(spec: JobSpec, link: LinkJob, source: ClusterClient, target
                   partition=tp.partition, copies_on_target=found.count, highest_origin_offset=found.highest,
                   former_links=renamed, unproven=None if renamed else (recovery.why if recovery else "switched"))
     return PartitionError(link.link_id, link.source, link.target, tp.topic, tp.partition, None, error)
+
+
+def _deleted_on_source(spec: JobSpec, link: LinkJob, target: ClusterClient, topics: list[str],
+                       timeout: float) -> None:
+    """Say, per topic the source lost while the target keeps it, how far this link had copied it.
+
+    What the source held past those positions when the topic was deleted is gone with
+    it, and no reader can tell now whether there was any: the completeness audit,
+    which counted the source's records as they came, names the ones never copied
+    (docs/topics.md, "Deleted topics"). A topic the link never copied is only logged.
+    """
+    sizes = list_topics(target, timeout)
+    tps = [TopicPartition(t, p) for t in topics for p in range(sizes.get(t, 0))]
+    checkpoints = read_checkpoints(target, link.link_id, tps, timeout) if tps else {}
+    for topic in topics:
+        copied = {p: off for (t, p), (off, _) in sorted(checkpoints.items()) if t == topic and off is not None}
+        log.warning("%s: topic %s is gone from %s but still on %s; it is left there (delete it by hand if "
+                    "that is wanted)", link.link_id, topic, link.source, link.target)
+        if copied:
+            audit_warning("topic_deleted_on_source", run_id=spec.run_id, link=link_fields(link), topic=topic,
+                          copied_up_to=copied,
+                          unknown="what the source held past these offsets when it deleted the topic")
 
 
 def _former_links(link: LinkJob, target: ClusterClient, tp: TopicPartition, timeout: float) -> list[str]:

@@ -114,7 +114,9 @@ class CopyClients:
         kept = self._checkpoints.pop((target.name, task.link_id), None)
         # Read uncommitted: it reads no records, and its end-offset query (the audit's target
         # span) must give the high watermark, not the last stable offset, which lags behind
-        # the transaction markers a commit writes after it returns.
+        # the transaction markers a commit writes after it returns. Its offset fetch is therefore not
+        # "require stable"; it needs not be: a copy reads its checkpoint after its own init_transactions,
+        # which ends any earlier transaction holding offsets of these partitions.
         return kept if kept is not None else Consumer(target.consumer(checkpoint_group(task.link_id),
                                                                       **{"isolation.level": "read_uncommitted"}))
 

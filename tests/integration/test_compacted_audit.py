@@ -103,7 +103,7 @@ def test_a_compacted_topic_compacted_on_different_schedules_is_complete_and_a_lo
     assert {k for k, v in latest.items() if v is None} == {(p, f"p{p}-k{i % KEYS}".encode()) for p in (0, 1)
                                                            for i in (581, 597)}
     # the verdicts say why the windows are complete
-    kept = {k: v for k, v in read_state(cluster["c2"]).verdicts.items() if k.topic == topic and k.origin == "c1"}
+    kept = {k: v for k, v in read_state(cluster["c2"], 60).verdicts.items() if k.topic == topic and k.origin == "c1"}
     assert kept and all(v["complete"] for v in kept.values()) and any(v.get("compacted") for v in kept.values())
 
     # a real loss: a key's only record reaches c2 and is deleted there; every other record before it in its

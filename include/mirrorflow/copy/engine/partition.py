@@ -39,6 +39,7 @@ from mirrorflow.copy.engine.transactions import (
     ProduceRejected,
     TargetSilent,
     commit_position,
+    flush,
     fresh_producer,
     produce_carefully,
 )
@@ -544,7 +545,7 @@ class _RangeCopy:
                                           {"partition": partition, "headers": out_headers, "timestamp": timestamp},
                                           refused, offset)
                     if one_by_one:
-                        producer.flush(self.op_timeout)
+                        flush(producer, self.op_timeout)
                         if self.batch.first_error is not None:
                             self.batch.first_error = ([offset, offset + 1], self.batch.first_error[1])  # exactly it
                             raise _Abort()
@@ -612,7 +613,7 @@ class _RangeCopy:
     def commit(self, next_offset: int) -> None:
         """Make everything since the last commit durable with ``next_offset`` as the checkpoint, then count it."""
         with during("produce"):
-            unacknowledged = self.producer.flush(self.op_timeout)
+            unacknowledged = flush(self.producer, self.op_timeout)
         if self.batch.first_error is not None:
             raise _Abort()
         self.txn.require_acknowledged(unacknowledged)

@@ -172,6 +172,24 @@ def fenced_commit(task: PartitionTask, target: ClusterClient, positions: list[To
         producer.flush(timeout)
 
 
+def flush(producer: Producer, timeout: float) -> int:
+    """``producer.flush(timeout)``: how many copies are still unacknowledged; the error confluent-kafka can lose.
+
+    When a fatal error (most often: another attempt of the link fenced this
+    producer's ``transactional.id``) reaches ``flush`` while it serves delivery
+    reports, confluent-kafka 2.16 can raise ``SystemError: ... returned NULL without
+    setting an exception`` instead of the error. A copy must say what happened and be
+    handled as fenced, so it is raised as the fatal error it stands for.
+    """
+    try:
+        return int(producer.flush(timeout))
+    except SystemError as exc:
+        raise KafkaException(KafkaError(
+            KafkaError._FATAL, f"the producer failed fatally while flushing its copies, most often because another "
+            f"attempt of this link fenced it (same transactional.id); confluent-kafka lost the error ({exc})",
+            fatal=True)) from exc
+
+
 def fresh_producer(old: Producer, task: PartitionTask, target: ClusterClient, timeout: float) -> Producer:
     """A new producer (new epoch) after an aborted transaction whose delivery failed.
 

@@ -146,7 +146,7 @@ def _drill(comparison: Comparison, clients: Mapping[str, ClusterClient],
     compacted = compacted_topics(clients, {d.topic for d in comparison.differences}, timeout)
     drills: list[Drill] = []
     excused: dict[Difference, int] = {}
-    deferred: list[Difference] = []
+    deferred: set[Difference] = set()
     budget = COMPACTED_DRILL_LIMIT
     for d in comparison.differences:
         if d.topic not in compacted:
@@ -158,7 +158,7 @@ def _drill(comparison: Comparison, clients: Mapping[str, ClusterClient],
                 d.expected, d.held):
             excused[d] = int(before["compacted"])
         elif budget <= 0:
-            deferred.append(d)
+            deferred.add(d)
         else:
             budget -= 1
             found = drill(d, clients, positions, window_s, timeout, compacted=True)

@@ -11,6 +11,8 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from mirrorflow.kafka.deadline import within
+
 _pause = threading.Event()
 
 
@@ -58,13 +60,17 @@ def stable_end_offsets(bootstrap: str | Mapping[str, Any], topic: str, partition
     admin = AdminClient(client_conf(bootstrap))
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     deadline = time.monotonic() + timeout
+
+    def ends(isolation: IsolationLevel) -> list[int]:
+        found = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, isolation_level=isolation,
+                                   request_timeout=10)
+        return [found[tp].result(timeout=15).offset for tp in tps]
+
     while True:
-        lso = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps},
-                                 isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10)
-        hw = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps},
-                                isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=10)
-        lso_v = [lso[tp].result().offset for tp in tps]
-        hw_v = [hw[tp].result().offset for tp in tps]
+        # under a deadline of our own: librdkafka's ListOffsets was once seen spinning in its leader
+        # lookup, and a test must fail by name rather than hang the whole run
+        lso_v = within(lambda: ends(IsolationLevel.READ_COMMITTED), 15, f"list offsets of {topic}")
+        hw_v = within(lambda: ends(IsolationLevel.READ_UNCOMMITTED), 15, f"list offsets of {topic}")
         if lso_v == hw_v:
             return hw_v
         if time.monotonic() > deadline:

@@ -174,14 +174,15 @@ lag: {{sla: {{records: 0}}, groups: [{{groups: ".*", records: 0}}]}}
     ccs = {n: ClusterClient.from_cluster_config(n, topo.clusters[n]) for n in topo.clusters}
 
     started = time.monotonic()
-    snap = measure(topo, ccs, topo.all_links(), timeout=3.0)
+    snap = measure(topo, ccs, topo.all_links(), timeout=8.0)  # ample for the healthy two on a loaded machine
     assert time.monotonic() - started < 30, "an unreachable cluster must cost one timeout, not one per request"
 
     assert set(snap.unreachable) == {"dead"} and snap.unreachable["dead"].startswith(f"is unreachable at {dead}")
     by_link = {r.link_id: r for r in snap.links if r.topic == WHOLE}
     assert set(by_link) == {"c1.L3", "c2.L3", "dead.L3"}  # every link touching the dead cluster
     assert all(f"not measured: cluster dead is unreachable at {dead}" in r.error for r in by_link.values())
-    healthy = {(r.link_id, r.partition): r.records for r in snap.links if r.topic == topic}
+    healthy = {(r.link_id, r.partition): r.records if r.error is None else r.error
+               for r in snap.links if r.topic == topic}
     assert healthy == {("c1.L1", 0): 3, ("c2.L1", 0): 0}  # measured all the same
     violations = [str(v) for v in snap.violations]
     assert f"link c1.L1 (c1 -> c2) {topic}[0]: 3 records > 0" in violations

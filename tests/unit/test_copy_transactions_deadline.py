@@ -8,12 +8,13 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from mirrorflow.copy.engine import transactions
+from mirrorflow.kafka import deadline
 
 
 def test_a_producer_call_that_outlives_its_timeout_fails_the_partition_instead_of_hanging():
     """librdkafka's send_offsets_to_transaction can block past its timeout when the coordinator dies."""
     release = threading.Event()
-    old_grace, transactions.CALL_GRACE_S = transactions.CALL_GRACE_S, 0.1
+    old_grace, deadline.CALL_GRACE_S = deadline.CALL_GRACE_S, 0.1
     try:
         with pytest.raises(KafkaException) as silent:
             transactions.bounded(lambda: release.wait(60), 0.2, "send_offsets_to_transaction", "c2")
@@ -27,4 +28,4 @@ def test_a_producer_call_that_outlives_its_timeout_fails_the_partition_instead_o
         assert not getattr(refused.value, "abandoned", False)
     finally:
         release.set()
-        transactions.CALL_GRACE_S = old_grace
+        deadline.CALL_GRACE_S = old_grace

@@ -17,8 +17,9 @@ from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, Resou
 
 from mirrorflow.errors import ClusterLoginFailed, ClusterUnreachable, KafkaOperationError
 from mirrorflow.internal_names import WATERMARKS_GROUP
-from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
+from mirrorflow.kafka.codes import LEADERSHIP_MOVING, RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.deadline import within
 from mirrorflow.kafka.handshake import HandshakeWatch, plaintext_at_tls_port
 from mirrorflow.kafka.refusals import Need, call_failed, refusal
 
@@ -149,20 +150,66 @@ def watermarks(client: ClusterClient, topic: str, partitions: int, timeout: floa
         consumer.close()
 
 
+_pause = threading.Event()  # never set: .wait(t) is a back-off between retries
+
+Key = tuple[str, int]
+
+
+def _offsets(admin_client: AdminClient, cluster: str, keys: list[Key], spec: OffsetSpec,
+             isolation: IsolationLevel, timeout: float) -> dict[Key, int | KafkaError]:
+    """One offset (or the error that stood for it) per partition, within ``timeout``.
+
+    A partition whose leadership is moving (:data:`LEADERSHIP_MOVING`: a topic
+    just created, a broker restarting) is asked again until the deadline. The
+    whole call runs under :func:`~mirrorflow.kafka.deadline.within`: librdkafka's
+    ListOffsets was once seen spinning in its leader lookup, and a read must fail
+    by name rather than hang its task. A refusal of the request as a whole is
+    raised (``KafkaException``), and so is :class:`CallAbandoned`; the admin
+    client is then not to be used again.
+    """
+    deadline = time.monotonic() + timeout
+    answer: dict[Key, int | KafkaError] = {}
+    todo = list(keys)
+    while True:
+        left = max(1.0, deadline - time.monotonic())
+
+        def ask(todo: list[Key] = todo, left: float = left) -> dict[Key, int | KafkaError]:
+            futures = admin_client.list_offsets({TopicPartition(t, p): spec for t, p in todo},
+                                                isolation_level=isolation, request_timeout=left)
+            got: dict[Key, int | KafkaError] = {}
+            for tp, future in futures.items():
+                try:
+                    got[(tp.topic, tp.partition)] = future.result(timeout=left + 5).offset
+                except KafkaException as exc:
+                    got[(tp.topic, tp.partition)] = exc.args[0]
+                except Exception as exc:  # a future timing out raises concurrent.futures.TimeoutError
+                    got[(tp.topic, tp.partition)] = KafkaError(KafkaError._TIMED_OUT, f"{type(exc).__name__}: {exc}")
+            return got
+
+        answer.update(within(ask, left, f"list offsets on cluster {cluster}"))
+        todo = [k for k in todo if _moving(answer[k])]
+        if not todo or time.monotonic() >= deadline:
+            return answer
+        _pause.wait(0.2)
+
+
 def earliest_and_stable(source: ClusterClient, tps: list[TopicPartition], timeout: float = 30.0
                         ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
     """Earliest offsets and last stable offsets (the end a read_committed reader can reach) of ``tps``."""
     admin_client = _admin(source)  # referenced until its futures are done
-    out = []
+    keys = [(tp.topic, tp.partition) for tp in tps]
+    out: list[dict[Key, int]] = []
     for spec, isolation in ((OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
                             (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)):
         try:
-            futures = admin_client.list_offsets({tp: spec for tp in tps}, isolation_level=isolation,
-                                                request_timeout=timeout)
-            out.append({(tp.topic, tp.partition): f.result(timeout=timeout + 5).offset for tp, f in futures.items()})
+            answer = _offsets(admin_client, source.name, keys, spec, isolation, timeout)
+            failed = next((v for v in answer.values() if isinstance(v, KafkaError)), None)
+            if failed is not None:
+                raise KafkaException(failed)
         except KafkaException as exc:
             raise call_failed(source, "list offsets", exc.args[0],
                               Need("TOPIC", ", ".join(sorted({tp.topic for tp in tps})), "DESCRIBE")) from exc
+        out.append({k: int(v) for k, v in answer.items()})
     return out[0], out[1]
 
 
@@ -180,26 +227,16 @@ def earliest_and_stable_or_errors(client: ClusterClient, tps: list[tuple[str, in
     if not tps:
         return out
     admin_client = _admin(client)  # referenced until every future below is done
-    answers: list[dict[tuple[str, int], int | str]] = []
+    answers: list[dict[Key, int | str]] = []
     for spec, isolation in ((OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
                             (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED),
                             (OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)):
         try:
-            futures = admin_client.list_offsets({TopicPartition(t, p): spec for t, p in tps},
-                                                isolation_level=isolation, request_timeout=timeout)
+            found = _offsets(admin_client, client.name, list(tps), spec, isolation, timeout)
         except KafkaException as exc:
             err = exc.args[0]
             return {k: f"{err.name()}: {err.str()}" for k in tps}
-        answer: dict[tuple[str, int], int | str] = {}
-        for tp, future in futures.items():
-            try:
-                answer[(tp.topic, tp.partition)] = future.result(timeout=timeout + 5).offset
-            except KafkaException as exc:
-                err = exc.args[0]
-                answer[(tp.topic, tp.partition)] = f"{err.name()}: {err.str()}"
-            except Exception as exc:  # a future timing out raises concurrent.futures.TimeoutError
-                answer[(tp.topic, tp.partition)] = f"{type(exc).__name__}: {exc}"
-        answers.append(answer)
+        answers.append({k: f"{v.name()}: {v.str()}" if isinstance(v, KafkaError) else v for k, v in found.items()})
     for key in tps:
         low, end, high = (answer.get(key, "no answer") for answer in answers)
         failed = next((a for a in (low, end, high) if isinstance(a, str)), None)
@@ -207,7 +244,8 @@ def earliest_and_stable_or_errors(client: ClusterClient, tps: list[tuple[str, in
     return out
 
 
-_pause = threading.Event()  # never set: .wait(t) is a back-off between retries
+def _moving(answer: int | KafkaError) -> bool:
+    return isinstance(answer, KafkaError) and answer.code() in LEADERSHIP_MOVING
 
 
 def committed_offsets(client: ClusterClient, group: str, tps: list[TopicPartition], what: str,

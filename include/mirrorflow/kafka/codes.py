@@ -33,3 +33,13 @@ FENCED_CODES = frozenset({
 #: log start past it, or the log was truncated below it. librdkafka reports these (with
 #: ``auto.offset.reset=error``) instead of jumping; the reader must decide, never skip in silence.
 SOURCE_MOVED_CODES = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError._LOG_TRUNCATION})
+
+#: A partition's leadership is moving (just created, a broker restarting, a reassignment): the broker
+#: answers for another leader soon, so a per-partition read retries it within its own deadline.
+LEADERSHIP_MOVING = frozenset({
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.OFFSET_NOT_AVAILABLE,
+})

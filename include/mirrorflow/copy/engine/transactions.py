@@ -9,7 +9,6 @@ the only place a link's checkpoint moves during a copy (docs/architecture.md,
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,6 +21,7 @@ from mirrorflow.copy.state.history import LastRead
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.deadline import CallAbandoned, within
 
 
 class TargetSilent(KafkaException):
@@ -203,43 +203,24 @@ def fresh_producer(old: Producer, task: PartitionTask, target: ClusterClient, ti
     return producer
 
 
-#: Grace beyond the call's own timeout before the caller stops waiting for it.
-CALL_GRACE_S = 5.0
-
-
 def bounded(call: Callable[[], Any], timeout: float, what: str, target: str) -> Any:
-    """Run a transactional producer call under a deadline of our own.
+    """Run a transactional producer call under a deadline of our own (:func:`mirrorflow.kafka.deadline.within`).
 
     librdkafka's ``send_offsets_to_transaction`` can block far past its timeout
-    when the target's coordinator dies during the call (librdkafka issue 5456:
-    the coordinator request's timeout is never checked). A copy must fail, not
-    hang, so the call runs in a helper thread; if it has not returned by
-    ``timeout`` plus a grace period, the partition fails as "target silent" and
-    the producer is abandoned to that thread. Nothing of the open transaction
-    becomes visible: the abandoned thread never commits, so the coordinator
-    aborts it on ``transaction.timeout.ms`` or the next attempt's
+    when the target's coordinator dies during the call (librdkafka issue 5456).
+    If it has not returned in time, the partition fails as "target silent" and
+    the producer is abandoned to the helper thread. Nothing of the open
+    transaction becomes visible: the abandoned thread never commits, so the
+    coordinator aborts it on ``transaction.timeout.ms`` or the next attempt's
     ``init_transactions`` (same ``transactional.id``) fences it.
     """
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["result"] = call()
-        except BaseException as exc:  # handed to the caller below
-            box["error"] = exc
-
-    helper = threading.Thread(target=run, name=f"mirrorflow-{what}", daemon=True)
-    helper.start()
-    helper.join(timeout + CALL_GRACE_S)
-    if helper.is_alive():
+    try:
+        return within(call, timeout, f"{what} on target {target}")
+    except CallAbandoned as exc:
         silent = TargetSilent(KafkaError(KafkaError._TIMED_OUT,
-                                         f"{what} on target {target} did not return within "
-                                         f"{timeout + CALL_GRACE_S:.0f}s; the producer is abandoned"))
+                                         f"{exc.args[0].str()} (the producer is abandoned)"))
         silent.abandoned = True
-        raise silent
-    if "error" in box:
-        raise box["error"]
-    return box.get("result")
+        raise silent from None
 
 
 def produce_carefully(producer: Producer, topic: str, key: bytes | None, value: bytes | None, args: dict[str, Any],

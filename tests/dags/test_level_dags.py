@@ -1,14 +1,21 @@
-"""mirror_level_<L> DAGs run under Airflow's own dag.test(): spark-submit on local[*], real clusters."""
+"""mirror_level_<L> DAGs run under Airflow's own dag.test(): spark-submit on local[*], real clusters, real traffic."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import threading
+import time
 from datetime import UTC
+from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError, Producer
 
+from mirrorflow import copyflags, provenance
 from mirrorflow_airflow.factories.levels import build_level_dags
-from tests.integration.mirroring import FOUR, assert_exactly_once, topology, traffic
+from tests.integration.kafka_io import produce, read_all
+from tests.integration.mirroring import FOUR, assert_exactly_once, partitions_of, topic_everywhere, topology, traffic
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
@@ -43,39 +50,133 @@ def run_until_quiescent(dags: dict, levels: list[int], max_rounds: int = 6) -> l
 
 
 SECRET = "s3cr3t-never-in-a-log"
+JAVA = Path(__file__).parents[1] / "integration" / "java" / "ProduceAt.java"
+LIMIT = 5 * 1024 * 1024
+#: The value whose record batch (61 bytes of batch header, 13 of record framing) is exactly LIMIT bytes.
+AT_LIMIT = LIMIT - 74
+OTHERS = ("c2", "c3", "c4")
+_pause = threading.Event()  # never set: .wait(t) paces a watch loop
 
 
-def test_level_dags_mirror_the_four_cluster_tree_exactly_once(airflow_home, kafka_clusters, make_topic, monkeypatch,
-                                                            caplog, capfd):
-    topic = make_topic("c1", partitions=2)
-    make_topic("c3", partitions=2, name=topic)
-    base = topology(kafka_clusters, FOUR, [topic])
-    # c2 is named by an Airflow connection, as a cluster with credentials would be.
-    data = base.to_dict()
-    data["clusters"]["c2"] = {"conn_id": "mf_test_c2"}
+def test_level_dags_mirror_real_traffic_on_the_four_cluster_tree_exactly_once(
+        airflow_home, kafka_clusters, kafka_distribution, make_topic, monkeypatch, caplog, capfd):
+    """The four-cluster tree through ``mirror_level_1`` and ``mirror_level_3`` (spark-submit), with what applications
+    really write:
+
+    - ``orders`` from c1 and c3, reaching c2, which a connection names (with credentials that never reach a log);
+    - a topic an application derives on c2 from mirrored records, forwarding their headers (Kafka Streams does):
+      fresh data of c2, so it reaches every cluster once, and the mirrored topic still never loops;
+    - a 2 MB record and one at exactly its topic's 5 MiB limit: the level runs create the topic elsewhere with
+      room for the copy's headers, and both arrive;
+    - a compacted topic with updates and tombstones: the tombstones travel, and the latest value of every key is
+      the same on every cluster;
+    - timestamps as applications write them (an old CreateTime, none at all, and 0, which librdkafka can only
+      write as 1 ms: counted as ``retimed``).
+    """
     from mirrorflow.topology import Topology
 
+    c1 = kafka_clusters["c1"].bootstrap
+    orders = make_topic("c1", partitions=2)
+    make_topic("c3", partitions=2, name=orders)
+    raw = topic_everywhere(make_topic, partitions=2)
+    derived = topic_everywhere(make_topic, partitions=2)
+    large = make_topic("c1", config={"max.message.bytes": str(LIMIT)})
+    compacted = make_topic("c1", config={"cleanup.policy": "compact"})
+    stamps = make_topic("c1", config={"retention.ms": "-1"})  # its CreateTimes are years old; so is its copies'
+    data = topology(kafka_clusters, FOUR, [orders, raw, derived, large, compacted, stamps]).to_dict()
+    data["clusters"]["c2"] = {"conn_id": "mf_test_c2"}
     topo = Topology.parse(data)
     # Its credentials (unused by a plaintext broker, but real client settings) must never be logged.
     monkeypatch.setenv("AIRFLOW_CONN_MF_TEST_C2", json.dumps({"conn_type": "kafka", "extra": {
         "bootstrap.servers": kafka_clusters["c2"].bootstrap, "sasl.username": "mirror", "sasl.password": SECRET}}))
-    expected = []
-    for c in ("c1", "c3"):  # the other clusters get the topic from the copy job
-        expected += traffic(kafka_clusters, c, topic, 25)
+
+    expected_orders = traffic(kafka_clusters, "c1", orders, 25) + traffic(kafka_clusters, "c3", orders, 25)
+    expected_raw = traffic(kafka_clusters, "c1", raw, 30) + traffic(kafka_clusters, "c3", raw, 20)
+    too_large = _produce_large(c1, large, b"x" * (AT_LIMIT + 1))
+    assert too_large is not None and too_large.code() == KafkaError.MSG_SIZE_TOO_LARGE  # AT_LIMIT is the limit
+    assert _produce_large(c1, large, b"m" * 2_000_000) is None
+    assert _produce_large(c1, large, b"e" * AT_LIMIT) is None
+    updates = [(f"k{i % 4}".encode(), f"v{i}".encode(), None, None) for i in range(12)]
+    updates += [(b"k1", None, None, None), (b"k3", None, None, None), (b"k3", b"back", None, None)]  # tombstones
+    produce(c1, compacted, updates, partition=0)
+    subprocess.run(["java", "-cp", kafka_distribution.classpath, str(JAVA), c1, stamps, "0",
+                    "0:zero", "1:one", "1714608000000:may"], check=True, timeout=120, capture_output=True)
+    produce(c1, stamps, [(None, b"none", None, -1)], partition=0)  # no timestamp at all (-1)
+
     dags = build_level_dags(topo)
     assert set(dags) == {"mirror_level_1", "mirror_level_3"}
-    summaries = run_until_quiescent(dags, topo.levels)
+    run = dags["mirror_level_1"].test()  # c1's raw reaches c2, the application's input
+    first = xcom(run, "copy")
+    assert run.state == "success" and first["level"] == 1 and first["ok"] and first["errors"] == [], first
+    by_link = {link["link"]: link for link in first["links"]}
+    assert by_link["c1.L1"]["target"] == "c2"
+    assert sorted(by_link["c1.L1"]["created_topics"]) == sorted([orders, large, compacted, stamps])  # source's shape
+    expected_derived = _derive_on_c2(kafka_clusters, raw, derived)
+    run_until_quiescent(dags, topo.levels)
 
-    first = summaries[0]
-    assert first["level"] == 1 and first["ok"] and first["errors"] == []
-    by_link = {l["link"]: l for l in first["links"]}
-    assert by_link["c1.L1"]["target"] == "c2" and by_link["c1.L1"]["copied"] == 25
-    assert by_link["c1.L1"]["created_topics"] == [topic]  # created on c2 with the source's shape
-    assert sum(s["copied"] for s in summaries) == 2 * 25 * 3
-    assert_exactly_once(kafka_clusters, topo.leaves, topic, expected)
-    out, err = capfd.readouterr()
-    assert "spark_submit" in caplog.text + out + err  # the job's output was in the task log
-    assert SECRET not in caplog.text + out + err
+    assert_exactly_once(kafka_clusters, topo.leaves, orders, expected_orders)
+    # derived: to c1, c3 and c4; raw: c1's 30 to c3 and c4, c3's 20 to c1 and c2, and never back
+    assert_exactly_once(kafka_clusters, topo.leaves, derived, expected_derived)
+    assert_exactly_once(kafka_clusters, topo.leaves, raw, expected_raw)
+    for record in read_all(kafka_clusters["c4"].bootstrap, derived, 2):  # a fresh stamp: c2 is where it began
+        origin = provenance.find(list(record.headers), derived, record.partition)
+        assert origin is not None and (origin.cluster, origin.topic) == ("c2", derived)
+        assert [k for k, _ in record.headers].count(provenance.HEADER) == 1
+    # created elsewhere with the headers' headroom; both large records arrive whole
+    for name in OTHERS:
+        assert partitions_of(kafka_clusters, name, large) == 1
+        got = read_all(kafka_clusters[name].bootstrap, large, 1)
+        assert [(len(r.value), r.value[:1]) for r in got] == [(2_000_000, b"m"), (AT_LIMIT, b"e")], name
+    # tombstones travel; the latest value of every key is the same everywhere
+    latest = {}
+    for key, value, _, _ in updates:
+        latest[key] = value
+    for name in OTHERS:
+        got = read_all(kafka_clusters[name].bootstrap, compacted, 1)
+        assert [r.value for r in got if r.value is None] == [None, None], name
+        assert {r.key: r.value for r in got} == latest, name
+    # every timestamp as written, but CreateTime 0, which is copied at 1 ms and counted
+    for name in OTHERS:
+        got = [(r.value, r.timestamp) for r in read_all(kafka_clusters[name].bootstrap, stamps, 1)]
+        assert got == [(b"zero", 1), (b"one", 1), (b"may", 1714608000000), (b"none", -1)], name
+
+    output = caplog.text + "".join(capfd.readouterr())
+    assert "spark_submit" in output  # the job's output was in the task log
+    assert SECRET not in output
+    retimed = {line["link"]["id"]: line["retimed"] for line in _audit_lines(output, "copy")
+               if line["topic"] == stamps and line["copied"]}
+    assert retimed == {"c1.L1": 1, "c1.L3": 1, "c3.L1": 0}, retimed  # c3's copy already says 1 ms
+
+
+def _audit_lines(output: str, event: str) -> list[dict]:
+    return [json.loads(line[line.index("{"):line.rindex("}") + 1]) for line in output.splitlines()
+            if '"audit":"mirrorflow"' in line and f'"event":"{event}"' in line]
+
+
+def _produce_large(bootstrap, topic, value):
+    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 2 * LIMIT, "linger.ms": 0})
+    errors = []
+    producer.produce(topic, value, partition=0, on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(60)
+    return errors[0]
+
+
+def _derive_on_c2(kafka_clusters, raw, derived):
+    """The application on c2: one derived record per mirrored input, its headers forwarded; returns the ids."""
+    inputs = read_all(kafka_clusters["c2"].bootstrap, raw, 2)
+    assert len(inputs) == 30 and all(copyflags.read_flags(list(r.headers))[0] for r in inputs)  # copies, all
+    ids, same_partition = [], 0
+    by_partition: dict[int, list] = {0: [], 1: []}
+    for i, r in enumerate(inputs):
+        value = f"c2|c2-k{i % 5}|{i:06d}"
+        ids.append(value)
+        partition = i % 5 % 2  # by key; some land in their input's partition number: that proves nothing either
+        same_partition += partition == r.partition
+        by_partition[partition].append((r.key, value.encode(), list(r.headers), r.timestamp))
+    assert 0 < same_partition < len(inputs)
+    for partition, records in by_partition.items():
+        produce(kafka_clusters["c2"].bootstrap, derived, records, partition=partition)
+    return ids
 
 
 @pytest.mark.usefixtures("spark_default_connect")
@@ -161,3 +262,56 @@ def test_level_dag_runs_on_a_spark_connect_server(airflow_home, kafka_clusters, 
     audit = [json.loads(r.getMessage()) for r in caplog.records if r.name == "mirrorflow.audit"]
     assert sum(a["copied"] for a in audit if a["event"] == "copy") == 30  # the audit lines are in the task log
     assert "spark_submit" not in caplog.text
+
+
+@pytest.mark.usefixtures("spark_default_connect")
+def test_a_log_start_moved_past_a_running_level_run_fails_it_by_name_never_green_with_a_hole(
+        airflow_home, kafka_clusters, make_topic, caplog, capfd):
+    """Retention racing a throttled copy (case 2): the run fails naming the range, the copies stop before it."""
+    from mirrorflow.topology import Topology
+    from tests.integration.test_gap_during_copy import CUT, RECORDS, SMALL_PREFETCH, _checkpoint, _fill, _values
+
+    topic = make_topic("c1")
+    make_topic("c2", name=topic)
+    c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
+    _fill(c1, topic, 0)
+    data = topology(kafka_clusters, "\n  level: 1\n  children: [c1, c2]\n", [topic], names=("c1", "c2"), extra="""
+replication: {defaults: {max_bytes_per_second: 1500000, txn_records: 500, on_gap: fail}}
+""").to_dict()
+    data["clusters"]["c1"]["config"] = SMALL_PREFETCH  # a reader that holds little ahead of its position
+    dag = build_level_dags(Topology.parse(data))["mirror_level_1"]
+    for t in dag.tasks:  # production retries; here one attempt shows the failure
+        t.retries = 0
+
+    cut = threading.Thread(target=_cut_when_copying, args=(c1, c2, topic), daemon=True)
+    cut.start()
+    run = dag.test()
+    cut.join(5)
+    assert not cut.is_alive()
+    summary = xcom(run, "copy")
+    assert run.state == "failed", summary
+    [error] = summary["errors"]
+    first = int(error.split("retention gap: offsets ")[1].split("..")[0])
+    assert 2000 <= first < CUT, error
+    assert f"offsets {first}..{CUT - 1} ({CUT - first}) are no longer on c1 and were never copied" in error
+    assert "on_gap: fail" in error and "c1.L1" in error and topic in error
+    assert _values(c2, topic, 1, 0) == list(range(first))  # everything read before the cut, once, nothing after
+    assert _checkpoint(c2, topic, 0) == first and RECORDS > CUT
+    gaps = _audit_lines(caplog.text + "".join(capfd.readouterr()), "gap")
+    assert [(g["lost_offsets"], g["found"]) for g in gaps] == [([first, CUT - 1], "while copying")], gaps
+
+
+def _cut_when_copying(c1, c2, topic):
+    """Once c2 holds 2,000 copies, delete c1's records below CUT (as retention would)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from tests.integration.test_gap_during_copy import CUT, _target_end
+
+    deadline = time.monotonic() + 120
+    while _target_end(c2, topic, 0) < 2000:
+        assert time.monotonic() < deadline, "the copy never got going"
+        _pause.wait(0.05)
+    admin = AdminClient({"bootstrap.servers": c1})
+    for future in admin.delete_records([TopicPartition(topic, 0, CUT)], request_timeout=30).values():
+        assert future.result(timeout=30).low_watermark == CUT

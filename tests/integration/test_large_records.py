@@ -1,18 +1,16 @@
-"""Records over librdkafka's 1 MB default travel, and so does a record at exactly its topic's limit (real brokers).
+"""A record whose copy does not fit its target stops its partition by name (real brokers).
 
-The source topic on c1 allows 5 MiB; the level runs create the topic on the other
-three clusters (with room for the copy's headers, mirrorflow.kafka.topics). A
-record whose copy does not fit its target stops its partition by name.
+That records over librdkafka's 1 MB default travel, and one at exactly its topic's
+limit too, is shown through the level DAGs in tests/dags/test_real_traffic_dag.py.
 """
 
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Producer
 
 from mirrorflow.kafka.topics import with_headroom
 from tests.integration.kafka_io import read_all
-from tests.integration.mirroring import FOUR, clients, converge, partitions_of, topology
 
 pytestmark = pytest.mark.kafka
 
@@ -28,22 +26,6 @@ def _produce(bootstrap, topic, value):
     producer.produce(topic, value, partition=0, on_delivery=lambda err, msg: errors.append(err))
     producer.flush(60)
     return errors[0]
-
-
-def test_a_2_mb_record_and_one_at_exactly_the_limit_reach_every_cluster(kafka_clusters, make_topic):
-    topic = make_topic("c1", partitions=1, config={"max.message.bytes": str(LIMIT)})
-    c1 = kafka_clusters["c1"].bootstrap
-    too_large = _produce(c1, topic, b"x" * (AT_LIMIT + 1))
-    assert too_large is not None and too_large.code() == KafkaError.MSG_SIZE_TOO_LARGE  # AT_LIMIT is the limit
-    assert _produce(c1, topic, b"m" * 2_000_000) is None
-    assert _produce(c1, topic, b"e" * AT_LIMIT) is None
-
-    topo = topology(kafka_clusters, FOUR, [topic])
-    converge(topo, clients(kafka_clusters, topo))
-    for name in ("c2", "c3", "c4"):
-        assert partitions_of(kafka_clusters, name, topic) == 1
-        got = read_all(kafka_clusters[name].bootstrap, topic, 1)
-        assert [(len(r.value), r.value[:1]) for r in got] == [(2_000_000, b"m"), (AT_LIMIT, b"e")], name
 
 
 def test_a_record_too_large_for_its_target_stops_its_partition_naming_both_limits(kafka_clusters, make_topic):

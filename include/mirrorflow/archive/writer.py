@@ -36,6 +36,7 @@ from mirrorflow.errors import KafkaOperationError, OffsetGone
 from mirrorflow.internal_names import archive_reader_group as reader_group
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.ranges import RangeReader
+from mirrorflow.kafka.records import read_headers
 from mirrorflow.progress import note
 
 log = logging.getLogger(__name__)
@@ -174,7 +175,7 @@ def _read(task: ArchiveTask, reader: RangeReader, objects: _Objects, result: Arc
             ts_type, ts = msg.timestamp()
             if ts_type == TIMESTAMP_NOT_AVAILABLE:
                 ts = -1
-            headers = list(msg.headers() or [])
+            headers = list(read_headers(msg) or [])
             key, value = msg.key(), msg.value()
             record = ArchivedRecord(offset, ts, ts_type, key, value, headers,
                                     provenance.origin_of(headers, task.cluster, task.topic, task.partition, offset))

@@ -35,6 +35,7 @@ from mirrorflow.internal_names import AUDIT_READER_GROUP
 from mirrorflow.kafka.admin import earliest_and_stable, list_topics, topic_ids
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.ranges import RangeReader
+from mirrorflow.kafka.records import read_headers
 from mirrorflow.progress import Progress, note, tracking
 
 log = logging.getLogger(__name__)
@@ -197,8 +198,8 @@ def _tally(messages: Iterable[Any], tallies: Tallies, own: Mapping[int, bytes],
     count, first_ts = 0, {}
     for msg in messages:
         value = None
-        for key, header in msg.headers() or ():
-            if key == _ORIGIN:
+        for name, header in read_headers(msg) or ():
+            if name == _ORIGIN:
                 value = header
                 break
         if value is not None:  # a proof as provenance.find reads it? Checked once per origin partition

@@ -35,6 +35,7 @@ from mirrorflow.copy.state import CopyScanner
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.internal_names import AUDIT_DRILL_GROUP
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.records import read_headers
 
 #: At most this many messages are named per list (the counts are always whole).
 NAMED = 20
@@ -145,7 +146,7 @@ def _side(client: ClusterClient, cell: Difference, positions: Mapping[tuple[str,
                 continue
             for msg in scanner.messages(cell.topic, p, timeout, first=first, end=None if compacted else audited):
                 _, ts = msg.timestamp()
-                identity = provenance.origin_of(msg.headers(), client.name, cell.topic, p, msg.offset())
+                identity = provenance.origin_of(read_headers(msg), client.name, cell.topic, p, msg.offset())
                 if compacted and msg.key() is not None and identity.topic == cell.topic:
                     side.note_key(p, msg.key(), identity.cluster, identity.offset, ts)
                 if msg.offset() >= audited or not start <= ts < stop:

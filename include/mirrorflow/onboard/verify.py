@@ -35,6 +35,7 @@ from mirrorflow.internal_names import VERIFY_GROUP
 from mirrorflow.kafka.admin import earliest_and_stable
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.ranges import RangeReader
+from mirrorflow.kafka.records import read_headers
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ def read_identities(client: ClusterClient, topic: str, partition: int, low: int,
     here = f"{client.name}:{topic}:{partition}"
     with RangeReader.open(client, VERIFY_GROUP, timeout=timeout, doing="verify read") as reader:
         for msg in reader.range(topic, partition, low, end):
-            origin = provenance.find(msg.headers(), topic, partition)
+            origin = provenance.find(read_headers(msg), topic, partition)
             key, offset = (f"{origin.cluster}:{origin.topic}:{origin.partition}", origin.offset) if origin \
                 else (here, msg.offset())
             crc = zlib.crc32(msg.value() or b"", zlib.crc32(msg.key() or b""))

@@ -76,6 +76,7 @@ from mirrorflow.copy.txn_groups import txn_group
 from mirrorflow.errors import MalformedCopyFlags
 from mirrorflow.kafka.codes import FENCED_CODES, SOURCE_MOVED_CODES
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
+from mirrorflow.kafka.records import read_headers
 from mirrorflow.progress import note
 
 log = logging.getLogger(__name__)
@@ -402,7 +403,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
                     continue
                 last_progress = now
                 try:
-                    out_headers, problem = headers[p](msg.headers(), offset)
+                    out_headers, problem = headers[p](read_headers(msg), offset)
                 except (MalformedCopyFlags, UnicodeDecodeError) as exc:  # the partition path stops exactly there
                     raise ProduceRejected(offset, unreadable(by_partition[p], offset, exc)) from exc
                 count = counts[p]

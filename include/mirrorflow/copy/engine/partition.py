@@ -61,6 +61,7 @@ from mirrorflow.copy.task import PartitionResult, PartitionTask
 from mirrorflow.errors import MalformedCopyFlags
 from mirrorflow.kafka.codes import FENCED_CODES, SOURCE_MOVED_CODES
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
+from mirrorflow.kafka.records import read_headers
 from mirrorflow.progress import note
 
 log = logging.getLogger(__name__)
@@ -527,7 +528,7 @@ class _RangeCopy:
                     break
                 progressed = True
                 try:
-                    out_headers, problem = headers_of(msg.headers(), offset)
+                    out_headers, problem = headers_of(read_headers(msg), offset)
                 except (MalformedCopyFlags, UnicodeDecodeError) as exc:  # stop exactly here, by name
                     raise ProduceRejected(offset, unreadable(task, offset, exc)) from exc
                 if problem is not None:

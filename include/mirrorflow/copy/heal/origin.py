@@ -39,6 +39,7 @@ from mirrorflow import copyflags, provenance
 from mirrorflow.copy.state.copies import CopyScanner
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.records import read_headers
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ def needed_origins(source: ClusterClient, target: ClusterClient, level: int, top
         for origin, msg in scanner.records(topic, partition, timeout):
             if origin is None or (origin.topic, origin.partition) != (topic, partition):
                 continue
-            flags, malformed, _, _ = copyflags.read_flags(msg.headers())
+            flags, malformed, _, _ = copyflags.read_flags(read_headers(msg))
             if malformed or flags & lower != own:
                 continue  # not brought by this level's link
             if origin.offset > after.get(origin.cluster, -1):
@@ -95,7 +96,7 @@ def needed_origins(source: ClusterClient, target: ClusterClient, level: int, top
             if (origin is None or origin.cluster in before or origin.cluster in elsewhere
                     or (origin.topic, origin.partition) != (topic, partition)):
                 continue
-            flags, malformed, _, _ = copyflags.read_flags(msg.headers())
+            flags, malformed, _, _ = copyflags.read_flags(read_headers(msg))
             if malformed:
                 continue
             if flags & lower == 0:  # passed on by the link

@@ -24,6 +24,7 @@ from mirrorflow.errors import ReadStalled
 from mirrorflow.internal_names import COPY_SCAN_GROUP as SCAN_GROUP
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.ranges import RangeReader
+from mirrorflow.kafka.records import read_headers
 
 #: Reading a target partition made no progress within the timeout (the bounded reader's stall).
 ScanStalled = ReadStalled
@@ -62,7 +63,7 @@ class CopyScanner:
                 end: int | None = None) -> Iterator[tuple[provenance.Origin | None, Any]]:
         """The records of ``topic[partition]`` in ``[first, end)`` (default: all) with their origins, in order."""
         for msg in self.messages(topic, partition, timeout, first=first, end=end):
-            yield provenance.find(msg.headers(), topic, partition), msg
+            yield provenance.find(read_headers(msg), topic, partition), msg
 
     def messages(self, topic: str, partition: int, timeout: float, *, first: int = 0,
                  end: int | None = None) -> Iterator[Any]:

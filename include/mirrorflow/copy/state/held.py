@@ -30,6 +30,7 @@ from mirrorflow.copy.state.copies import CopyScanner
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.records import read_headers
 
 
 class HeldUnknown(MirrorflowError):
@@ -49,7 +50,7 @@ def held_on_target(target: ClusterClient, source: str, level: int, topic: str, p
         for origin, msg in scanner.records(topic, partition, timeout):
             if origin is None or origin.cluster == source or (origin.topic, origin.partition) != (topic, partition):
                 continue
-            flags, malformed, _, _ = copyflags.read_flags(msg.headers())
+            flags, malformed, _, _ = copyflags.read_flags(read_headers(msg))
             if malformed or flags & lower != own:
                 continue  # not brought by a link of this level
             if origin.offset > floors.get(origin.cluster, -1):

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from mirrorflow.copy.headers import CopyHeaders
 from mirrorflow.copy.state.copies import CopyScanner
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.records import read_headers
 
 #: At most this many source records after the last copy are read to prove a resume point.
 SCAN_LIMIT = 1_000_000
@@ -102,7 +103,7 @@ def _copied_after(source: ClusterClient, level: int, topic: str, partition: int,
     out: list[tuple[int, tuple[str, str, int, int] | None]] = []
     with CopyScanner(source) as scanner:
         for origin, msg in scanner.records(topic, partition, timeout, first=start, end=end):
-            copies, _ = decide(msg.headers(), msg.offset())
+            copies, _ = decide(read_headers(msg), msg.offset())
             if copies is None:
                 continue  # skipped by the copy flags: skipped again, whatever the resume point
             if origin is None or origin.cluster == source.name:

@@ -10,12 +10,13 @@ from datetime import UTC
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError
 
 from mirrorflow import copyflags, provenance
 from mirrorflow_airflow.factories.levels import build_level_dags
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import FOUR, assert_exactly_once, partitions_of, topic_everywhere, topology, traffic
+from tests.integration.test_large_records import AT_LIMIT, LIMIT, _produce
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
@@ -51,9 +52,6 @@ def run_until_quiescent(dags: dict, levels: list[int], max_rounds: int = 6) -> l
 
 SECRET = "s3cr3t-never-in-a-log"
 JAVA = Path(__file__).parents[1] / "integration" / "java" / "ProduceAt.java"
-LIMIT = 5 * 1024 * 1024
-#: The value whose record batch (61 bytes of batch header, 13 of record framing) is exactly LIMIT bytes.
-AT_LIMIT = LIMIT - 74
 OTHERS = ("c2", "c3", "c4")
 _pause = threading.Event()  # never set: .wait(t) paces a watch loop
 
@@ -94,10 +92,10 @@ def test_level_dags_mirror_real_traffic_on_the_four_cluster_tree_exactly_once(
 
     expected_orders = traffic(kafka_clusters, "c1", orders, 25) + traffic(kafka_clusters, "c3", orders, 25)
     expected_raw = traffic(kafka_clusters, "c1", raw, 30) + traffic(kafka_clusters, "c3", raw, 20)
-    too_large = _produce_large(c1, large, b"x" * (AT_LIMIT + 1))
+    too_large = _produce(c1, large, b"x" * (AT_LIMIT + 1))
     assert too_large is not None and too_large.code() == KafkaError.MSG_SIZE_TOO_LARGE  # AT_LIMIT is the limit
-    assert _produce_large(c1, large, b"m" * 2_000_000) is None
-    assert _produce_large(c1, large, b"e" * AT_LIMIT) is None
+    assert _produce(c1, large, b"m" * 2_000_000) is None
+    assert _produce(c1, large, b"e" * AT_LIMIT) is None
     updates = [(f"k{i % 4}".encode(), f"v{i}".encode(), None, None) for i in range(12)]
     updates += [(b"k1", None, None, None), (b"k3", None, None, None), (b"k3", b"back", None, None)]  # tombstones
     produce(c1, compacted, updates, partition=0)
@@ -152,14 +150,6 @@ def test_level_dags_mirror_real_traffic_on_the_four_cluster_tree_exactly_once(
 def _audit_lines(output: str, event: str) -> list[dict]:
     return [json.loads(line[line.index("{"):line.rindex("}") + 1]) for line in output.splitlines()
             if '"audit":"mirrorflow"' in line and f'"event":"{event}"' in line]
-
-
-def _produce_large(bootstrap, topic, value):
-    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 2 * LIMIT, "linger.ms": 0})
-    errors = []
-    producer.produce(topic, value, partition=0, on_delivery=lambda err, msg: errors.append(err))
-    producer.flush(60)
-    return errors[0]
 
 
 def _derive_on_c2(kafka_clusters, raw, derived):

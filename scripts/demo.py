@@ -80,6 +80,12 @@ S3_PORT = int(os.environ.get("MIRRORFLOW_DEMO_S3_PORT", "19100"))
 S3_ACCESS_KEY = "mirrorflow-demo"
 S3_BUCKET = "mirrorflow-demo"
 S3_CONN_ID = "mirrorflow_archive"  # the topology's archive.conn_id (its default)
+# The warm Spark: a Spark Connect server every Spark job of the demo runs on (its log and pid here).
+SPARK_RUN = RUN / "spark-connect"
+SPARK_CONNECT_PORT = int(os.environ.get("MIRRORFLOW_DEMO_SPARK_CONNECT_PORT", "15002"))
+# MIRRORFLOW_DEMO_SPARK=submit: every Spark job a spark-submit of its own on local[*] instead.
+SPARK_MODES = ("connect", "submit")
+SPARK_MODE = os.environ.get("MIRRORFLOW_DEMO_SPARK", "connect").strip().lower() or "connect"
 TOPOLOGY = Path(os.environ.get("MIRRORFLOW_DEMO_TOPOLOGY", REPO / "topologies" / "demo.yaml"))
 # The secured demo: mirrorflow's SCRAM user, its password (0600, never printed), and the topology
 # Airflow runs (TOPOLOGY with each cluster's conn_id instead of its bootstrap; no secret in it).
@@ -99,8 +105,8 @@ RUN_HEADER = "mirrorflow.demo.run"
 
 # Mirroring: a round is every level once; the four-cluster tree settles in three.
 MAX_ROUNDS = 6
-# One level run can queue behind a scheduled run, then spark-submit on a busy
-# two-core machine, and retry a failed task (30 s back-off): be generous.
+# One level run can queue behind a scheduled run, then (MIRRORFLOW_DEMO_SPARK=submit) spark-submit
+# on a busy two-core machine, and retry a failed task (30 s back-off): be generous.
 RUN_TIMEOUT = 900.0
 _pause = threading.Event()  # never set: .wait(t) is a back-off between retries, not synchronisation
 
@@ -121,6 +127,7 @@ from mirrorflow_dev.process import (  # noqa: E402
 )
 from mirrorflow_dev.s3 import DEFAULT_REGION, LocalS3, S3ServerError  # noqa: E402
 from mirrorflow_dev.s3 import MAIN_CLASS as S3_MAIN_CLASS  # noqa: E402
+from mirrorflow_dev.spark import CONNECT_SERVER_CLASS, ConnectServerError, LocalConnectServer  # noqa: E402
 
 
 def say(msg: str) -> None:
@@ -159,8 +166,10 @@ def airflow_env() -> dict[str, str]:
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         # Spark binds and advertises loopback only, like everything else of the demo.
         "SPARK_LOCAL_IP": "127.0.0.1",
-        # The Spark provider falls back to YARN without a connection: run locally.
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
+        # Every Spark job on the demo's Connect server, or (submit) a spark-submit each on local[*].
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+            {"conn_type": "spark_connect", "host": "127.0.0.1", "port": SPARK_CONNECT_PORT}
+            if SPARK_MODE == "connect" else {"conn_type": "spark", "host": "local[*]"}),
         # mirror_archive's S3: the demo's S3 server (an environment variable, never a command line or log).
         f"AIRFLOW_CONN_{S3_CONN_ID.upper()}": json.dumps({
             "conn_type": "aws", "login": S3_ACCESS_KEY, "password": s3_secret(),
@@ -274,6 +283,66 @@ def stop_s3() -> bool:
             say(f"The S3 server (pid {pid}) did not stop")
             return False
     (S3_RUN / "s3proxy.pid").unlink(missing_ok=True)
+    return True
+
+
+# --------------------------------------------------------------------------- the warm Spark
+
+
+def demo_connect() -> LocalConnectServer:
+    """The demo's Spark Connect server (``local[N]``, this venv's Python workers); detached, like the S3 server."""
+    return LocalConnectServer(SPARK_CONNECT_PORT, run_dir=SPARK_RUN, die_with_parent=False, start_new_session=True)
+
+
+def connect_pid() -> int | None:
+    """The pid of the demo's Connect server if it runs: the pid file, checked against the process itself.
+
+    A recycled pid is not mistaken for it: the process must run the Connect server's
+    class from this run dir.
+    """
+    try:
+        pid = int((SPARK_RUN / "connect-server.pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except (OSError, ValueError):
+        return None
+    ours = CONNECT_SERVER_CLASS.encode() in cmdline and cwd == SPARK_RUN.resolve()
+    return pid if ours and pid_alive(pid) else None
+
+
+def start_spark() -> None:
+    """Start (or find) the Spark Connect server the demo's jobs run on; nothing in submit mode."""
+    if SPARK_MODE == "submit":
+        say("Spark: every job a spark-submit of its own on local[*] (MIRRORFLOW_DEMO_SPARK=submit)")
+        return
+    server = demo_connect()
+    pid = connect_pid()
+    if pid is not None:
+        say(f"Spark Connect server already running (pid {pid}) on {server.url}")
+        return
+    say(f"Starting the Spark Connect server on {server.url} (local[{server.cores}]); every Spark job of the demo "
+        f"runs on it; log: {server.log_path}")
+    try:
+        server.start(timeout=180)
+    except ConnectServerError as exc:
+        hint = "; set MIRRORFLOW_DEMO_SPARK_CONNECT_PORT to another port" if "in use" in str(exc) else ""
+        raise SystemExit(f"mirrorflow demo: {exc}{hint}") from None
+    (SPARK_RUN / "connect-server.pid").write_text(f"{server.pid}\n")
+
+
+def stop_spark() -> bool:
+    """TERM (Spark stops its session and Python workers), then KILL; its own session, so its pid is its group.
+
+    False if it still runs (then its pid file stays, for another try).
+    """
+    pid = connect_pid()
+    if pid is not None:
+        say(f"Stopping the Spark Connect server (pid {pid})")
+        stop_group(pid, ((signal.SIGTERM, 20), (signal.SIGKILL, 5)), alive=lambda: group_alive(pid), interval=0.2)
+        if group_alive(pid):
+            say(f"The Spark Connect server (pid {pid}) did not stop")
+            return False
+    (SPARK_RUN / "connect-server.pid").unlink(missing_ok=True)
     return True
 
 
@@ -446,6 +515,14 @@ def airflow_mode() -> str:
         return "plaintext"
 
 
+def airflow_spark_mode() -> str:
+    """How the running Airflow standalone runs Spark jobs (``connect`` or ``submit``), as it was started."""
+    try:
+        return (AIRFLOW_HOME / "standalone.spark").read_text().strip() or "connect"
+    except FileNotFoundError:
+        return "submit"  # started before the demo had a Connect server
+
+
 def refuse_other_mode() -> None:
     """One demo at a time: the other mode's clusters hold the same ports, and Airflow runs one topology."""
     other = "plaintext" if SECURED else "secured"
@@ -548,6 +625,10 @@ def start_airflow() -> str:
     log_file = AIRFLOW_HOME / "standalone.log"
     if pid_file.exists() and group_alive(int(pid_file.read_text())):
         say(f"Airflow standalone already running (pid {pid_file.read_text().strip()})")
+        started_with = airflow_spark_mode()
+        if started_with != SPARK_MODE:  # its connections were fixed when it started
+            raise SystemExit(f"mirrorflow demo: Airflow runs with MIRRORFLOW_DEMO_SPARK={started_with}, and this "
+                             f"start asks for {SPARK_MODE}. Stop it with `make stop`, then start again.")
     else:
         if ui_healthy():
             raise SystemExit(f"mirrorflow demo: port {UI_PORT} already answers; set MIRRORFLOW_DEMO_UI_PORT "
@@ -558,6 +639,7 @@ def start_airflow() -> str:
                                     stdin=subprocess.DEVNULL, start_new_session=True, cwd=AIRFLOW_HOME)
         pid_file.write_text(str(proc.pid))
         (AIRFLOW_HOME / "standalone.mode").write_text(MODE + "\n")
+        (AIRFLOW_HOME / "standalone.spark").write_text(SPARK_MODE + "\n")
 
     def tail() -> str:
         return "last lines of the log:\n" + "\n".join(log_file.read_text(errors="replace").splitlines()[-30:])
@@ -930,6 +1012,8 @@ def stop() -> None:
                        first_done=lambda: not leader_running(pgid))
         pid_file.unlink()
     (AIRFLOW_HOME / "standalone.mode").unlink(missing_ok=True)
+    (AIRFLOW_HOME / "standalone.spark").unlink(missing_ok=True)
+    spark_stopped = stop_spark()
     s3_stopped = stop_s3()
     for kafka_run, which in ((PLAIN_KAFKA_RUN, "Kafka clusters"), (SECURED_KAFKA_RUN, "secured Kafka clusters")):
         if kafka_run.exists():
@@ -937,6 +1021,8 @@ def stop() -> None:
             kafka_cli("stop", "--run-dir", str(kafka_run))
     if not s3_stopped:
         raise SystemExit("mirrorflow demo: the S3 server outlived stop; run it again")
+    if not spark_stopped:
+        raise SystemExit("mirrorflow demo: the Spark Connect server outlived stop; run it again")
     say(f"Stopped. State and logs stay in {RUN} (delete it for a clean slate).")
 
 
@@ -947,12 +1033,16 @@ def main() -> None:
     if args.action == "stop":
         stop()
         return
+    if SPARK_MODE not in SPARK_MODES:
+        raise SystemExit(f"mirrorflow demo: MIRRORFLOW_DEMO_SPARK={SPARK_MODE!r}: expected one of "
+                         f"{', '.join(SPARK_MODES)} (connect, the default: every Spark job on one Connect server)")
     RUN.mkdir(parents=True, exist_ok=True)
     refuse_other_mode()
     start_kafka()
     if SECURED:
         set_up_principal()
     start_s3()
+    start_spark()
     password = start_airflow()
     run_demo(password)
     say(f"S3 (mirror_archive, connection {S3_CONN_ID}): {demo_s3().endpoint_url} bucket {S3_BUCKET}, "

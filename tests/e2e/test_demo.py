@@ -83,7 +83,7 @@ def _final_table(stdout: str) -> dict[str, dict[str, str]]:
     return table
 
 
-def demo_env(run_dir: Path, topology: Path, messages: int, *, ui: int, s3: int, worker_logs: int,
+def demo_env(run_dir: Path, topology: Path, messages: int, *, ui: int, s3: int, spark: int, worker_logs: int,
              trigger_logs: int, **extra: str) -> dict[str, str]:
     """The demo's environment, isolated: its own run dir, topology and ports, none of the test session's Airflow."""
     env = {k: v for k, v in os.environ.items() if not (k.startswith("AIRFLOW") or k == "MIRROR_TOPOLOGY")}
@@ -94,6 +94,7 @@ def demo_env(run_dir: Path, topology: Path, messages: int, *, ui: int, s3: int, 
         "MIRRORFLOW_DEMO_PASSWORD": "e2e-only-password",
         "MIRRORFLOW_DEMO_MESSAGES": str(messages),
         "MIRRORFLOW_DEMO_S3_PORT": str(s3),
+        "MIRRORFLOW_DEMO_SPARK_CONNECT_PORT": str(spark),
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
         **extra,
@@ -102,17 +103,17 @@ def demo_env(run_dir: Path, topology: Path, messages: int, *, ui: int, s3: int, 
 
 
 def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path, prometheus, ui_page):
-    k1, k2, k3, k4, ui, worker_logs, trigger_logs, s3 = _free_ports(8)
+    k1, k2, k3, k4, ui, worker_logs, trigger_logs, s3, spark = _free_ports(9)
     topology = tmp_path / "topology.yaml"
     topology.write_text(
         (REPO / "topologies" / "demo.yaml").read_text()
         .replace("19092", str(k1)).replace("19093", str(k2)).replace("19094", str(k3)).replace("19095", str(k4))
     )
-    env = demo_env(tmp_path / "run", topology, MESSAGES, ui=ui, s3=s3, worker_logs=worker_logs,
+    env = demo_env(tmp_path / "run", topology, MESSAGES, ui=ui, s3=s3, spark=spark, worker_logs=worker_logs,
                    trigger_logs=trigger_logs)
     demo = [sys.executable, str(REPO / "scripts" / "demo.py")]
     try:
-        # Start-up, then a few rounds of two level runs, each a spark-submit: minutes on a small machine.
+        # Start-up, then a few rounds of two level runs on the demo's Spark Connect server.
         started = subprocess.run(demo + ["start"], env=env, capture_output=True, text=True, timeout=1800)
         assert started.returncode == 0, started.stdout[-6000:] + started.stderr[-4000:]
         listed = next((line.split("mirrorflow DAGs:", 1)[1] for line in started.stdout.splitlines()
@@ -127,6 +128,9 @@ def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path, prometheu
             assert row["duplicates"] == "0" and row["missing"] == "0", (cluster, row)
             assert row["messages"] == row["distinct"] == str(MESSAGES * len(CLUSTERS)), (cluster, row)
             assert all(row[f"from {origin}"] == str(MESSAGES) for origin in CLUSTERS), (cluster, row)
+        # ... copied on the warm Spark the demo started, not by a spark-submit per run.
+        assert f"Starting the Spark Connect server on sc://127.0.0.1:{spark}" in started.stdout, started.stdout
+        assert connect_runs(tmp_path / "run", spark) >= len(LEVEL_DAGS)
         results = [line for line in started.stdout.splitlines() if line.startswith("==> Result:")]
         assert results == [f"==> Result: every cluster holds every message exactly once "
                            f"({MESSAGES * len(CLUSTERS)} messages on each of c1, c2, c3, c4)"], started.stdout[-3000:]
@@ -172,11 +176,20 @@ def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path, prometheu
         pgid = int(pid_file.read_text()) if pid_file.exists() else None
         s3_pid_file = tmp_path / "run" / "s3" / "s3proxy.pid"
         s3_pid = int(s3_pid_file.read_text()) if s3_pid_file.exists() else None
+        spark_pid_file = tmp_path / "run" / "spark-connect" / "connect-server.pid"
+        spark_pid = int(spark_pid_file.read_text()) if spark_pid_file.exists() else None
         stopped = subprocess.run(demo + ["stop"], env=env, capture_output=True, text=True, timeout=300)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    assert not any(_accepts(p) for p in (k1, k2, k3, k4, ui, s3))
+    assert not any(_accepts(p) for p in (k1, k2, k3, k4, ui, s3, spark))
     assert pgid is not None and not _group_alive(pgid), "processes of Airflow standalone outlived stop"
     assert s3_pid is not None and not _pid_alive(s3_pid), "the S3 server outlived stop"
+    assert spark_pid is not None and not _group_alive(spark_pid), "the Spark Connect server (or a worker) outlived stop"
+
+
+def connect_runs(run_dir: Path, port: int) -> int:
+    """How many Spark jobs the demo's Airflow task logs say ran on the Connect server on ``port``."""
+    line = f"on the Spark Connect server sc://127.0.0.1:{port}"
+    return sum(f.read_text(errors="replace").count(line) for f in (run_dir / "airflow" / "logs").rglob("*.log"))
 
 
 def check_mirror_page(stdout: str, ui: int, bootstraps: dict[str, str], prometheus, ui_page, tmp_path) -> None:

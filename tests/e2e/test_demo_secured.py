@@ -34,6 +34,7 @@ from mirrorflow.acls import required_acls
 from mirrorflow.topology import load_topology
 from mirrorflow_dev.kafka import LocalKafka
 from mirrorflow_dev.secured import held_acls
+from mirrorflow_dev.spark import CONNECT_SERVER_CLASS
 from tests.e2e.test_demo import _accepts, _final_table, _free_ports, _group_alive, demo_env
 from tests.fixtures.secured import bindings
 from tests.processes import CommandLines
@@ -83,12 +84,12 @@ def _files_holding(root: Path, secret: bytes, paths=None) -> list[Path]:
 
 
 def test_secured_demo_mirrors_with_exactly_the_derived_acls_and_keeps_its_password(tmp_path):
-    k1, k2, ui, worker_logs, trigger_logs, s3 = _free_ports(6)
+    k1, k2, ui, worker_logs, trigger_logs, s3, spark = _free_ports(7)
     topology = tmp_path / "topology.yaml"
     topology.write_text(_pair_topology({"c1": k1, "c2": k2}))
     run = tmp_path / "run"
-    env = demo_env(run, topology, MESSAGES, ui=ui, s3=s3, worker_logs=worker_logs, trigger_logs=trigger_logs,
-                   MIRRORFLOW_SECURED="1")
+    env = demo_env(run, topology, MESSAGES, ui=ui, s3=s3, spark=spark, worker_logs=worker_logs,
+                   trigger_logs=trigger_logs, MIRRORFLOW_SECURED="1")
     demo = [sys.executable, str(REPO / "scripts" / "demo.py")]
     ssl_ports: list[int] = []
     try:
@@ -137,7 +138,9 @@ def test_secured_demo_mirrors_with_exactly_the_derived_acls_and_keeps_its_passwo
         assert len(password) >= 24
         secret = password.encode()
         assert any(b"airflow" in c and b"standalone" in c for c in commands.seen)  # the sampler saw the demo
-        assert any(b"org.apache.spark.deploy.SparkSubmit" in c for c in commands.seen)  # and the level runs
+        # and the Connect server the level runs ran on, with its Python workers (they held the job's settings)
+        assert any(CONNECT_SERVER_CLASS.encode() in c for c in commands.seen)
+        assert any(b"pyspark.daemon" in c for c in commands.seen)
         # (a failure names where, never the password itself: a command line shows only its program)
         in_commands = [b" ".join(c.split(b"\0")[:2]).decode(errors="replace") for c in commands.seen if secret in c]
         assert not in_commands, f"the SCRAM password is in the command line of: {in_commands}"
@@ -157,7 +160,7 @@ def test_secured_demo_mirrors_with_exactly_the_derived_acls_and_keeps_its_passwo
         pgid = int(pid_file.read_text()) if pid_file.exists() else None
         stopped = subprocess.run(demo + ["stop"], env=env, capture_output=True, text=True, timeout=300)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    assert not any(_accepts(p) for p in (k1, k2, ui, s3, *ssl_ports))
+    assert not any(_accepts(p) for p in (k1, k2, ui, s3, spark, *ssl_ports))
     assert pgid is not None and not _group_alive(pgid), "processes of Airflow standalone outlived stop"
 
 

@@ -236,6 +236,24 @@ class ReadStalled(KafkaOperationError):
                               self.topic, self.partition, self.offset))
 
 
+class UnreadableRecord(MirrorflowError, ValueError):
+    """A consumed record the Kafka client cannot read: a header key that is not valid UTF-8.
+
+    Kafka's protocol carries header keys as bytes; confluent-kafka decodes them
+    and fails without naming the record. :func:`mirrorflow.kafka.records.read_headers`
+    raises this instead, naming the record (and the cluster, where its caller knows it).
+    """
+
+    def __init__(self, topic: str, partition: int, offset: int, cluster: str | None = None) -> None:
+        self.topic, self.partition, self.offset, self.cluster = topic, partition, offset, cluster
+        where = f"cluster {cluster}: " if cluster else ""
+        super().__init__(f"{where}the record at {topic}[{partition}] offset {offset} has a header key that is not "
+                         f"valid UTF-8, which the Kafka client cannot read")
+
+    def __reduce__(self):
+        return type(self), (self.topic, self.partition, self.offset, self.cluster)
+
+
 class ClusterUnreachable(MirrorflowError):
     """A cluster did not answer at its bootstrap address."""
 

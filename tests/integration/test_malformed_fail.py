@@ -75,3 +75,14 @@ def test_a_header_key_that_is_not_utf8_stops_its_partition_by_name_and_leaves_no
     assert [r.value.decode() for r in copied if r.partition == 0] == [f"0-{i}" for i in range(3)]
     assert [r.value.decode() for r in copied if r.partition == TXN_GROUPS] == [f"{TXN_GROUPS}-{i}" for i in range(6)]
     assert checkpointed(c2, links[0].link_id, topic, partitions, wait=10) == 3 + 6
+
+    # A reader that is not the copier (here the scan that heals and recovers links) names it too.
+    from mirrorflow.copy.state.copies import CopyScanner
+    from mirrorflow.errors import UnreadableRecord
+    from mirrorflow.kafka.config import ClusterClient
+
+    with CopyScanner(ClusterClient("c1", {"bootstrap.servers": c1})) as scanner:
+        with pytest.raises(UnreadableRecord) as raised:
+            list(scanner.records(topic, 0, timeout=10))
+    assert str(raised.value) == (f"cluster c1: the record at {topic}[0] offset 3 has a header key that is not valid "
+                                 f"UTF-8, which the Kafka client cannot read")

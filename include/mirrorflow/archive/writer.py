@@ -175,7 +175,7 @@ def _read(task: ArchiveTask, reader: RangeReader, objects: _Objects, result: Arc
             ts_type, ts = msg.timestamp()
             if ts_type == TIMESTAMP_NOT_AVAILABLE:
                 ts = -1
-            headers = list(read_headers(msg) or [])
+            headers = list(read_headers(msg, task.cluster) or [])
             key, value = msg.key(), msg.value()
             record = ArchivedRecord(offset, ts, ts_type, key, value, headers,
                                     provenance.origin_of(headers, task.cluster, task.topic, task.partition, offset))

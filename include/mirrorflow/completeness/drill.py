@@ -146,7 +146,8 @@ def _side(client: ClusterClient, cell: Difference, positions: Mapping[tuple[str,
                 continue
             for msg in scanner.messages(cell.topic, p, timeout, first=first, end=None if compacted else audited):
                 _, ts = msg.timestamp()
-                identity = provenance.origin_of(read_headers(msg), client.name, cell.topic, p, msg.offset())
+                headers = read_headers(msg, client.name)
+                identity = provenance.origin_of(headers, client.name, cell.topic, p, msg.offset())
                 if compacted and msg.key() is not None and identity.topic == cell.topic:
                     side.note_key(p, msg.key(), identity.cluster, identity.offset, ts)
                 if msg.offset() >= audited or not start <= ts < stop:

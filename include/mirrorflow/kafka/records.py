@@ -6,15 +6,17 @@ client or a broken producer may write them) makes confluent-kafka 2.16's
 exception set", caused by a ``UnicodeDecodeError``) and keep a half-built list
 on the message: a second call returns it, and touching the missing key crashes
 the interpreter (a segfault, which takes a Spark worker or an Airflow task with
-it). Every reader of headers goes through :func:`read_headers`, which raises the
-``UnicodeDecodeError`` instead; its caller names the record and never asks that
-message again.
+it). Every reader of headers goes through :func:`read_headers`, which raises
+:class:`~mirrorflow.errors.UnreadableRecord` instead, naming the record; nobody
+asks that message again.
 """
 
 from __future__ import annotations
 
 import operator
 from typing import Any
+
+from mirrorflow.errors import UnreadableRecord
 
 Headers = list[tuple[str, bytes | None]]
 
@@ -24,13 +26,16 @@ Headers = list[tuple[str, bytes | None]]
 _headers = operator.methodcaller("headers")
 
 
-def read_headers(msg: Any) -> Headers | None:
-    """``msg.headers()``; a header key that is not UTF-8 raises ``UnicodeDecodeError`` (never ask ``msg`` again)."""
+def read_headers(msg: Any, cluster: str | None = None) -> Headers | None:
+    """``msg.headers()``; a header key that is not UTF-8 raises :class:`UnreadableRecord` naming the record.
+
+    ``cluster``: the cluster ``msg`` was read from, for the error (where the caller knows it).
+    """
     try:
         headers: Headers | None = _headers(msg)
         return headers
     except SystemError as exc:
         cause = exc.__cause__ or exc.__context__
         if isinstance(cause, UnicodeDecodeError):
-            raise cause from None
+            raise UnreadableRecord(msg.topic(), msg.partition(), msg.offset(), cluster) from cause
         raise

@@ -48,7 +48,7 @@ def origin_key(cluster: str, topic: str, partition: int) -> str:
 
 def origin_of(msg, here: str) -> tuple[str, int]:
     """(origin key, origin offset) of a message read on cluster ``here``."""
-    found = provenance.find(read_headers(msg), msg.topic(), msg.partition())
+    found = provenance.find(read_headers(msg, here), msg.topic(), msg.partition())
     if found is None:
         return origin_key(here, msg.topic(), msg.partition()), msg.offset()
     return origin_key(found.cluster, found.topic, found.partition), found.offset

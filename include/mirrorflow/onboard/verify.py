@@ -100,7 +100,7 @@ def read_identities(client: ClusterClient, topic: str, partition: int, low: int,
     here = f"{client.name}:{topic}:{partition}"
     with RangeReader.open(client, VERIFY_GROUP, timeout=timeout, doing="verify read") as reader:
         for msg in reader.range(topic, partition, low, end):
-            origin = provenance.find(read_headers(msg), topic, partition)
+            origin = provenance.find(read_headers(msg, client.name), topic, partition)
             key, offset = (f"{origin.cluster}:{origin.topic}:{origin.partition}", origin.offset) if origin \
                 else (here, msg.offset())
             crc = zlib.crc32(msg.value() or b"", zlib.crc32(msg.key() or b""))

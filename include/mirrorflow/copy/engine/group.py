@@ -73,7 +73,7 @@ from mirrorflow.copy.state.held import Held, HeldUnknown, held_at_start, skippin
 from mirrorflow.copy.state.history import LastRead, last_read, verify
 from mirrorflow.copy.task import PartitionResult, PartitionTask
 from mirrorflow.copy.txn_groups import txn_group
-from mirrorflow.errors import MalformedCopyFlags
+from mirrorflow.errors import MalformedCopyFlags, UnreadableRecord
 from mirrorflow.kafka.codes import FENCED_CODES, SOURCE_MOVED_CODES
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 from mirrorflow.kafka.records import read_headers
@@ -404,7 +404,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
                 last_progress = now
                 try:
                     out_headers, problem = headers[p](read_headers(msg), offset)
-                except (MalformedCopyFlags, UnicodeDecodeError) as exc:  # the partition path stops exactly there
+                except (MalformedCopyFlags, UnreadableRecord) as exc:  # the partition path stops exactly there
                     raise ProduceRejected(offset, unreadable(by_partition[p], offset, exc)) from exc
                 count = counts[p]
                 if problem is not None:

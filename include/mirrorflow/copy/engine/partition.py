@@ -58,7 +58,7 @@ from mirrorflow.copy.state.checkpoints import (
 from mirrorflow.copy.state.held import Held, HeldUnknown, held_at_start, skipping_held
 from mirrorflow.copy.state.history import LastRead, last_read, verify
 from mirrorflow.copy.task import PartitionResult, PartitionTask
-from mirrorflow.errors import MalformedCopyFlags
+from mirrorflow.errors import MalformedCopyFlags, UnreadableRecord
 from mirrorflow.kafka.codes import FENCED_CODES, SOURCE_MOVED_CODES
 from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
 from mirrorflow.kafka.records import read_headers
@@ -289,7 +289,7 @@ class _PartitionCopy:
 def unreadable(task: PartitionTask, offset: int, exc: Exception) -> str:
     """Why the record at ``offset`` cannot be copied as it is (its partition stops there)."""
     where = f"{task.source} {task.topic}[{task.partition}] offset {offset}"
-    if isinstance(exc, UnicodeDecodeError):
+    if isinstance(exc, UnreadableRecord):
         return (f"the record at {where} has a header key that is not valid UTF-8, which the Kafka client cannot "
                 f"read; nothing past it is copied (fix its producer, then skip the record: mirror_resolve_gap)")
     return (f"the record at {where} carries a {exc} (replication.on_malformed: fail); nothing past it is copied "
@@ -529,7 +529,7 @@ class _RangeCopy:
                 progressed = True
                 try:
                     out_headers, problem = headers_of(read_headers(msg), offset)
-                except (MalformedCopyFlags, UnicodeDecodeError) as exc:  # stop exactly here, by name
+                except (MalformedCopyFlags, UnreadableRecord) as exc:  # stop exactly here, by name
                     raise ProduceRejected(offset, unreadable(task, offset, exc)) from exc
                 if problem is not None:
                     malformed += 1

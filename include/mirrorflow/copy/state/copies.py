@@ -63,7 +63,7 @@ class CopyScanner:
                 end: int | None = None) -> Iterator[tuple[provenance.Origin | None, Any]]:
         """The records of ``topic[partition]`` in ``[first, end)`` (default: all) with their origins, in order."""
         for msg in self.messages(topic, partition, timeout, first=first, end=end):
-            yield provenance.find(read_headers(msg), topic, partition), msg
+            yield provenance.find(read_headers(msg, self.target.name), topic, partition), msg
 
     def messages(self, topic: str, partition: int, timeout: float, *, first: int = 0,
                  end: int | None = None) -> Iterator[Any]:

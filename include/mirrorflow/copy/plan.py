@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from mirrorflow.copy.engine.fencing import attempt_checkpoints
 from mirrorflow.copy.heal.archive import Heal, heal_plans, unavailable
@@ -48,7 +48,7 @@ from mirrorflow.copy.state.recovery import recover_position
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_groups import txn_unit
 from mirrorflow.defaults import DEFAULT_TXN_RECORDS, KEEP_ALIVE_FRACTION
-from mirrorflow.errors import ClusterUnreachable, MirrorflowError
+from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
 from mirrorflow.journal import audit_warning
 from mirrorflow.kafka.admin import (
     earliest_and_stable,
@@ -58,6 +58,7 @@ from mirrorflow.kafka.admin import (
     probe,
     topic_ids,
 )
+from mirrorflow.kafka.codes import LEADERLESS
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.topics import ShapeResult, sync_topic_shapes
 from mirrorflow.topology.model import TopicSelector
@@ -162,7 +163,11 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
         if reason is not None:
             floors = None
             if source_recreated(metadata, ids["source"].get(tp.topic)):
-                floors = _held(link, target, tp, timeout)
+                try:
+                    floors = _held(link, target, tp, timeout)
+                except (KafkaException, KafkaOperationError) as exc:
+                    plan.errors.append(_unplannable(link, tp, "what it holds of a recreated source", exc))
+                    continue
                 held[key] = tuple(sorted(floors.items()))
             audit_warning("checkpoint_set_aside", run_id=spec.run_id, link=link_fields(link), topic=tp.topic,
                           partition=tp.partition, checkpoint=committed, metadata=metadata, reason=reason,
@@ -173,7 +178,11 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
             continue
         recovered = None
         if committed is None and reason is None and end > low:
-            lost = _lost_checkpoint(spec, link, source, target, tp, end, timeout)
+            try:
+                lost = _lost_checkpoint(spec, link, source, target, tp, end, timeout)
+            except (KafkaException, KafkaOperationError) as exc:
+                plan.errors.append(_unplannable(link, tp, "whether it already holds copies of the partition", exc))
+                continue
             if isinstance(lost, PartitionError):
                 plan.errors.append(lost)
                 continue
@@ -275,6 +284,21 @@ def _held(link: LinkJob, target: ClusterClient, tp: TopicPartition, timeout: flo
                     "origin has no later copy on it cannot be told from new ones and are passed on again",
                     link.link_id, tp.topic, tp.partition, link.target, earliest)
     return floors
+
+
+def _unplannable(link: LinkJob, tp: TopicPartition, asked: str, exc: Exception) -> PartitionError:
+    """A target partition the plan must read first and cannot: it stops alone, the link's others copy on.
+
+    The source's offsets of every partition were read just before, so it is the
+    target's partition that failed; one without a leader is the usual reason.
+    """
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    leaderless = isinstance(error, KafkaError) and error.code() in LEADERLESS
+    why = "it has no leader (its broker is down?)" if leaderless else f"{type(exc).__name__}: {exc}"
+    text = (f"{link.target} {tp.topic}[{tp.partition}] could not be read to learn {asked}: {why}; not copied in "
+            f"this run, nothing written; the link's other partitions copy on")
+    log.error("%s %s[%d]: %s", link.link_id, tp.topic, tp.partition, text)
+    return PartitionError(link.link_id, link.source, link.target, tp.topic, tp.partition, None, text)
 
 
 def _truncated(spec: JobSpec, link: LinkJob, tp: TopicPartition, committed: int, end: int) -> PartitionError:

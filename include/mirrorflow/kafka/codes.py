@@ -43,3 +43,11 @@ LEADERSHIP_MOVING = frozenset({
     KafkaError.UNKNOWN_LEADER_EPOCH,
     KafkaError.OFFSET_NOT_AVAILABLE,
 })
+
+#: What a read of a partition without a leader fails with: the broker's answer, or librdkafka's own
+#: when its metadata holds no leader for the partition (``_UNKNOWN_PARTITION``).
+LEADERLESS = frozenset({
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError._UNKNOWN_PARTITION,
+})

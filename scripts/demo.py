@@ -523,6 +523,17 @@ def airflow_spark_mode() -> str:
         return "submit"  # started before the demo had a Connect server
 
 
+def refuse_other_spark_mode() -> None:
+    """A running Airflow keeps the Spark connection it started with: another MIRRORFLOW_DEMO_SPARK needs a stop."""
+    pid_file = AIRFLOW_HOME / "standalone.pid"
+    if not (pid_file.exists() and group_alive(int(pid_file.read_text()))):
+        return
+    started_with = airflow_spark_mode()
+    if started_with != SPARK_MODE:
+        raise SystemExit(f"mirrorflow demo: Airflow runs with MIRRORFLOW_DEMO_SPARK={started_with}, and this start "
+                         f"asks for {SPARK_MODE}. Stop it with `make stop`, then start again.")
+
+
 def refuse_other_mode() -> None:
     """One demo at a time: the other mode's clusters hold the same ports, and Airflow runs one topology."""
     other = "plaintext" if SECURED else "secured"
@@ -625,10 +636,6 @@ def start_airflow() -> str:
     log_file = AIRFLOW_HOME / "standalone.log"
     if pid_file.exists() and group_alive(int(pid_file.read_text())):
         say(f"Airflow standalone already running (pid {pid_file.read_text().strip()})")
-        started_with = airflow_spark_mode()
-        if started_with != SPARK_MODE:  # its connections were fixed when it started
-            raise SystemExit(f"mirrorflow demo: Airflow runs with MIRRORFLOW_DEMO_SPARK={started_with}, and this "
-                             f"start asks for {SPARK_MODE}. Stop it with `make stop`, then start again.")
     else:
         if ui_healthy():
             raise SystemExit(f"mirrorflow demo: port {UI_PORT} already answers; set MIRRORFLOW_DEMO_UI_PORT "
@@ -1038,6 +1045,7 @@ def main() -> None:
                          f"{', '.join(SPARK_MODES)} (connect, the default: every Spark job on one Connect server)")
     RUN.mkdir(parents=True, exist_ok=True)
     refuse_other_mode()
+    refuse_other_spark_mode()
     start_kafka()
     if SECURED:
         set_up_principal()
@@ -1047,6 +1055,9 @@ def main() -> None:
     run_demo(password)
     say(f"S3 (mirror_archive, connection {S3_CONN_ID}): {demo_s3().endpoint_url} bucket {S3_BUCKET}, "
         f"access key {S3_ACCESS_KEY}, secret in {S3_RUN / 'secret'}")
+    if SPARK_MODE == "connect":
+        say(f"Spark (connection spark_default): the Connect server on {demo_connect().url}, log in "
+            f"{demo_connect().log_path}")
     if SECURED:
         pki = SECURED_KAFKA_RUN / "pki"
         say(f"Kafka (secured): mirrorflow logs in as User:{PRINCIPAL} (SASL_SSL, SCRAM-SHA-512) through the "

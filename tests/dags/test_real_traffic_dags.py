@@ -37,6 +37,7 @@ from mirrorflow.topology import parse_topology
 from mirrorflow_airflow.factories.levels import build_level_dags
 from mirrorflow_dev.kafka import LocalCluster, LocalKafka, new_cluster_id
 from mirrorflow_dev.process import HOST, free_port
+from tests.dags.test_audit_dag import audit_result_cleared  # noqa: F401 (a fixture)
 from tests.dags.test_level_dags import xcom
 from tests.fixtures.kafka import TEST_BROKERS, _runs_root
 from tests.integration.kafka_io import produce, read_all
@@ -308,6 +309,7 @@ def _compacted_on(bootstrap: str, topic: str, fewer_than: int, timeout: float = 
     return held
 
 
+@pytest.mark.usefixtures("audit_result_cleared")  # its deliberate loss must not reach a later lag monitor
 def test_a_compacted_topic_compacted_on_different_schedules_is_complete_and_a_lost_latest_value_is_named(
         airflow_home, kafka_clusters, make_topic):
     """c1 keeps its segments open for days (its cleaner never gets to them in the test); c2 rolls a segment every

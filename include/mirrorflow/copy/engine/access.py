@@ -65,6 +65,16 @@ def stage_needs(task: PartitionTask, stage: str) -> tuple[str, str, tuple[Need, 
         Need("GROUP", group, "READ"), Need("TOPIC", topic, "READ"), Need("TRANSACTIONAL_ID", txn, "WRITE"))
 
 
+def unexplained(task: PartitionTask, stage: str | None, error: Any, source: ClusterClient,
+                target: ClusterClient) -> str:
+    """An error that is no refusal, with what the copy was doing and where (librdkafka's text names neither)."""
+    if stage is None:
+        return f"{error.name()}: {error.str()}"
+    side, doing, _ = stage_needs(task, stage)
+    cluster = source.name if side == "source" else target.name
+    return f"{error.name()} on {cluster} while {doing}: {error.str()}"
+
+
 def named(task: PartitionTask, stage: str | None, error: Any, source: ClusterClient,
           target: ClusterClient) -> NotAuthorized | None:
     """``error`` as the permission it shows missing, or ``None`` when it is no authorization error."""

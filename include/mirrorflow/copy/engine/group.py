@@ -46,7 +46,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from mirrorflow.copy.engine.access import during, named, stage_of
+from mirrorflow.copy.engine.access import during, named, stage_of, unexplained
 from mirrorflow.copy.engine.clients import CopyClients
 from mirrorflow.copy.engine.partition import (
     SILENT_OR_GONE,
@@ -189,12 +189,13 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
         for p, result in results.items():
             if result.error is None and (result.next_offset < 0 or result.next_offset < result.end_offset):
                 refused_by = named(by_partition[p], stage_of(exc), err, source, target)
-                result.error = str(refused_by) if refused_by is not None else f"{err.name()}: {err.str()}"
+                result.error = str(refused_by) if refused_by is not None else \
+                    unexplained(by_partition[p], stage_of(exc), err, source, target)
                 if refused_by is None and gone:
                     result.error = target_gone(by_partition[p], max(result.next_offset, 0), result.error)
                 result.error_code = err.code()
                 result.fenced = err.code() in FENCED_CODES or err.fatal()
-                result.error_offset = result.next_offset
+                result.error_offset = result.next_offset if result.next_offset >= 0 else None  # -1: not started
     except LinkSwitchedAway as exc:
         for result in results.values():
             result.error = str(exc)

@@ -30,7 +30,7 @@ from typing import Any
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from mirrorflow.copy.engine.access import during, named, stage_of
+from mirrorflow.copy.engine.access import during, named, stage_of, unexplained
 from mirrorflow.copy.engine.clients import CopyClients
 from mirrorflow.copy.engine.spans import note_target_offsets, target_end
 from mirrorflow.copy.engine.throttle import RateLimiter
@@ -92,7 +92,8 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
     except KafkaException as exc:
         err = exc.args[0]
         refused = named(task, stage_of(exc), err, source, target)
-        result.error = str(refused) if refused is not None else f"{err.name()}: {err.str()}"
+        result.error = str(refused) if refused is not None else \
+            unexplained(task, stage_of(exc), err, source, target)
         if refused is None and err.code() in SILENT_OR_GONE and topic_missing(copy.checkpoint, task.topic):
             result.error = target_gone(task, result.next_offset, f"{err.name()}: {err.str()}")
         result.error_code = err.code()

@@ -287,15 +287,17 @@ def _held(link: LinkJob, target: ClusterClient, tp: TopicPartition, timeout: flo
 
 
 def _unplannable(link: LinkJob, tp: TopicPartition, asked: str, exc: Exception) -> PartitionError:
-    """A target partition the plan must read first and cannot: it stops alone, the link's others copy on.
+    """A partition the plan must read first and cannot: it stops alone, the link's others copy on.
 
-    The source's offsets of every partition were read just before, so it is the
-    target's partition that failed; one without a leader is the usual reason.
+    A mirrorflow error names its cluster. A bare client error is the target's: the
+    source's offsets of every partition were read just before, and a target
+    partition without a leader is the usual reason.
     """
     error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
     leaderless = isinstance(error, KafkaError) and error.code() in LEADERLESS
+    cluster = exc.cluster if isinstance(exc, KafkaOperationError) else link.target
     why = "it has no leader (its broker is down?)" if leaderless else f"{type(exc).__name__}: {exc}"
-    text = (f"{link.target} {tp.topic}[{tp.partition}] could not be read to learn {asked}: {why}; not copied in "
+    text = (f"{cluster} {tp.topic}[{tp.partition}] could not be read to learn {asked}: {why}; not copied in "
             f"this run, nothing written; the link's other partitions copy on")
     log.error("%s %s[%d]: %s", link.link_id, tp.topic, tp.partition, text)
     return PartitionError(link.link_id, link.source, link.target, tp.topic, tp.partition, None, text)

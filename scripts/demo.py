@@ -270,20 +270,25 @@ def start_s3() -> None:
         raise SystemExit(f"mirrorflow demo: cannot create the S3 bucket {S3_BUCKET}: {exc}") from None
 
 
-def stop_s3() -> bool:
-    """TERM (the JVM shuts down on it), then KILL; its own session, so its pid is its process group.
+def stop_detached(what: str, pid: int | None, pid_file: Path, alive) -> bool:
+    """TERM, then KILL, a server the demo left running in its own session (its pid is its process group).
 
-    False if it still runs (then its pid file stays, for another try).
+    ``alive(pid)`` says whether it still runs. False if it does (then its pid file
+    stays, for another try).
     """
-    pid = s3_pid()
     if pid is not None:
-        say(f"Stopping the S3 server (pid {pid})")
-        stop_group(pid, ((signal.SIGTERM, 20), (signal.SIGKILL, 5)), alive=lambda: pid_alive(pid), interval=0.2)
-        if pid_alive(pid):
-            say(f"The S3 server (pid {pid}) did not stop")
+        say(f"Stopping the {what} (pid {pid})")
+        stop_group(pid, ((signal.SIGTERM, 20), (signal.SIGKILL, 5)), alive=lambda: alive(pid), interval=0.2)
+        if alive(pid):
+            say(f"The {what} (pid {pid}) did not stop")
             return False
-    (S3_RUN / "s3proxy.pid").unlink(missing_ok=True)
+    pid_file.unlink(missing_ok=True)
     return True
+
+
+def stop_s3() -> bool:
+    """The S3 server: the JVM shuts down on TERM."""
+    return stop_detached("S3 server", s3_pid(), S3_RUN / "s3proxy.pid", pid_alive)
 
 
 # --------------------------------------------------------------------------- the warm Spark
@@ -331,19 +336,8 @@ def start_spark() -> None:
 
 
 def stop_spark() -> bool:
-    """TERM (Spark stops its session and Python workers), then KILL; its own session, so its pid is its group.
-
-    False if it still runs (then its pid file stays, for another try).
-    """
-    pid = connect_pid()
-    if pid is not None:
-        say(f"Stopping the Spark Connect server (pid {pid})")
-        stop_group(pid, ((signal.SIGTERM, 20), (signal.SIGKILL, 5)), alive=lambda: group_alive(pid), interval=0.2)
-        if group_alive(pid):
-            say(f"The Spark Connect server (pid {pid}) did not stop")
-            return False
-    (SPARK_RUN / "connect-server.pid").unlink(missing_ok=True)
-    return True
+    """The Connect server: Spark stops its session and Python workers on TERM; the group counts, workers included."""
+    return stop_detached("Spark Connect server", connect_pid(), SPARK_RUN / "connect-server.pid", group_alive)
 
 
 # --------------------------------------------------------------------------- Kafka and Airflow

@@ -1,5 +1,5 @@
 # The two set-up commands of README.md are `make demo` and `make test`.
-.PHONY: demo stop test check setup bench
+.PHONY: demo stop test check setup bench platform platform-stop
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -9,6 +9,14 @@ demo: setup
 
 stop:
 	@.venv/bin/python scripts/demo.py stop
+
+# Platform mode (docs/platform.md): PostgreSQL, Redis, Celery workers, Spark standalone, the
+# scheduler alone starting runs; state and logs in .run/platform/.
+platform: setup
+	@.venv/bin/python scripts/platform_mode.py start
+
+platform-stop:
+	@.venv/bin/python scripts/platform_mode.py stop
 
 # The static checks first (ruff, mypy: scripts/check.sh), then the whole suite.
 test: setup

@@ -96,6 +96,8 @@ class ConnectServerError(RuntimeError):
 class LocalConnectServer(LocalServerProcess):
     """A Spark Connect server on ``127.0.0.1:<port>`` with a ``local[N]`` master and this interpreter's workers.
 
+    ``master`` puts it on a cluster instead (platform mode: a standalone master).
+
     Its Python workers run ``python`` (default: this interpreter), whose environment
     must have ``mirrorflow`` and confluent-kafka; they are kept between jobs, so a
     changed ``mirrorflow`` reaches them only after a restart of the server.
@@ -107,7 +109,7 @@ class LocalConnectServer(LocalServerProcess):
 
     def __init__(self, port: int | None = None, *, cores: int | None = None, run_dir: Path | str | None = None,
                  python: str | None = None, die_with_parent: bool = True, start_new_session: bool = False,
-                 conf: dict[str, str] | None = None) -> None:
+                 conf: dict[str, str] | None = None, master: str | None = None) -> None:
         self.port = port or free_port()
         self.cores = cores or os.cpu_count() or 1
         self.run_dir = Path(run_dir) if run_dir else Path(tempfile.mkdtemp(prefix="mirrorflow-connect-"))
@@ -115,6 +117,7 @@ class LocalConnectServer(LocalServerProcess):
         self.die_with_parent = die_with_parent
         self.start_new_session = start_new_session
         self.conf = dict(conf or {})
+        self.master = master or f"local[{self.cores}]"
         self.log_path = self.run_dir / "connect-server.log"
         self._proc: subprocess.Popen | None = None
         self.log_tail_lines = 40
@@ -137,7 +140,7 @@ class LocalConnectServer(LocalServerProcess):
             **self.conf,
         }
         spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-        return [str(spark_submit), "--master", f"local[{self.cores}]", "--class", CONNECT_SERVER_CLASS,
+        return [str(spark_submit), "--master", self.master, "--class", CONNECT_SERVER_CLASS,
                 "--name", "mirrorflow-connect", *[a for k, v in conf.items() for a in ("--conf", f"{k}={v}")],
                 "spark-internal"]
 

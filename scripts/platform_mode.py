@@ -1,0 +1,385 @@
+"""Platform mode: the production shape on one machine, without Docker, driven by the scheduler alone.
+
+``make platform`` runs ``start``:
+
+1. the demo's four Kafka clusters and S3 server (scripts/demo.py's, with their
+   state under ``.run/platform/``);
+2. PostgreSQL (Airflow's metadata database) and Redis (the Celery broker), from
+   Debian's packages, on loopback;
+3. a Spark standalone master and worker, and the Spark Connect server on them:
+   every level run, backfill and archive runs there (``spark_default`` is a
+   ``spark_connect`` connection; ``MIRRORFLOW_PLATFORM_SPARK=submit`` makes it a
+   spark-submit to the master instead);
+4. Airflow as separate processes: ``airflow db migrate``, the pools of
+   deploy/pools.json, then the api-server, scheduler, dag-processor, triggerer
+   and two Celery workers, with the settings of deploy/airflow.env (the file the
+   compose stack reads too);
+5. it unpauses the level DAGs, ``mirror_offsets`` and ``mirror_lag_monitor``
+   (the topology is the demo's, its levels scheduled every
+   ``MIRRORFLOW_PLATFORM_SCHEDULE``, default 30s), produces a batch on every
+   cluster, and waits, triggering nothing, until the scheduler's runs have put
+   every message on every cluster exactly once; it prints the demo's table.
+
+``make platform-stop`` (``stop``) ends it all; state and logs stay in ``.run/platform/``.
+Secrets (database, Redis, Fernet, JWT, the UI password) are generated once into
+0600 files there and reach the processes through their environment only.
+docs/platform.md is the guide.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RUN = Path(os.environ.get("MIRRORFLOW_PLATFORM_RUN_DIR", REPO / ".run" / "platform"))
+# The demo's parts (its clusters, S3 server, traffic and check) run here with the platform's run dir and ports.
+os.environ["MIRRORFLOW_DEMO_RUN_DIR"] = str(RUN)
+os.environ["MIRRORFLOW_SECURED"] = ""
+for _demo_var, _platform_var in (("MIRRORFLOW_DEMO_UI_PORT", "MIRRORFLOW_PLATFORM_UI_PORT"),
+                                 ("MIRRORFLOW_DEMO_S3_PORT", "MIRRORFLOW_PLATFORM_S3_PORT"),
+                                 ("MIRRORFLOW_DEMO_SPARK_CONNECT_PORT", "MIRRORFLOW_PLATFORM_SPARK_CONNECT_PORT"),
+                                 ("MIRRORFLOW_DEMO_TOPOLOGY", "MIRRORFLOW_PLATFORM_TOPOLOGY"),
+                                 ("MIRRORFLOW_DEMO_MESSAGES", "MIRRORFLOW_PLATFORM_MESSAGES")):
+    if os.environ.get(_platform_var):
+        os.environ[_demo_var] = os.environ[_platform_var]
+    else:
+        os.environ.pop(_demo_var, None)
+os.environ["MIRRORFLOW_DEMO_SPARK"] = "connect"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import demo  # noqa: E402
+import yaml  # noqa: E402
+
+from mirrorflow.topology import load_topology  # noqa: E402
+from mirrorflow_dev.platform import (  # noqa: E402
+    Detached,
+    LocalPostgres,
+    LocalRedis,
+    PlatformError,
+    SparkStandalone,
+    write_secret_file,
+)
+from mirrorflow_dev.process import port_free  # noqa: E402
+from mirrorflow_dev.spark import ConnectServerError, LocalConnectServer  # noqa: E402
+
+say = demo.say
+SETTINGS = REPO / "deploy" / "airflow.env"
+POOLS = REPO / "deploy" / "pools.json"
+AIRFLOW_HOME = demo.AIRFLOW_HOME
+SECRETS_FILE = RUN / "secrets.json"
+TOPOLOGY = RUN / "topology.yaml"
+SCHEDULE = os.environ.get("MIRRORFLOW_PLATFORM_SCHEDULE", "30s")
+SPARK_MODE = os.environ.get("MIRRORFLOW_PLATFORM_SPARK", "connect").strip().lower() or "connect"
+PG_PORT = int(os.environ.get("MIRRORFLOW_PLATFORM_PG_PORT", "15432"))
+REDIS_PORT = int(os.environ.get("MIRRORFLOW_PLATFORM_REDIS_PORT", "16379"))
+SPARK_PORT = int(os.environ.get("MIRRORFLOW_PLATFORM_SPARK_PORT", "17077"))
+SPARK_MASTER_UI_PORT = int(os.environ.get("MIRRORFLOW_PLATFORM_SPARK_MASTER_UI_PORT", "18980"))
+SPARK_WORKER_UI_PORT = int(os.environ.get("MIRRORFLOW_PLATFORM_SPARK_WORKER_UI_PORT", "18981"))
+WORKERS = ("worker1", "worker2")
+#: What the scheduler runs once the platform is up (the rest stays paused, as in the compose stack).
+SCHEDULED = ("mirror_offsets", demo.LAG_DAG)
+CONVERGE_TIMEOUT = float(os.environ.get("MIRRORFLOW_PLATFORM_CONVERGE_TIMEOUT", "900"))
+
+
+def read_settings(path: Path = SETTINGS) -> dict[str, str]:
+    """``KEY=VALUE`` lines of deploy/airflow.env (comments and blank lines skipped)."""
+    settings = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"mirrorflow platform: {path}:{number}: expected KEY=VALUE, got {line!r}")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
+def platform_secrets() -> dict[str, str]:
+    """The platform's secrets, generated once into a 0600 file of the run dir; never printed."""
+    try:
+        stored = json.loads(SECRETS_FILE.read_text())
+    except (FileNotFoundError, ValueError):
+        stored = {}
+    from cryptography.fernet import Fernet
+
+    wanted = {"postgres": lambda: secrets.token_urlsafe(18), "redis": lambda: secrets.token_urlsafe(18),
+              "fernet": lambda: Fernet.generate_key().decode(), "jwt": lambda: secrets.token_urlsafe(32),
+              "api": lambda: secrets.token_urlsafe(32)}
+    if set(wanted) - set(stored):
+        stored = {key: stored.get(key) or make() for key, make in wanted.items()}
+        write_secret_file(SECRETS_FILE, json.dumps(stored))
+    return stored
+
+
+def postgres() -> LocalPostgres:
+    return LocalPostgres(RUN / "postgres", PG_PORT, "airflow", platform_secrets()["postgres"])
+
+
+def redis() -> LocalRedis:
+    return LocalRedis(RUN / "redis", REDIS_PORT, platform_secrets()["redis"])
+
+
+def spark_cluster() -> SparkStandalone:
+    return SparkStandalone(RUN / "spark", SPARK_PORT, SPARK_MASTER_UI_PORT, SPARK_WORKER_UI_PORT,
+                           cores=os.cpu_count() or 2, python=sys.executable)
+
+
+def connect_server() -> LocalConnectServer:
+    """The Connect server on the standalone master; its executors on the worker."""
+    return LocalConnectServer(demo.SPARK_CONNECT_PORT, run_dir=demo.SPARK_RUN, master=spark_cluster().master_url,
+                              die_with_parent=False, start_new_session=True,
+                              conf={"spark.executor.memory": "2g", "spark.executorEnv.SPARK_LOCAL_IP": "127.0.0.1"})
+
+
+def write_topology() -> Path:
+    """The demo's topology with its levels every SCHEDULE, into the run dir: what the scheduler runs."""
+    raw = yaml.safe_load(demo.TOPOLOGY.read_text())
+    raw.setdefault("replication", {})["schedule"] = SCHEDULE
+    TOPOLOGY.write_text("# Generated by scripts/platform_mode.py from " + str(demo.TOPOLOGY) + "\n"
+                        + yaml.safe_dump(raw, sort_keys=False))
+    load_topology(TOPOLOGY)  # a wrong MIRRORFLOW_PLATFORM_SCHEDULE fails here, naming the key
+    return TOPOLOGY
+
+
+def airflow_env() -> dict[str, str]:
+    """The demo's Airflow environment, with the shared settings, PostgreSQL, Redis and the platform's Spark."""
+    keys = platform_secrets()
+    env = demo.airflow_env()
+    env.update(read_settings())
+    pg = postgres()
+    env.update({
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": pg.url,
+        "AIRFLOW__CELERY__BROKER_URL": redis().url,
+        "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + pg.url,
+        "AIRFLOW__CORE__FERNET_KEY": keys["fernet"],
+        "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt"],
+        "AIRFLOW__API__SECRET_KEY": keys["api"],
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{demo.UI_PORT}",
+        "MIRROR_TOPOLOGY": str(TOPOLOGY),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+            {"conn_type": "spark_connect", "host": "127.0.0.1", "port": demo.SPARK_CONNECT_PORT}
+            if SPARK_MODE == "connect" else
+            {"conn_type": "spark", "host": "spark://127.0.0.1", "port": SPARK_PORT,
+             "extra": {"deploy-mode": "client"}}),
+    })
+    return env
+
+
+def components(env: dict[str, str]) -> list[Detached]:
+    """Airflow's long-running processes, each with its own pid file and log under ``.run/platform/airflow/``."""
+    run_dir = AIRFLOW_HOME / "components"
+    airflow = str(demo.VENV_BIN / "airflow")
+    # The api-server retitles itself "airflow api_server -- host:...".
+    parts = [Detached(role, [airflow, role], run_dir, marker=f"airflow {role}|airflow {role.replace('-', '_')}", env=env,
+                      cwd=AIRFLOW_HOME)
+             for role in ("api-server", "scheduler", "dag-processor", "triggerer")]
+    for index, name in enumerate(WORKERS):
+        # Both workers read the same log folder; only the first serves logs on the log server's port.
+        extra = [] if index == 0 else ["--skip-serve-logs"]
+        parts.append(Detached(f"celery-{name}", [airflow, "celery", "worker", "--celery-hostname", f"{name}@%h",
+                                                 *extra], run_dir, marker=f"{name}@%h", env=env, cwd=AIRFLOW_HOME))
+    return parts
+
+
+def celery_workers(env: dict[str, str]) -> list[str]:
+    """The Celery workers that answer a ping through the broker (their node names)."""
+    probe = ("from airflow.providers.celery.executors.celery_executor_utils import app\n"
+             "import json\nprint(json.dumps(sorted(k for r in app.control.ping(timeout=3) for k in r)))\n")
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return []
+
+
+def start_airflow() -> str:
+    """Migrate, import the pools, start every component; the UI password once the DAGs and workers are up."""
+    env = airflow_env()
+    password = demo.demo_password()
+    env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] = str(
+        AIRFLOW_HOME / "simple_auth_manager_passwords.json.generated")
+    parts = components(env)
+    if not any(part.running() for part in parts):
+        if demo.ui_healthy():
+            raise SystemExit(f"mirrorflow platform: port {demo.UI_PORT} already answers (the demo? `make stop`); "
+                             "set MIRRORFLOW_PLATFORM_UI_PORT to another port")
+        say("Migrating Airflow's metadata database (PostgreSQL)")
+        for step in (["db", "migrate"], ["pools", "import", str(POOLS)]):
+            out = subprocess.run([str(demo.VENV_BIN / "airflow"), *step], env=env, capture_output=True, text=True,
+                                 cwd=AIRFLOW_HOME)
+            if out.returncode != 0:
+                raise SystemExit(f"mirrorflow platform: airflow {' '.join(step)} failed:\n{out.stderr[-3000:]}")
+    for part in parts:
+        running = part.pid()
+        if running is None:
+            say(f"Starting airflow {part.name.replace('celery-', 'celery worker ')}, log: {part.log_path}")
+            part.start()
+        else:
+            say(f"airflow {part.name} already running (pid {running})")
+    (AIRFLOW_HOME / "platform.spark").write_text(SPARK_MODE + "\n")
+
+    def tail(part: Detached):
+        return lambda: f"last lines of {part.log_path}:\n{part.log_tail()}"
+
+    demo.wait_for("the Airflow API server to answer", demo.ui_healthy, timeout=240, interval=2, on_timeout=tail(parts[0]))
+    expected = demo.expected_dags()
+    demo.wait_for(f"the DAGs {sorted(expected)} to be listed", lambda: expected <= demo.listed_dags(password),
+                  timeout=300, interval=3, on_timeout=lambda: "import errors:\n" + demo.import_errors(env))
+    wanted = {f"{name}@{os.uname().nodename}" for name in WORKERS}
+    demo.wait_for(f"the Celery workers {sorted(wanted)} to answer", lambda: wanted <= set(celery_workers(env)),
+                  timeout=180, interval=3, on_timeout=tail(parts[-1]))
+    say(f"Airflow UI: http://127.0.0.1:{demo.UI_PORT}  login: {demo.USER} / {password}")
+    say(f"Celery workers: {', '.join(sorted(wanted))}")
+    return password
+
+
+def start_spark() -> None:
+    """The standalone master and worker, then (connect mode) the Connect server on them."""
+    cluster = spark_cluster()
+    say(f"Starting Spark standalone: master {cluster.master_url} (UI http://127.0.0.1:{SPARK_MASTER_UI_PORT}), "
+        f"one worker with {cluster.cores} cores; logs in {cluster.run_dir}")
+    try:
+        cluster.start()
+    except PlatformError as exc:
+        raise SystemExit(f"mirrorflow platform: {exc}") from None
+    if SPARK_MODE == "submit":
+        say(f"Spark: every job a spark-submit of its own to {cluster.master_url} (MIRRORFLOW_PLATFORM_SPARK=submit)")
+        return
+    server = connect_server()
+    pid = demo.connect_pid()
+    if pid is not None:
+        say(f"Spark Connect server already running (pid {pid}) on {server.url}")
+        return
+    say(f"Starting the Spark Connect server on {server.url} (master {cluster.master_url}); log: {server.log_path}")
+    try:
+        server.start(timeout=180)
+    except ConnectServerError as exc:
+        raise SystemExit(f"mirrorflow platform: {exc}") from None
+    (demo.SPARK_RUN / "connect-server.pid").write_text(f"{server.pid}\n")
+
+
+def start_servers() -> None:
+    for what, server in (("PostgreSQL", postgres()), ("Redis", redis())):
+        say(f"Starting {what} on 127.0.0.1:{server.port}, data and log in {server.run_dir}")
+        try:
+            server.start()
+        except PlatformError as exc:
+            raise SystemExit(f"mirrorflow platform: {exc}") from None
+
+
+def held_once(topology, produced: list[str]) -> dict[str, str]:
+    """Per cluster, what is wrong with its copy of ``produced`` (empty when every cluster holds each once)."""
+    wrong = {}
+    for name, client in demo.demo_clients(topology).items():
+        counts = Counter(v for v in demo.read_topic(name, client) if v in set(produced))
+        missing = len(set(produced) - set(counts))
+        doubled = sum(n - 1 for n in counts.values() if n > 1)
+        if missing or doubled:
+            wrong[name] = f"{missing} missing, {doubled} duplicates"
+    return wrong
+
+
+def converge(password: str) -> None:
+    """Unpause what the scheduler runs, produce a batch everywhere, and wait for the scheduler to mirror it."""
+    topology = load_topology(TOPOLOGY)
+    api = demo.AirflowApi(password)
+    for dag_id in [demo.level_dag_id(level) for level in topology.levels] + list(SCHEDULED):
+        demo.unpause(api, dag_id)
+    say(f"Unpaused the level DAGs (every {SCHEDULE}), {', '.join(SCHEDULED)}: the scheduler alone starts runs")
+    tag = demo.batch_tag()
+    produced = demo.produce_traffic(topology, tag)
+    started = time.monotonic()
+    last: dict[str, str] = {}
+
+    def settled() -> bool:
+        nonlocal last
+        last = held_once(topology, produced)
+        return not last
+
+    demo.wait_for(f"the scheduler's runs to put batch {tag} on every cluster exactly once", settled,
+                  timeout=CONVERGE_TIMEOUT, interval=10, on_timeout=lambda: f"still: {last}")
+    say(f"Mirroring settled in {time.monotonic() - started:.0f}s with the scheduler alone")
+    if not demo.report(topology, produced, tag):
+        raise SystemExit("mirrorflow platform: the clusters do not all hold every message exactly once "
+                         f"(left running for a look; logs under {RUN}; make platform-stop ends it)")
+
+
+def refuse_demo() -> None:
+    """The demo's clusters hold the same ports: one of the two at a time."""
+    demo_run = REPO / ".run" / "demo"
+    if RUN.resolve() == demo_run.resolve():
+        return
+    state = demo_run / "kafka" / "state.json"
+    if state.exists():
+        from mirrorflow_dev.kafka import LocalKafka
+
+        up = [name for name, info in LocalKafka.open(demo_run / "kafka").status().items() if info["running"]]
+        if up and any(not port_free(int(c.bootstrap.rsplit(":", 1)[1]))
+                      for c in load_topology(demo.TOPOLOGY).clusters.values()):
+            raise SystemExit(f"mirrorflow platform: the demo's clusters run ({', '.join(up)}) on the ports platform "
+                             "mode needs; stop the demo with `make stop`, then run `make platform` again")
+
+
+def start() -> None:
+    if SPARK_MODE not in ("connect", "submit"):
+        raise SystemExit(f"mirrorflow platform: MIRRORFLOW_PLATFORM_SPARK={SPARK_MODE!r}: expected connect "
+                         "(the default) or submit")
+    RUN.mkdir(parents=True, exist_ok=True)
+    refuse_demo()
+    write_topology()
+    demo.start_kafka()
+    demo.start_s3()
+    start_servers()
+    start_spark()
+    password = start_airflow()
+    converge(password)
+    say(f"Platform running: UI http://127.0.0.1:{demo.UI_PORT} (login {demo.USER} / {password}); Celery workers "
+        f"{', '.join(WORKERS)}; Spark master UI http://127.0.0.1:{SPARK_MASTER_UI_PORT}. "
+        "Stop it with: make platform-stop")
+
+
+def stop() -> None:
+    env = airflow_env() if SECRETS_FILE.exists() else {}
+    leftovers = []
+    # Workers first (their running tasks end with them), then the scheduler and the rest.
+    for part in reversed(components(env)):
+        if part.running():
+            say(f"Stopping airflow {part.name}")
+        if not part.stop(grace=30):
+            leftovers.append(f"airflow {part.name}")
+    if not demo.stop_spark():
+        leftovers.append("the Spark Connect server")
+    if not spark_cluster().stop():
+        leftovers.append("Spark standalone")
+    for what, server in (("Redis", redis()), ("PostgreSQL", postgres())):
+        say(f"Stopping {what}")
+        if not server.stop():
+            leftovers.append(what)
+    if not demo.stop_s3():
+        leftovers.append("the S3 server")
+    if demo.PLAIN_KAFKA_RUN.exists():
+        say("Stopping the Kafka clusters")
+        demo.kafka_cli("stop", "--run-dir", str(demo.PLAIN_KAFKA_RUN))
+    if leftovers:
+        raise SystemExit(f"mirrorflow platform: {', '.join(leftovers)} outlived stop; run it again")
+    say(f"Stopped. State and logs stay in {RUN} (delete it for a clean slate).")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("action", choices=["start", "stop"])
+    args = parser.parse_args()
+    stop() if args.action == "stop" else start()
+
+
+if __name__ == "__main__":
+    main()

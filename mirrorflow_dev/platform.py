@@ -115,8 +115,8 @@ class Detached:
         """TERM its process group, then KILL what is left; True once nothing of it runs."""
         pid = self.pid()
         if pid is not None:
-            stop_group(pid, ((signal.SIGTERM, grace), (signal.SIGKILL, 5)), alive=lambda: group_alive(pid, zombies=False),
-                       interval=0.2)
+            stop_group(pid, ((signal.SIGTERM, grace), (signal.SIGKILL, 5)),
+                       alive=lambda: group_alive(pid, zombies=False), interval=0.2)
             if group_alive(pid, zombies=False):
                 return False
         self.pid_file.unlink(missing_ok=True)
@@ -284,7 +284,8 @@ class LocalRedis:
         wait_until(f"Redis on {HOST}:{self.port}", lambda: port_accepts(self.port) or not process.running(),
                    timeout, interval=0.2)
         if not process.running():
-            raise PlatformError(f"Redis exited during start-up; last lines of {process.log_path}:\n{process.log_tail()}")
+            raise PlatformError(f"Redis exited during start-up; last lines of {process.log_path}:\n"
+                                f"{process.log_tail()}")
 
     def stop(self) -> bool:
         return self.process().stop(grace=10)

@@ -154,7 +154,8 @@ def airflow_env() -> dict[str, str]:
     """The demo's Airflow environment, with the shared settings, PostgreSQL, Redis and the platform's Spark."""
     keys = platform_secrets()
     env = demo.airflow_env()
-    env.update(read_settings())
+    # The shared settings over the demo's defaults; a setting of the caller's environment wins over both.
+    env.update({key: value for key, value in read_settings().items() if key not in os.environ})
     pg = postgres()
     env.update({
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": pg.url,
@@ -179,8 +180,8 @@ def components(env: dict[str, str]) -> list[Detached]:
     run_dir = AIRFLOW_HOME / "components"
     airflow = str(demo.VENV_BIN / "airflow")
     # The api-server retitles itself "airflow api_server -- host:...".
-    parts = [Detached(role, [airflow, role], run_dir, marker=f"airflow {role}|airflow {role.replace('-', '_')}", env=env,
-                      cwd=AIRFLOW_HOME)
+    parts = [Detached(role, [airflow, role], run_dir, marker=f"airflow {role}|airflow {role.replace('-', '_')}",
+                      env=env, cwd=AIRFLOW_HOME)
              for role in ("api-server", "scheduler", "dag-processor", "triggerer")]
     for index, name in enumerate(WORKERS):
         # Both workers read the same log folder; only the first serves logs on the log server's port.
@@ -230,7 +231,8 @@ def start_airflow() -> str:
     def tail(part: Detached):
         return lambda: f"last lines of {part.log_path}:\n{part.log_tail()}"
 
-    demo.wait_for("the Airflow API server to answer", demo.ui_healthy, timeout=240, interval=2, on_timeout=tail(parts[0]))
+    demo.wait_for("the Airflow API server to answer", demo.ui_healthy, timeout=240, interval=2,
+                  on_timeout=tail(parts[0]))
     expected = demo.expected_dags()
     demo.wait_for(f"the DAGs {sorted(expected)} to be listed", lambda: expected <= demo.listed_dags(password),
                   timeout=300, interval=3, on_timeout=lambda: "import errors:\n" + demo.import_errors(env))
@@ -288,13 +290,17 @@ def held_once(topology, produced: list[str]) -> dict[str, str]:
     return wrong
 
 
-def converge(password: str) -> None:
-    """Unpause what the scheduler runs, produce a batch everywhere, and wait for the scheduler to mirror it."""
-    topology = load_topology(TOPOLOGY)
+def unpause_scheduled(password: str) -> None:
+    """The level DAGs and SCHEDULED unpaused: from now on the scheduler starts their runs."""
     api = demo.AirflowApi(password)
-    for dag_id in [demo.level_dag_id(level) for level in topology.levels] + list(SCHEDULED):
+    for dag_id in [demo.level_dag_id(level) for level in load_topology(TOPOLOGY).levels] + list(SCHEDULED):
         demo.unpause(api, dag_id)
     say(f"Unpaused the level DAGs (every {SCHEDULE}), {', '.join(SCHEDULED)}: the scheduler alone starts runs")
+
+
+def converge(password: str) -> None:
+    """Produce a batch everywhere and wait, triggering nothing, for the scheduler's runs to mirror it."""
+    topology = load_topology(TOPOLOGY)
     tag = demo.batch_tag()
     produced = demo.produce_traffic(topology, tag)
     started = time.monotonic()
@@ -329,7 +335,7 @@ def refuse_demo() -> None:
                              "mode needs; stop the demo with `make stop`, then run `make platform` again")
 
 
-def start() -> None:
+def start(traffic: bool = True) -> None:
     if SPARK_MODE not in ("connect", "submit"):
         raise SystemExit(f"mirrorflow platform: MIRRORFLOW_PLATFORM_SPARK={SPARK_MODE!r}: expected connect "
                          "(the default) or submit")
@@ -341,7 +347,9 @@ def start() -> None:
     start_servers()
     start_spark()
     password = start_airflow()
-    converge(password)
+    unpause_scheduled(password)
+    if traffic:
+        converge(password)
     say(f"Platform running: UI http://127.0.0.1:{demo.UI_PORT} (login {demo.USER} / {password}); Celery workers "
         f"{', '.join(WORKERS)}; Spark master UI http://127.0.0.1:{SPARK_MASTER_UI_PORT}. "
         "Stop it with: make platform-stop")
@@ -377,8 +385,10 @@ def stop() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=["start", "stop"])
+    parser.add_argument("--no-traffic", action="store_true",
+                        help="start: start whatever is not running, produce and check nothing (after a fault)")
     args = parser.parse_args()
-    stop() if args.action == "stop" else start()
+    stop() if args.action == "stop" else start(traffic=not args.no_traffic)
 
 
 if __name__ == "__main__":

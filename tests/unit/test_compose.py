@@ -60,13 +60,24 @@ def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return compose.get("services") or {}
 
 
+def read_env_file(path: Path) -> dict[str, str]:
+    """A compose ``env_file`` (``KEY=VALUE`` lines, ``#`` comments)."""
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines()
+             if line.strip() and not line.lstrip().startswith("#"))
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
 def env_of(service: dict[str, Any]) -> dict[str, str]:
-    """`environment:` as a dict of strings (map or KEY=VALUE list form)."""
+    """What the container's environment holds: its ``env_file`` entries, then ``environment:`` over them."""
+    files = service.get("env_file") or []
+    merged: dict[str, str] = {}
+    for entry in [files] if isinstance(files, str) else files:
+        merged.update(read_env_file(REPO / (entry if isinstance(entry, str) else entry["path"])))
     env = service.get("environment") or {}
     if isinstance(env, list):
         pairs = (item.split("=", 1) if "=" in item else (item, "") for item in env)
-        return {key: value for key, value in pairs}
-    return {key: "" if value is None else str(value) for key, value in env.items()}
+        return {**merged, **{key: value for key, value in pairs}}
+    return {**merged, **{key: "" if value is None else str(value) for key, value in env.items()}}
 
 
 def command_tokens(service: dict[str, Any]) -> list[str]:
@@ -202,7 +213,8 @@ def is_airflow(service: dict[str, Any]) -> bool:
 
 
 def is_spark(service: dict[str, Any]) -> bool:
-    return _built_from(service, "spark.Dockerfile") or "spark-class" in command_tokens(service)
+    return (_built_from(service, "spark.Dockerfile") or "spark-class" in command_tokens(service)
+            or CONNECT_SERVER in command_tokens(service))
 
 
 def airflow_role(service: dict[str, Any]) -> str | None:
@@ -216,8 +228,13 @@ def kind_services(compose: dict[str, Any], predicate: Callable[[dict[str, Any]],
     return [name for name, svc in services(compose).items() if predicate(svc)]
 
 
+CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
 def spark_role(service: dict[str, Any]) -> str | None:
     tokens = command_tokens(service)
+    if CONNECT_SERVER in tokens:
+        return "connect"
     if "org.apache.spark.deploy.master.Master" in tokens:
         return "master"
     if "org.apache.spark.deploy.worker.Worker" in tokens:
@@ -669,7 +686,7 @@ def check_spark(compose: dict[str, Any]) -> Problems:
         include_target = mount_target(svc, "include")
         if include_target and include_target not in env.get("PYTHONPATH", "").split(":"):
             problems.append(f"{name}: PYTHONPATH does not contain the ./include mount {include_target}")
-        if spark_role(svc) == "worker":
+        if spark_role(svc) in ("worker", "connect"):
             url = next((t for t in command_tokens(svc) if t.startswith("spark://")), "")
             hp = split_host_port(url)
             master = service_by_dns_name(compose, hp[0]) if hp else None
@@ -704,6 +721,16 @@ def check_airflow_connections(compose: dict[str, Any]) -> Problems:
     spark = _conn(env, "spark_default")
     if spark is None or "__uri__" in spark:
         problems.append("AIRFLOW_CONN_SPARK_DEFAULT missing or not JSON (the provider falls back to yarn)")
+    elif spark.get("conn_type") == "spark_connect":  # the warm Spark: a Connect server on the master
+        server = service_by_dns_name(compose, str(spark.get("host", "")))
+        if server is None or spark_role(svcs[server]) != "connect":
+            problems.append(f"spark_default Connect server {spark.get('host')!r} is not a Spark Connect service")
+        else:
+            tokens = command_tokens(svcs[server])
+            port = next((t.split("=", 1)[1] for t in tokens if t.startswith("spark.connect.grpc.binding.port=")),
+                        "15002")
+            if int(spark.get("port") or 15002) != int(port):
+                problems.append(f"spark_default Connect server {server} listens on {port}, not {spark.get('port')}")
     else:
         host = str(spark.get("host", ""))
         master_url = f"{host}:{spark['port']}" if spark.get("port") else host
@@ -978,6 +1005,11 @@ NEGATIVE_CASES = {
         "airflow_connections",
         lambda c: [_env(s).update(AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "spark://spark", "port": 7077}') for s in c["services"].values() if is_airflow(s)],
         "not the spark master",
+    ),
+    "spark connect conn to the master": (
+        "airflow_connections",
+        lambda c: [_env(s).update(AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark_connect", "host": "spark-master", "port": 15002}') for s in c["services"].values() if is_airflow(s)],
+        "is not a Spark Connect service",
     ),
     "kafka conn to controller port": (
         "airflow_connections",

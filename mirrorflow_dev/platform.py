@@ -187,6 +187,10 @@ class LocalPostgres:
         if owner:
             user = pwd.getpwnam(owner)
             os.chown(self.run_dir, user.pw_uid, user.pw_gid)
+            if self._run("test", "-w", str(self.run_dir)).returncode != 0:
+                raise PlatformError(f"PostgreSQL runs as the user postgres here (root may not run it), and postgres "
+                                    f"cannot reach {self.run_dir}: a directory above it is private to root; choose "
+                                    f"a run dir under a directory others may enter (MIRRORFLOW_PLATFORM_RUN_DIR)")
         if not (self.data_dir / "PG_VERSION").exists():
             pwfile = self.run_dir / "initdb.pw"
             write_secret_file(pwfile, self.password + "\n", owner)

@@ -25,19 +25,23 @@ java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9][0-9]*\).*/\1/p' |
 
 command -v mvn >/dev/null 2>&1 || die "Maven is required to fetch Apache Kafka from Maven Central (not found on PATH). On Debian: apt-get install maven"
 
-# --- Chromium and Prometheus (Debian packages the tests use) --------------------
+# --- Chromium, Prometheus, PostgreSQL and Redis (Debian packages the tests use) ----------
 # Debian's chromium, driven by Playwright (its own browser download is not used), for the UI tests;
-# Debian's prometheus (/usr/bin/prometheus and /usr/bin/promtool) for the metrics tests (docs/metrics.md).
-# One apt-get for whatever is missing; nothing when both are there.
+# Debian's prometheus (/usr/bin/prometheus and /usr/bin/promtool) for the metrics tests (docs/metrics.md);
+# Debian's postgresql and redis-server for platform mode and its tests (docs/platform.md).
+# One apt-get for whatever is missing; nothing when all are there.
 chromium=${MIRRORFLOW_CHROMIUM:-/usr/bin/chromium}
 prometheus=${MIRRORFLOW_PROMETHEUS:-/usr/bin/prometheus}
 promtool=${MIRRORFLOW_PROMTOOL:-/usr/bin/promtool}
 apt_packages=()
 [ -x "$chromium" ] || apt_packages+=(chromium chromium-driver)
 { [ -x "$prometheus" ] && [ -x "$promtool" ]; } || apt_packages+=(prometheus)
+pg_initdb=$(ls -d ${MIRRORFLOW_PG_BIN:-/usr/lib/postgresql/*/bin}/initdb 2>/dev/null | sort -V | tail -n1 || true)
+[ -n "$pg_initdb" ] || apt_packages+=(postgresql)
+command -v "${MIRRORFLOW_REDIS_SERVER:-redis-server}" >/dev/null 2>&1 || apt_packages+=(redis-server)
 if [ "${#apt_packages[@]}" -gt 0 ]; then
   wanted="${apt_packages[*]}"
-  command -v apt-get >/dev/null 2>&1 || die "$wanted are required by the tests (Chromium: $chromium, Prometheus: $prometheus, $promtool) and there is no apt-get here: install them and set MIRRORFLOW_CHROMIUM, MIRRORFLOW_PROMETHEUS, MIRRORFLOW_PROMTOOL to their executables"
+  command -v apt-get >/dev/null 2>&1 || die "$wanted are required by the tests (Chromium: $chromium, Prometheus: $prometheus, $promtool, PostgreSQL, Redis) and there is no apt-get here: install them and set MIRRORFLOW_CHROMIUM, MIRRORFLOW_PROMETHEUS, MIRRORFLOW_PROMTOOL, MIRRORFLOW_PG_BIN, MIRRORFLOW_REDIS_SERVER"
   if [ "$(id -u)" -eq 0 ]; then
     as_root=()
   elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
@@ -54,6 +58,11 @@ fi
 say "Chromium is installed: $("$chromium" --version 2>/dev/null | head -n1)"
 [ -x "$prometheus" ] && [ -x "$promtool" ] || die "Prometheus was installed but $prometheus or $promtool is still missing; set MIRRORFLOW_PROMETHEUS and MIRRORFLOW_PROMTOOL to its executables"
 say "Prometheus is installed: $("$prometheus" --version 2>&1 | head -n1)"
+pg_initdb=$(ls -d ${MIRRORFLOW_PG_BIN:-/usr/lib/postgresql/*/bin}/initdb 2>/dev/null | sort -V | tail -n1 || true)
+[ -n "$pg_initdb" ] || die "PostgreSQL was installed but its initdb is missing under /usr/lib/postgresql/*/bin; set MIRRORFLOW_PG_BIN to the directory of its server programs"
+say "PostgreSQL is installed: $("$pg_initdb" --version | head -n1)"
+command -v "${MIRRORFLOW_REDIS_SERVER:-redis-server}" >/dev/null 2>&1 || die "Redis was installed but redis-server is missing; set MIRRORFLOW_REDIS_SERVER to its executable"
+say "Redis is installed: $("${MIRRORFLOW_REDIS_SERVER:-redis-server}" --version | head -n1)"
 
 # --- virtualenv ------------------------------------------------------------
 stamp_src=$(cat requirements.txt requirements-dev.txt constraints.txt pyproject.toml | sha256sum | cut -c1-16)

@@ -1,0 +1,307 @@
+"""Platform mode under faults: PostgreSQL, Redis, two Celery workers, Spark standalone, the scheduler alone.
+
+``scripts/platform_mode.py start`` is run as ``make platform`` runs it, in an
+isolated run dir on free ports, with the demo's topology scheduled every 15
+seconds and every link throttled, so a copy lasts long enough to be hit. Then,
+with traffic produced on all four clusters and no run ever triggered:
+
+- a copy task's process is killed with ``kill -9`` in the middle of its copy;
+- the scheduler is stopped while runs are in flight, and started again;
+- the Celery worker running a copy is killed whole (its process group);
+- the Spark Connect server is restarted under a copy, which fails naming it;
+
+and after all of it every cluster holds every message exactly once. Each
+fault is checked to have hit (the task it hit did not succeed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import psycopg2
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from mirrorflow_dev.process import free_port, group_alive, pid_alive, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTERS = ("c1", "c2", "c3", "c4")
+PLATFORM = [sys.executable, str(REPO / "scripts" / "platform_mode.py")]
+TOPIC = "orders"
+VALUE_PAD = "x" * 300
+# Per link and second: a batch of BATCH records of about 330 bytes per cluster takes
+# tens of seconds to cross a link, so a fault lands inside a copy.
+THROTTLE = 6000
+BATCH = 400
+
+pytestmark = [pytest.mark.e2e, pytest.mark.platform]
+
+
+class Platform:
+    """The started platform: its environment, ports, run dir, metadata database and clusters."""
+
+    def __init__(self, run_dir: Path, env: dict[str, str], bootstraps: dict[str, str]) -> None:
+        self.run_dir, self.env, self.bootstraps = run_dir, env, bootstraps
+
+    def run(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+        return subprocess.run([*PLATFORM, *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    def restart_missing(self) -> None:
+        out = self.run("start", "--no-traffic")
+        assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+
+    def query(self, sql: str, *params) -> list[tuple]:
+        secret = json.loads((self.run_dir / "secrets.json").read_text())["postgres"]
+        conn = psycopg2.connect(host="127.0.0.1", port=int(self.env["MIRRORFLOW_PLATFORM_PG_PORT"]), user="airflow",
+                                password=secret, dbname="airflow")
+        try:
+            with conn.cursor() as cur:
+                cur.execute(sql, params)
+                return cur.fetchall()
+        finally:
+            conn.close()
+
+    def component_pid(self, name: str) -> int:
+        return int((self.run_dir / "airflow" / "components" / f"{name}.pid").read_text())
+
+    def running_copy(self, timeout: float = 240) -> tuple[str, str, int]:
+        """A copy task that has been copying for a few seconds: (its ti id, its dag id, its task process's pid)."""
+        def found():
+            rows = self.query("SELECT id::text, dag_id, pid FROM task_instance WHERE task_id = 'copy' "
+                              "AND state = 'running' AND pid IS NOT NULL "
+                              "AND start_date < now() - interval '3 seconds' ORDER BY start_date")
+            for ti, dag_id, pid in rows:  # a row can outlive its killed process for a moment
+                try:
+                    title = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+                except OSError:
+                    continue
+                if f"airflow worker -- {ti}" in title:
+                    return ti, dag_id, pid
+            return None
+        return wait_until("a copy task in the middle of its copy", found, timeout, interval=0.5)
+
+    def ti_state(self, ti_id: str) -> str | None:
+        rows = self.query("SELECT state FROM task_instance WHERE id::text = %s", ti_id)
+        history = self.query("SELECT state FROM task_instance_history WHERE task_instance_id::text = %s", ti_id)
+        return ",".join([str(r[0]) for r in history] + [str(rows[0][0]) if rows else "gone"])
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _ancestors(pid: int) -> list[int]:
+    chain = []
+    while pid > 1:
+        pid = _parent(pid)
+        chain.append(pid)
+    return chain
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        children.setdefault(_parent(int(stat.parent.name)), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _free_ports(n: int) -> list[int]:
+    return [free_port() for _ in range(n)]
+
+
+def _produce(bootstrap: str, origin: str, tag: str, count: int) -> list[str]:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    values = [f"{origin}|{tag}-{seq:05d}|{VALUE_PAD}" for seq in range(count)]
+    for seq, value in enumerate(values):
+        producer.produce(TOPIC, key=f"k{seq % 7}".encode(), value=value.encode())
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    return values
+
+
+def _held(bootstrap: str, wanted: set[str]) -> Counter:
+    """What of ``wanted`` the cluster holds (read_committed, up to the high watermarks), counted."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    partitions = admin.list_topics(TOPIC, timeout=30).topics[TOPIC].partitions
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "platform-check", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "enable.partition.eof": True})
+    try:
+        tps = [TopicPartition(TOPIC, p, 0) for p in partitions]
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=15)[1] for tp in tps}
+        consumer.assign(tps)
+        done = {p for p, end in ends.items() if end == 0}
+        counts: Counter = Counter()
+        deadline_polls = 2000
+        while len(done) < len(ends) and deadline_polls:
+            deadline_polls -= 1
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error() is None:
+                value = msg.value().decode()
+                if value in wanted:
+                    counts[value] += 1
+                if msg.offset() + 1 >= ends[msg.partition()]:
+                    done.add(msg.partition())
+            elif msg.partition() in ends:  # EOF: transaction markers end the partition
+                done.add(msg.partition())
+        return counts
+    finally:
+        consumer.close()
+
+
+def _exactly_once_everywhere(platform: Platform, produced: list[str]) -> dict[str, str]:
+    wanted = set(produced)
+    wrong = {}
+    for name, bootstrap in platform.bootstraps.items():
+        counts = _held(bootstrap, wanted)
+        missing, doubled = len(wanted - set(counts)), sum(n - 1 for n in counts.values())
+        if missing or doubled:
+            wrong[name] = f"{missing} missing, {doubled} duplicates"
+    return wrong
+
+
+@pytest.fixture(scope="module")
+def platform(tmp_path_factory) -> Platform:
+    tmp = tmp_path_factory.mktemp("platform")
+    # As root, PostgreSQL runs as the user postgres, which must be able to enter the run dir:
+    # pytest's temporary directories are private to their owner (0700); let others pass through.
+    for directory in (tmp, *tmp.parents):
+        if directory == Path(tempfile.gettempdir()):
+            break
+        directory.chmod(directory.stat().st_mode | 0o011)
+    ports = dict(zip(("k1", "k2", "k3", "k4", "ui", "s3", "connect", "pg", "redis", "spark", "spark_ui", "worker_ui",
+                      "logs", "trigger_logs", "health"), _free_ports(15)))
+    bootstraps = {c: f"127.0.0.1:{ports[f'k{i}']}" for i, c in enumerate(CLUSTERS, 1)}
+    text = (REPO / "topologies" / "demo.yaml").read_text()
+    for i, default in enumerate(("19092", "19093", "19094", "19095"), 1):
+        text = text.replace(default, str(ports[f"k{i}"]))
+    topology = tmp / "topology.yaml"
+    topology.write_text(text + f"replication:\n  defaults: {{max_bytes_per_second: {THROTTLE}, txn_records: 50}}\n")
+    run_dir = tmp / "run"
+    env = {k: v for k, v in os.environ.items() if not (k.startswith("AIRFLOW") or k == "MIRROR_TOPOLOGY")}
+    env.update({
+        "MIRRORFLOW_PLATFORM_RUN_DIR": str(run_dir),
+        "MIRRORFLOW_PLATFORM_TOPOLOGY": str(topology),
+        "MIRRORFLOW_PLATFORM_SCHEDULE": "15s",
+        "MIRRORFLOW_PLATFORM_MESSAGES": "50",
+        "MIRRORFLOW_DEMO_PASSWORD": "e2e-only-password",
+        "MIRRORFLOW_PLATFORM_UI_PORT": str(ports["ui"]),
+        "MIRRORFLOW_PLATFORM_S3_PORT": str(ports["s3"]),
+        "MIRRORFLOW_PLATFORM_SPARK_CONNECT_PORT": str(ports["connect"]),
+        "MIRRORFLOW_PLATFORM_PG_PORT": str(ports["pg"]),
+        "MIRRORFLOW_PLATFORM_REDIS_PORT": str(ports["redis"]),
+        "MIRRORFLOW_PLATFORM_SPARK_PORT": str(ports["spark"]),
+        "MIRRORFLOW_PLATFORM_SPARK_MASTER_UI_PORT": str(ports["spark_ui"]),
+        "MIRRORFLOW_PLATFORM_SPARK_WORKER_UI_PORT": str(ports["worker_ui"]),
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(ports["logs"]),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(ports["trigger_logs"]),
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(ports["health"]),
+    })
+    started = Platform(run_dir, env, bootstraps)
+    try:
+        out = started.run("start", timeout=1500)
+        assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-4000:]
+        assert "every cluster holds every message exactly once" in out.stdout, out.stdout[-4000:]
+        yield started
+    finally:
+        stopped = started.run("stop", timeout=600)
+        assert stopped.returncode == 0, stopped.stdout[-3000:] + stopped.stderr[-3000:]
+
+
+def test_platform_runs_the_tasks_on_both_celery_workers_and_spark_on_the_standalone_cluster(platform):
+    logs = platform.run_dir / "airflow" / "components"
+    for worker in ("celery-worker1", "celery-worker2"):
+        assert "execute_workload" in (logs / f"{worker}.log").read_text(errors="replace"), worker
+    copies = platform.query("SELECT count(*) FROM task_instance WHERE task_id = 'copy' AND state = 'success'")
+    assert copies[0][0] >= 4
+    connect_log = (platform.run_dir / "spark-connect" / "connect-server.log").read_text(errors="replace")
+    assert "spark://127.0.0.1:" + platform.env["MIRRORFLOW_PLATFORM_SPARK_PORT"] in connect_log
+    assert "Executor added" in connect_log  # the copy ran on the standalone worker's executors
+    # Nothing of the platform's secrets in a component's command line or a task log.
+    secrets = json.loads((platform.run_dir / "secrets.json").read_text())
+    task_logs = "".join(p.read_text(errors="replace") for p in (platform.run_dir / "airflow" / "logs").rglob("*.log"))
+    for key in ("postgres", "redis", "jwt", "fernet"):
+        assert secrets[key] not in task_logs, key
+    for pid_file in logs.glob("*.pid"):
+        cmdline = Path(f"/proc/{pid_file.read_text().strip()}/cmdline").read_bytes().decode(errors="replace")
+        assert not any(secrets[key] in cmdline for key in ("postgres", "redis")), pid_file.name
+
+
+def test_faults_under_the_scheduler_lose_nothing_and_duplicate_nothing(platform):
+    produced = []
+    for name, bootstrap in platform.bootstraps.items():
+        produced += _produce(bootstrap, name, "before-faults", BATCH)
+    hit: dict[str, tuple[str, str]] = {}
+
+    # 1. A copy task's process, killed with kill -9 in the middle of its copy.
+    ti, dag_id, pid = platform.running_copy()
+    os.kill(pid, signal.SIGKILL)
+    hit["task process killed"] = (ti, dag_id)
+
+    # 2. The scheduler stopped while runs are in flight, then started again.
+    platform.running_copy()
+    scheduler = platform.component_pid("scheduler")
+    os.killpg(scheduler, signal.SIGTERM)
+    wait_until("the scheduler to stop", lambda: not group_alive(scheduler, zombies=False), 120, interval=0.5)
+    platform.restart_missing()
+
+    # 3. The Celery worker running a copy, killed whole.
+    ti, dag_id, pid = platform.running_copy()
+    workers = {platform.component_pid(name): name for name in ("celery-worker1", "celery-worker2")}
+    worker = next((p for p in _ancestors(pid) if p in workers), None)
+    assert worker is not None, f"copy task {ti} (pid {pid}) does not descend from a Celery worker {workers}"
+    # The whole worker, as a lost host or container takes it: its processes and every task process
+    # under it (Airflow starts each task in a process group of its own).
+    doomed = [worker, *_descendants(worker)]
+    for victim in doomed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(victim, signal.SIGKILL)
+    hit["worker killed whole"] = (ti, dag_id)
+    wait_until("the killed worker to be gone", lambda: not any(pid_alive(p) for p in doomed), 60, interval=0.5)
+    platform.restart_missing()
+
+    # 4. The Spark Connect server restarted under a copy.
+    ti, dag_id, _ = platform.running_copy()
+    connect = int((platform.run_dir / "spark-connect" / "connect-server.pid").read_text())
+    os.killpg(connect, signal.SIGKILL)
+    hit["Connect server restarted"] = (ti, dag_id)
+    wait_until("the Connect server to be gone", lambda: not group_alive(connect, zombies=False), 60, interval=0.5)
+    platform.restart_missing()
+
+    # After all of it, traffic produced now and before converges, exactly once, with the scheduler alone.
+    for name, bootstrap in platform.bootstraps.items():
+        produced += _produce(bootstrap, name, "after-faults", 50)
+    last: dict[str, str] = {}
+
+    def exact() -> bool:
+        last.clear()
+        last.update(_exactly_once_everywhere(platform, produced))
+        return not last
+
+    wait_until("every cluster to hold every message exactly once", exact, 900, interval=10,
+               detail=lambda: f"still: {last}")
+    for fault, (ti, dag_id) in hit.items():
+        states = platform.ti_state(ti)
+        assert states.split(",")[0] != "success", f"{fault}: {dag_id} copy {ti} was not hit: {states}"
+    connect_failure = hit["Connect server restarted"][0]
+    failed_logs = [p.read_text(errors="replace") for p in (platform.run_dir / "airflow" / "logs").rglob("*.log")
+                   if connect_failure in p.read_text(errors="replace") or "task_id=copy" in str(p)]
+    assert any("Spark Connect server" in text and "sc://127.0.0.1:" in text for text in failed_logs)

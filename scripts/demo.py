@@ -622,6 +622,17 @@ def import_errors(env) -> str:
     return out.stdout.strip()
 
 
+POOLS = REPO / "deploy" / "pools.json"
+
+
+def import_pools(env: dict[str, str]) -> None:
+    """The pools of deploy/pools.json (the operations pool): the same in the demo, platform mode and compose."""
+    out = subprocess.run(["airflow", "pools", "import", str(POOLS)], env=env, capture_output=True, text=True,
+                         cwd=AIRFLOW_HOME)
+    if out.returncode != 0:
+        raise SystemExit(f"mirrorflow demo: airflow pools import {POOLS} failed:\n{out.stderr[-3000:]}")
+
+
 def start_airflow() -> str:
     """Start (or find) Airflow standalone; returns the demo user's password once the DAGs are listed."""
     env = airflow_env()
@@ -646,6 +657,7 @@ def start_airflow() -> str:
         return "last lines of the log:\n" + "\n".join(log_file.read_text(errors="replace").splitlines()[-30:])
 
     wait_for("the Airflow UI to answer", ui_healthy, timeout=240, interval=2, on_timeout=tail)
+    import_pools(env)
     expected = expected_dags()
     wait_for(f"the DAGs {sorted(expected)} to be listed", lambda: expected <= listed_dags(password), timeout=240,
              interval=3, on_timeout=lambda: f"listed: {sorted(listed_dags(password))}\nimport errors:\n"

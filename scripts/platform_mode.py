@@ -72,7 +72,7 @@ from mirrorflow_dev.spark import ConnectServerError, LocalConnectServer  # noqa:
 
 say = demo.say
 SETTINGS = REPO / "deploy" / "airflow.env"
-POOLS = REPO / "deploy" / "pools.json"
+POOLS = demo.POOLS
 AIRFLOW_HOME = demo.AIRFLOW_HOME
 SECRETS_FILE = RUN / "secrets.json"
 TOPOLOGY = RUN / "topology.yaml"

@@ -70,3 +70,26 @@ def test_broken_topology_is_an_import_error_naming_the_key(airflow_home, tmp_pat
     bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
     errors = "\n".join(bag.import_errors.values())
     assert "c9" in errors and "tree" in errors, errors
+
+
+#: Tasks that write operator state shared between runs (state.py's Variables): one at a time.
+STATE_WRITERS = {
+    ("mirror_switch_target", "switch"), ("mirror_decommission_cluster", "switch"),
+    ("mirror_decommission_cluster", "leave"), ("mirror_onboard_cluster", "preflight"),
+    ("mirror_onboard_cluster", "join"), ("mirror_onboard_cluster", "summary"),
+    ("mirror_failover_consumer_group", "switch"), ("mirror_offsets", "owners"), ("mirror_offsets", "commit"),
+}
+
+
+def test_the_tasks_that_write_shared_state_share_the_one_slot_operations_pool(dagbag):
+    """Two of them on two workers would each read a Variable, change it, and write it back over the other."""
+    import json
+
+    from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL
+    from tests.conftest import REPO
+
+    pooled = {(dag_id, t.task_id) for dag_id, dag in dagbag.dags.items() for t in dag.tasks
+              if t.pool == OPERATIONS_POOL}
+    assert pooled == STATE_WRITERS
+    # The pool they wait for is the one deploy/pools.json creates (the demo, platform mode, compose), with one slot.
+    assert json.loads((REPO / "deploy" / "pools.json").read_text())[OPERATIONS_POOL]["slots"] == 1

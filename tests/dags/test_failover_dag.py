@@ -251,3 +251,13 @@ def test_emergency_failover_with_the_source_killed(kafka_clusters, make_topic, a
     rest = read_from_committed(kafka_clusters["c4"].bootstrap, topic, "fo-emergency", 2)
     assert Counter(done) + Counter(rest) == Counter(expected)
     assert owners()["fo-emergency"] == "c4"
+
+
+def test_mirror_offsets_leaves_a_group_whose_owner_a_failover_moved_during_its_run(owners):
+    """The run's owners step saw c1; a failover then recorded c2: this run's commit must not touch the group."""
+    from airflow.models import Variable
+
+    from mirrorflow_airflow.steps.offsets import unchanged_owners
+
+    Variable.set(OWNERS_VARIABLE, json.dumps({"moved": "c2", "stayed": "c1"}))
+    assert unchanged_owners({"moved": "c1", "stayed": "c1", "new": "c3"}) == {"stayed": "c1", "new": "c3"}

@@ -105,3 +105,23 @@ def test_the_face_imports_no_pyspark():
                          env={"PYTHONPATH": str(REPO / "include"), "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_job_whose_connect_server_went_away_says_so_and_one_that_failed_does_not():
+    """The two read differently to an operator: one is the server's matter, the other the job's."""
+    from mirrorflow.spark import job_failure, server_lost
+
+    class PySparkRuntimeError(Exception):
+        pass
+
+    # What the Connect client raised when the platform test killed the server under a copy.
+    restarted = PySparkRuntimeError("[RESPONSE_ALREADY_RECEIVED] INVALID_HANDLE.SESSION_NOT_FOUND on the server but "
+                                    "responses were already received from it.")
+    url = "sc://127.0.0.1:15002/;token=s3cret"
+    lost = job_failure("mirrorflow-level-1", url, "spark_default", restarted)
+    assert server_lost(restarted)
+    assert "stopped or restarted during the job" in str(lost) and "sc://127.0.0.1:15002" in str(lost)
+    assert "s3cret" not in str(lost)
+    failed = job_failure("mirrorflow-level-1", url, "spark_default", ValueError("bad spec"))
+    assert not server_lost(ValueError("bad spec"))
+    assert str(failed).endswith("(connection spark_default): ValueError: bad spec")

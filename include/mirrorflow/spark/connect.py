@@ -80,6 +80,33 @@ def check_reachable(url: str, timeout: float = 5.0) -> None:
                               f"point the Spark connection at a running one") from None
 
 
+#: What a Connect client says when the server under it went away mid-job: its session is gone
+#: (the server restarted) or the channel broke (it stopped or was killed).
+_SERVER_LOST = ("SESSION_NOT_FOUND", "StatusCode.UNAVAILABLE", "Connection refused", "Socket closed",
+                "failed to connect to all addresses", "Connection reset by peer")
+
+
+def server_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the Connect server stopped or restarted under the job (not that the job failed)."""
+    text = f"{type(exc).__name__}: {exc}"
+    return any(mark in text for mark in _SERVER_LOST)
+
+
+def job_failure(job: str, url: str, conn_id: str, exc: BaseException) -> MirrorflowError:
+    """The error a job that did not end on the Connect server at ``url`` fails with, naming the server.
+
+    When the server went away under the job, say so: that is an operator's
+    matter, not the data's, and the ranges the job had committed stay committed
+    (the next run goes on from its checkpoints and aborts what was left open).
+    """
+    where = f"{job} on the Spark Connect server {redact(url)} (connection {conn_id})"
+    if server_lost(exc):
+        return MirrorflowError(f"{where}: the server stopped or restarted during the job; what it had committed "
+                               f"stays committed and the next run goes on from there ({type(exc).__name__}: "
+                               f"{str(exc)[:300]})")
+    return MirrorflowError(f"{where}: {type(exc).__name__}: {exc}")
+
+
 @contextlib.contextmanager
 def session(url: str, name: str = DEFAULT_NAME) -> Iterator[Any]:
     """A Spark Connect session on ``url`` under mirrorflow's stable id for ``name`` (see the module doc).

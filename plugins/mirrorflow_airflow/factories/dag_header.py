@@ -25,6 +25,12 @@ DEFAULT_ARGS = {
     "retry_exponential_backoff": True,
 }
 
+#: The Airflow pool (one slot) of every task that changes operator state shared between runs
+#: (link targets, group owners, topology changes, onboardings): two such tasks never run at
+#: once, on any worker, so neither loses the other's update; the second one waits, and its
+#: task details say for which pool. deploy/pools.json creates it (docs/platform.md).
+OPERATIONS_POOL = "mirrorflow_operations"
+
 # A fixed start in the past; with catchup off only the latest interval runs.
 START_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 

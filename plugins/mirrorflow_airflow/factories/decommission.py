@@ -23,7 +23,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.factories.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL, mirror_dag
 from mirrorflow_airflow.steps.decommission import STEPS, drain, leave, run_preflight, summary, switch_links
 
 DAG_ID = "mirror_decommission_cluster"
@@ -51,7 +51,7 @@ def build_decommission_dag(topology: Topology) -> DAG:
             p = dict(params or {})
             return run_preflight(topology, str(p.get("cluster")), bool(p.get("force")), bool(p.get("dry_run")))
 
-        @task
+        @task(pool=OPERATIONS_POOL)
         def switch_(plan: dict) -> dict:
             """Links into the cluster move to a sibling leaf, with exact cuts."""
             return switch_links(topology, plan)
@@ -61,7 +61,7 @@ def build_decommission_dag(topology: Topology) -> DAG:
             """The cluster's own links pass on what it still holds."""
             return drain(topology, plan, run_id or "")
 
-        @task
+        @task(pool=OPERATIONS_POOL)
         def leave_(plan: dict, drained: dict, run_id: str | None = None) -> dict:
             """The cluster leaves the tree; every DAG sees it from its next parse."""
             return leave(topology, plan, run_id or "")

@@ -34,7 +34,7 @@ from airflow.sdk import DAG, Param, task
 from mirrorflow.offsets.failover import MODES
 from mirrorflow.topology import Topology
 from mirrorflow.topology.offsets import PRECISIONS
-from mirrorflow_airflow.factories.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL, mirror_dag
 from mirrorflow_airflow.sensors.failover import GroupReplicatedSensor
 from mirrorflow_airflow.steps.failover import preflight, publish_final, refusal_is_final, switch, verify_switch
 
@@ -79,7 +79,7 @@ def build_failover_dag(topology: Topology) -> DAG:
             """Planned: the final positions, published and carried to every cluster."""
             return publish_final(topology, plan)
 
-        @task
+        @task(pool=OPERATIONS_POOL)
         def switch_(plan: dict, published: dict) -> dict:
             """The per-partition table, and the commit on the target (a retry recomputes it: idempotent)."""
             with refusal_is_final():

@@ -24,7 +24,7 @@ from airflow.sdk import DAG, task
 
 from mirrorflow.topology import Topology
 from mirrorflow.topology.replication import parse_schedule
-from mirrorflow_airflow.factories.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL, mirror_dag
 from mirrorflow_airflow.steps.offsets import commit_run, distribute_positions, find_owners, publish_positions
 
 DAG_ID = "mirror_offsets"
@@ -39,7 +39,7 @@ def build_offsets_dag(topology: Topology) -> DAG:
         doc_md=__doc__,
     ) as dag:
 
-        @task
+        @task(pool=OPERATIONS_POOL)
         def owners() -> dict:
             """Where each group runs."""
             return find_owners(topology)
@@ -54,7 +54,7 @@ def build_offsets_dag(topology: Topology) -> DAG:
             """_mirrorflow.offsets along the tree, exactly once."""
             return distribute_positions(topology)
 
-        @task
+        @task(pool=OPERATIONS_POOL)
         def commit(found: dict, published: dict, distributed: dict) -> dict:
             """Positions resolved and committed where the groups are idle; fails naming unreachable clusters."""
             return commit_run(topology, found, published, distributed)

@@ -31,7 +31,7 @@ from airflow.sdk import DAG, Param, task
 
 from mirrorflow.onboard.plan import BACKFILL_MODES, OnboardPlan
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.factories.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL, mirror_dag
 from mirrorflow_airflow.operators.backfill import MirrorBackfillOperator
 from mirrorflow_airflow.steps.onboard import (
     STEPS,
@@ -81,7 +81,7 @@ def build_onboard_dag(topology: Topology) -> DAG:
         },
     ) as dag:
 
-        @task
+        @task(pool=OPERATIONS_POOL)
         def preflight_(params: dict | None = None, run_id: str | None = None) -> dict:
             """Every check before anything changes; the plan the other steps follow."""
             return run_preflight(topology, dict(params or {}), run_id or "")
@@ -101,7 +101,7 @@ def build_onboard_dag(topology: Topology) -> DAG:
             """Consumer groups positioned on the new cluster."""
             return position_groups(topology, OnboardPlan.from_dict(plan))
 
-        @task
+        @task(pool=OPERATIONS_POOL)
         def join_(plan: dict, positioned: dict, schemas: dict, run_id: str | None = None) -> dict:
             """The new cluster joins the tree; every DAG sees it from its next parse."""
             return join_tree(topology, OnboardPlan.from_dict(plan), run_id or "")
@@ -111,7 +111,7 @@ def build_onboard_dag(topology: Topology) -> DAG:
             """Counts and checksums by origin against the sibling."""
             return verify_step(topology, OnboardPlan.from_dict(plan))
 
-        @task(trigger_rule="all_done")
+        @task(trigger_rule="all_done", pool=OPERATIONS_POOL)
         def summary_(run_id: str | None = None, ti: Any = None) -> dict:
             """One audit line for the onboarding; fails if any step did."""
             results = {s: ti.xcom_pull(task_ids=s) for s in STEPS}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from airflow.sdk import DAG, Param, task
 
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.factories.dag_header import mirror_dag
+from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL, mirror_dag
 from mirrorflow_airflow.steps.switch import run_switch
 
 DAG_ID = "mirror_switch_target"
@@ -42,7 +42,7 @@ def build_switch_dag(topology: Topology) -> DAG:
         },
     ) as dag:
 
-        @task
+        @task(pool=OPERATIONS_POOL)
         def switch(params: dict | None = None) -> dict:
             """Cut the link over to the new target and record it."""
             p = params or {}

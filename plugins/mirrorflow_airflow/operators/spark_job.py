@@ -32,7 +32,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.providers.common.compat.sdk import BaseHook
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.spark import SparkJobResult, SparkJobSpec, redact
+from mirrorflow.spark import SparkJobResult, SparkJobSpec, job_failure, redact
 from mirrorflow.spark import session as connect_session
 from mirrorflow_airflow.spark import core_zip, spark_conf
 
@@ -78,8 +78,7 @@ class MirrorSparkJobOperator(SparkSubmitOperator, Generic[SpecT]):
         except MirrorflowError:
             raise
         except Exception as exc:
-            raise MirrorflowError(f"{self.name} on the Spark Connect server {redact(url)} (connection "
-                                  f"{self._conn_id}): {type(exc).__name__}: {exc}") from exc
+            raise job_failure(self.name, url, self._conn_id, exc) from exc
         for error in result.errors:
             log.error("%s", error)
         return json.loads(result.to_json())

@@ -120,6 +120,24 @@ def fail_if_incomplete(*results: dict[str, Any]) -> None:
         raise AirflowException("mirror_offsets served the other clusters, but:\n  " + "\n  ".join(lines))
 
 
+def unchanged_owners(found: dict[str, str]) -> dict[str, str]:
+    """The groups of ``found`` whose owner is still the recorded one now, at commit time.
+
+    A failover records a group's new owner and commits its offsets there while
+    this run is between its steps; positions this run took from the old owner
+    must not be committed over the failover's. Such a group is left to the next
+    run, which starts from the new owner. (The commit runs in the operations
+    pool, so no failover writes between this read and the commits.)
+    """
+    current = group_owners()
+    moved = {g: (owner, current.get(g)) for g, owner in found.items() if current.get(g, owner) != owner}
+    for group, (before, now) in sorted(moved.items()):
+        log.warning("group %s: its owner changed from %s to %s during this run (a failover): its offsets are "
+                    "left for the next run", group, before, now)
+        audit("offsets_owner_moved", group=group, owner=before, now=now)
+    return {g: owner for g, owner in found.items() if g not in moved}
+
+
 def commit_run(topology: Topology, found: dict[str, Any], published: dict[str, Any],
                distributed: dict[str, Any]) -> dict[str, Any]:
     """The commits everywhere, one audit line for the run, then a failure naming whatever was skipped.
@@ -127,8 +145,9 @@ def commit_run(topology: Topology, found: dict[str, Any], published: dict[str, A
     Failing last means one unreachable cluster delays nobody: the others got
     their positions in this very run.
     """
-    result = commit_everywhere(topology, found["owners"])
-    audit("offsets_run", owners=found["owners"], conflicts=found["conflicts"],
+    owners = unchanged_owners(found["owners"])
+    result = commit_everywhere(topology, owners)
+    audit("offsets_run", owners=owners, conflicts=found["conflicts"],
           published=published["published"], distributed=distributed["copied"],
           committed=result["committed"], unreachable=sorted(result["unreachable"]))
     fail_if_incomplete(found, published, distributed, result)

@@ -373,3 +373,53 @@ class SparkStandalone:
     def stop(self) -> bool:
         worker_stopped = self.worker().stop(grace=20)
         return self.master().stop(grace=20) and worker_stopped
+
+
+# --------------------------------------------------------------------------- an isolated platform
+
+
+#: The demo topology's bootstrap ports, in cluster order (c1..c4).
+DEMO_PORTS = ("19092", "19093", "19094", "19095")
+
+
+def isolated_platform(run_dir: Path, topology_text: str, schedule: str, **extra: str) -> tuple[dict[str, str],
+                                                                                                dict[str, str]]:
+    """The environment of a ``scripts/platform_mode.py`` of its own: run dir, free ports, its topology.
+
+    ``topology_text`` is the demo's topology (or one like it); its four cluster
+    ports are replaced by free ones and it is written next to ``run_dir``.
+    Returns the environment (without the caller's Airflow settings) and the
+    clusters' bootstrap addresses. Used by the platform tests and the
+    scheduler latency benchmark, which run beside whatever else runs here.
+    """
+    from mirrorflow_dev.process import free_port
+
+    names = ("k1", "k2", "k3", "k4", "ui", "s3", "connect", "pg", "redis", "spark", "spark_ui", "worker_ui", "logs",
+             "trigger_logs", "health")
+    ports = {name: free_port() for name in names}
+    bootstraps = {}
+    for index, default in enumerate(DEMO_PORTS, 1):
+        topology_text = topology_text.replace(default, str(ports[f"k{index}"]))
+        bootstraps[f"c{index}"] = f"{HOST}:{ports[f'k{index}']}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    topology = run_dir.parent / f"{run_dir.name}-topology.yaml"
+    topology.write_text(topology_text)
+    env = {k: v for k, v in os.environ.items() if not (k.startswith("AIRFLOW") or k == "MIRROR_TOPOLOGY")}
+    env.update({
+        "MIRRORFLOW_PLATFORM_RUN_DIR": str(run_dir),
+        "MIRRORFLOW_PLATFORM_TOPOLOGY": str(topology),
+        "MIRRORFLOW_PLATFORM_SCHEDULE": schedule,
+        "MIRRORFLOW_PLATFORM_UI_PORT": str(ports["ui"]),
+        "MIRRORFLOW_PLATFORM_S3_PORT": str(ports["s3"]),
+        "MIRRORFLOW_PLATFORM_SPARK_CONNECT_PORT": str(ports["connect"]),
+        "MIRRORFLOW_PLATFORM_PG_PORT": str(ports["pg"]),
+        "MIRRORFLOW_PLATFORM_REDIS_PORT": str(ports["redis"]),
+        "MIRRORFLOW_PLATFORM_SPARK_PORT": str(ports["spark"]),
+        "MIRRORFLOW_PLATFORM_SPARK_MASTER_UI_PORT": str(ports["spark_ui"]),
+        "MIRRORFLOW_PLATFORM_SPARK_WORKER_UI_PORT": str(ports["worker_ui"]),
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(ports["logs"]),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(ports["trigger_logs"]),
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(ports["health"]),
+        **extra,
+    })
+    return env, bootstraps

@@ -31,7 +31,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow_dev.process import free_port, group_alive, pid_alive, wait_until
+from mirrorflow_dev.platform import isolated_platform
+from mirrorflow_dev.process import group_alive, pid_alive, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTERS = ("c1", "c2", "c3", "c4")
@@ -122,10 +123,6 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _free_ports(n: int) -> list[int]:
-    return [free_port() for _ in range(n)]
-
-
 def _produce(bootstrap: str, origin: str, tag: str, count: int) -> list[str]:
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     values = [f"{origin}|{tag}-{seq:05d}|{VALUE_PAD}" for seq in range(count)]
@@ -187,36 +184,13 @@ def platform(tmp_path_factory) -> Platform:
         if directory == Path(tempfile.gettempdir()):
             break
         directory.chmod(directory.stat().st_mode | 0o011)
-    ports = dict(zip(("k1", "k2", "k3", "k4", "ui", "s3", "connect", "pg", "redis", "spark", "spark_ui", "worker_ui",
-                      "logs", "trigger_logs", "health"), _free_ports(15)))
-    bootstraps = {c: f"127.0.0.1:{ports[f'k{i}']}" for i, c in enumerate(CLUSTERS, 1)}
     text = (REPO / "topologies" / "demo.yaml").read_text()
-    for i, default in enumerate(("19092", "19093", "19094", "19095"), 1):
-        text = text.replace(default, str(ports[f"k{i}"]))
-    topology = tmp / "topology.yaml"
-    topology.write_text(text + f"replication:\n  defaults: {{max_bytes_per_second: {THROTTLE}, txn_records: 50}}\n")
+    text += f"replication:\n  defaults: {{max_bytes_per_second: {THROTTLE}, txn_records: 50}}\n"
     run_dir = tmp / "run"
-    env = {k: v for k, v in os.environ.items() if not (k.startswith("AIRFLOW") or k == "MIRROR_TOPOLOGY")}
-    env.update({
-        "MIRRORFLOW_PLATFORM_RUN_DIR": str(run_dir),
-        "MIRRORFLOW_PLATFORM_TOPOLOGY": str(topology),
-        "MIRRORFLOW_PLATFORM_SCHEDULE": "15s",
-        "MIRRORFLOW_PLATFORM_MESSAGES": "50",
-        "MIRRORFLOW_DEMO_PASSWORD": "e2e-only-password",
-        "MIRRORFLOW_PLATFORM_UI_PORT": str(ports["ui"]),
-        "MIRRORFLOW_PLATFORM_S3_PORT": str(ports["s3"]),
-        "MIRRORFLOW_PLATFORM_SPARK_CONNECT_PORT": str(ports["connect"]),
-        "MIRRORFLOW_PLATFORM_PG_PORT": str(ports["pg"]),
-        "MIRRORFLOW_PLATFORM_REDIS_PORT": str(ports["redis"]),
-        "MIRRORFLOW_PLATFORM_SPARK_PORT": str(ports["spark"]),
-        "MIRRORFLOW_PLATFORM_SPARK_MASTER_UI_PORT": str(ports["spark_ui"]),
-        "MIRRORFLOW_PLATFORM_SPARK_WORKER_UI_PORT": str(ports["worker_ui"]),
-        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(ports["logs"]),
-        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(ports["trigger_logs"]),
-        "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_SERVER_PORT": str(ports["health"]),
+    env, bootstraps = isolated_platform(
+        run_dir, text, "15s", MIRRORFLOW_PLATFORM_MESSAGES="50", MIRRORFLOW_DEMO_PASSWORD="e2e-only-password",
         # The caller's environment wins over deploy/airflow.env: a killed worker's task fails sooner here.
-        "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "45",
-    })
+        AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="45")
     started = Platform(run_dir, env, bootstraps)
     try:
         out = started.run("start", timeout=1500)

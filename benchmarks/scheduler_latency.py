@@ -1,0 +1,253 @@
+"""Latency to convergence through the real scheduler: platform mode, the level DAGs on their schedule.
+
+benchmarks/latency.py starts the level jobs itself, on a clock, and leaves
+Airflow out. This one leaves nothing out. In ``platform`` mode ``scripts/platform_mode.py`` starts
+platform mode (PostgreSQL, Redis, two Celery workers, Spark standalone with the
+Connect server) on free ports, with the demo's topology and its levels on
+``schedule``, and the scheduler alone starts the runs; in ``demo`` mode ``make
+demo`` does (Airflow standalone on SQLite, the same Connect server), and after
+its first triggered rounds the scheduler alone starts them. Producers write ``rate``
+messages per second on each of the four clusters, to a topic the topology
+selects (``payments.<id>``); a watcher per cluster records when each becomes
+readable there (``read_committed``). A message's latency is the time from its
+produce until it is readable on all four.
+
+Where the time goes comes from the metadata database, per level run: the
+scheduling delay (the run's start after its ``run_after``), each task's wait in
+the queue (queued to started on a Celery worker), and the two tasks' own
+durations (``plan``; ``copy``, which includes its Spark job).
+
+    python -m benchmarks.scheduler_latency --modes platform,demo --schedules 10s,1m --rate 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import create_topic
+from benchmarks.latency import NAMES, _Produce, _Watch
+from mirrorflow.topology.replication import parse_schedule
+from mirrorflow_dev.platform import isolated_platform
+
+REPO = Path(__file__).resolve().parents[1]
+PLATFORM = [sys.executable, str(REPO / "scripts" / "platform_mode.py")]
+RESULTS = REPO / "benchmarks" / "results"
+
+
+RUN_ROWS = """
+    SELECT r.dag_id, r.run_after, r.start_date, r.end_date, p.queued_dttm, p.start_date, p.end_date,
+           c.queued_dttm, c.start_date, c.end_date
+    FROM dag_run r
+    JOIN task_instance p ON p.dag_id = r.dag_id AND p.run_id = r.run_id AND p.task_id = 'plan'
+    JOIN task_instance c ON c.dag_id = r.dag_id AND c.run_id = r.run_id AND c.task_id = 'copy'
+    WHERE r.dag_id LIKE 'mirror_level_%' AND r.state = 'success'
+"""
+
+
+def _moment(value: Any) -> datetime | None:
+    """A timestamp as PostgreSQL (aware) or SQLite (a naive UTC string) returns it."""
+    if value is None:
+        return None
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 2) if values else None
+
+
+def breakdown(rows: list[tuple], since: datetime, until: datetime) -> dict[str, Any]:
+    """Per level, medians over its runs started in the window: scheduling delay, queue waits, task durations."""
+    # times: run_after, run start, run end, plan queued/started/ended, copy queued/started/ended
+    spans = {"scheduling_delay_s": (0, 1), "plan_queue_s": (3, 4), "plan_s": (4, 5), "between_tasks_s": (5, 6),
+             "copy_queue_s": (6, 7), "copy_s": (7, 8), "run_s": (1, 2)}
+    per_level: dict[str, dict[str, list[float]]] = {}
+    for dag_id, *raw in rows:
+        times = [_moment(v) for v in raw]  # run_after, run start, run end, plan q/s/e, copy q/s/e
+        if times[1] is None or not since <= times[1] <= until:
+            continue
+        level = per_level.setdefault(dag_id, {name: [] for name in spans})
+        for name, (first, second) in spans.items():
+            begin, end = times[first], times[second]
+            if begin is not None and end is not None:
+                level[name].append((end - begin).total_seconds())
+    return {dag_id: {"runs": len(v["run_s"]), **{name: _median(v[name]) for name in spans}}
+            for dag_id, v in sorted(per_level.items())}
+
+
+class PlatformStack:
+    """Platform mode on free ports (scripts/platform_mode.py), its runs in PostgreSQL."""
+
+    mode = "platform"
+
+    def __init__(self, run_dir: Path, schedule: str) -> None:
+        self.run_dir = run_dir
+        self.env, self.bootstraps = isolated_platform(run_dir, (REPO / "topologies" / "demo.yaml").read_text(),
+                                                      schedule, MIRRORFLOW_DEMO_PASSWORD="bench-only-password")
+
+    def start(self) -> None:
+        out = subprocess.run([*PLATFORM, "start", "--no-traffic"], env=self.env, capture_output=True, text=True,
+                             timeout=1500)
+        if out.returncode != 0:
+            raise RuntimeError(f"platform mode did not start:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+
+    def stop(self) -> None:
+        subprocess.run([*PLATFORM, "stop"], env=self.env, capture_output=True, text=True, timeout=600)
+
+    def rows(self) -> list[tuple]:
+        import psycopg2
+
+        secret = json.loads((self.run_dir / "secrets.json").read_text())["postgres"]
+        conn = psycopg2.connect(host="127.0.0.1", port=int(self.env["MIRRORFLOW_PLATFORM_PG_PORT"]), user="airflow",
+                                password=secret, dbname="airflow")
+        try:
+            with conn.cursor() as cur:
+                cur.execute(RUN_ROWS)
+                return cur.fetchall()
+        finally:
+            conn.close()
+
+
+class DemoStack:
+    """``make demo`` (scripts/demo.py: Airflow standalone on SQLite) on free ports, its levels on ``schedule``.
+
+    The demo triggers its first rounds itself; from then on the scheduler alone
+    starts the level runs, which is what is measured.
+    """
+
+    mode = "demo"
+
+    def __init__(self, run_dir: Path, schedule: str) -> None:
+        self.run_dir = run_dir
+        text = (REPO / "topologies" / "demo.yaml").read_text() + f"replication:\n  schedule: {schedule}\n"
+        env, self.bootstraps = isolated_platform(run_dir, text, schedule)
+        self.env = {k: v for k, v in env.items() if not k.startswith("MIRRORFLOW_PLATFORM")}
+        self.env.update({
+            "MIRRORFLOW_DEMO_RUN_DIR": str(run_dir), "MIRRORFLOW_DEMO_TOPOLOGY": env["MIRRORFLOW_PLATFORM_TOPOLOGY"],
+            "MIRRORFLOW_DEMO_UI_PORT": env["MIRRORFLOW_PLATFORM_UI_PORT"],
+            "MIRRORFLOW_DEMO_S3_PORT": env["MIRRORFLOW_PLATFORM_S3_PORT"],
+            "MIRRORFLOW_DEMO_SPARK_CONNECT_PORT": env["MIRRORFLOW_PLATFORM_SPARK_CONNECT_PORT"],
+            "MIRRORFLOW_DEMO_PASSWORD": "bench-only-password", "MIRRORFLOW_DEMO_MESSAGES": "20"})
+
+    def start(self) -> None:
+        out = subprocess.run([sys.executable, str(REPO / "scripts" / "demo.py"), "start"], env=self.env,
+                             capture_output=True, text=True, timeout=1800)
+        if out.returncode != 0:
+            raise RuntimeError(f"the demo did not start:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+
+    def stop(self) -> None:
+        subprocess.run([sys.executable, str(REPO / "scripts" / "demo.py"), "stop"], env=self.env,
+                       capture_output=True, text=True, timeout=600)
+
+    def rows(self) -> list[tuple]:
+        import sqlite3
+
+        conn = sqlite3.connect(self.run_dir / "airflow" / "airflow.db")
+        try:
+            return conn.execute(RUN_ROWS).fetchall()
+        finally:
+            conn.close()
+
+
+STACKS = {"platform": PlatformStack, "demo": DemoStack}
+
+
+def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress) -> dict[str, Any]:
+    every = parse_schedule(schedule).total_seconds()
+    stack = STACKS[mode](run_dir, schedule)
+    bootstraps = stack.bootstraps
+    progress(f"{mode}, schedule {schedule}: starting ({run_dir})")
+    stack.start()
+    try:
+        topic = f"payments.bench{uuid.uuid4().hex[:8]}"
+        for bootstrap in bootstraps.values():
+            create_topic(bootstrap, 2, name=topic)
+        lock, stop_produce, stop_all = threading.Lock(), threading.Event(), threading.Event()
+        produced: dict[bytes, float] = {}
+        seen: dict[bytes, dict[str, float]] = {}
+        watches = [_Watch(n, bootstraps[n], topic, 2, seen, lock, stop_all) for n in NAMES]
+        producers = [_Produce(n, bootstraps[n], topic, rate, produced, lock, stop_produce) for n in NAMES]
+        for thread in (*watches, *producers):
+            thread.start()
+        warm_up = 2 * every  # the level runs find the new topic at their next plan
+        window = max(4 * every, 180.0)
+        window_start = time.time() + warm_up
+        window_end = window_start + window
+        progress(f"schedule {schedule}: producing {rate:g}/s on each cluster; measuring a {window:.0f}s window "
+                 f"after {warm_up:.0f}s")
+        stop_produce.wait(max(0.0, window_end - time.time()))
+        stop_produce.set()
+        for thread in producers:
+            thread.join(30)
+        deadline = time.monotonic() + 6 * every + 600
+        while True:
+            with lock:
+                counted = {v: t for v, t in produced.items() if window_start <= t < window_end}
+                done = [v for v in counted if len(seen.get(v, {})) == len(NAMES)]
+            if len(done) == len(counted):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"schedule {schedule}: {len(done)} of {len(counted)} messages converged")
+            stop_all.wait(1.0)
+        stop_all.set()
+        for thread in watches:
+            thread.join(60)
+        latencies = sorted(max(seen[v].values()) - t for v, t in counted.items())
+        q = statistics.quantiles(latencies, n=100)
+        out = {"mode": mode, "schedule": schedule, "messages": len(latencies), "rate_per_cluster": rate,
+               "median_s": round(statistics.median(latencies), 2), "p99_s": round(q[98], 2),
+               "max_s": round(latencies[-1], 2), "goal_p99_s": round(2 * every + 10, 1),
+               "where_the_time_goes": breakdown(stack.rows(), datetime.fromtimestamp(window_start - every, UTC),
+                                                datetime.fromtimestamp(window_end + every, UTC))}
+        progress(f"{mode}, schedule {schedule}: median {out['median_s']}s, p99 {out['p99_s']}s, max "
+                 f"{out['max_s']}s over {len(latencies)} messages (goal p99 <= {out['goal_p99_s']}s)")
+        return out
+    finally:
+        stack.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.scheduler_latency", description=__doc__.splitlines()[0])
+    parser.add_argument("--modes", default="platform,demo")
+    parser.add_argument("--schedules", default="10s,1m")
+    parser.add_argument("--rate", type=float, default=2.0, help="messages per second on each cluster")
+    parser.add_argument("--run-dir", type=Path, default=REPO / ".run" / "bench-scheduler")
+    parser.add_argument("--out", default=datetime.now(UTC).strftime("%Y-%m-%d") + "-scheduler")
+    args = parser.parse_args(argv)
+
+    def progress(message: str) -> None:
+        print(f"[bench] {message}", flush=True)
+
+    results = [measure(m, s, args.rate, args.run_dir / f"{m}-{s}", progress)
+               for m in args.modes.split(",") if m for s in args.schedules.split(",") if s]
+    record = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "scheduler_latency": results}
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(record, indent=2) + "\n")
+    lines = [f"# Latency through the scheduler, {record['date']}", "",
+             "| mode | schedule | messages | median s | p99 s | max s | goal p99 s |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['mode']} | {r['schedule']} | {r['messages']} | {r['median_s']} | {r['p99_s']} | {r['max_s']} | "
+              f"{r['goal_p99_s']} |" for r in results]
+    lines += ["", "Where the time goes (medians per level run, seconds):", "",
+              "| mode | schedule | DAG | runs | scheduling delay | plan queued | plan | between | copy queued | copy "
+              "| run |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        for dag_id, b in r["where_the_time_goes"].items():
+            lines.append(f"| {r['mode']} | {r['schedule']} | {dag_id} | {b['runs']} | {b['scheduling_delay_s']} | "
+                         f"{b['plan_queue_s']} | {b['plan_s']} | {b['between_tasks_s']} | {b['copy_queue_s']} | "
+                         f"{b['copy_s']} | {b['run_s']} |")
+    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

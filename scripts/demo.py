@@ -122,6 +122,7 @@ from mirrorflow_dev.process import (  # noqa: E402
     group_alive,
     leader_running,
     pid_alive,
+    port_free,
     stop_group,
     wait_until,
 )
@@ -526,6 +527,25 @@ def refuse_other_spark_mode() -> None:
     if started_with != SPARK_MODE:
         raise SystemExit(f"mirrorflow demo: Airflow runs with MIRRORFLOW_DEMO_SPARK={started_with}, and this start "
                          f"asks for {SPARK_MODE}. Stop it with `make stop`, then start again.")
+
+
+def holding_our_ports(kafka_run: Path) -> list[str]:
+    """The clusters of another run dir (``kafka_run``) that run now while our topology's ports are taken."""
+    if kafka_run.resolve() == KAFKA_RUN.resolve() or not (kafka_run / "state.json").exists():
+        return []
+    from mirrorflow_dev.kafka import LocalKafka
+
+    up = [name for name, info in LocalKafka.open(kafka_run).status().items() if info["running"]]
+    taken = any(not port_free(int(c.bootstrap.rsplit(":", 1)[1])) for c in load_topology(TOPOLOGY).clusters.values())
+    return up if taken else []
+
+
+def refuse_platform() -> None:
+    """Platform mode (make platform) runs the demo's clusters on the same ports: one of the two at a time."""
+    up = holding_our_ports(REPO / ".run" / "platform" / "kafka")
+    if up:
+        raise SystemExit(f"mirrorflow demo: platform mode's clusters run ({', '.join(up)}) on the ports the demo "
+                         "needs; stop it with `make platform-stop`, then run `make demo` again")
 
 
 def refuse_other_mode() -> None:
@@ -1050,6 +1070,7 @@ def main() -> None:
         raise SystemExit(f"mirrorflow demo: MIRRORFLOW_DEMO_SPARK={SPARK_MODE!r}: expected one of "
                          f"{', '.join(SPARK_MODES)} (connect, the default: every Spark job on one Connect server)")
     RUN.mkdir(parents=True, exist_ok=True)
+    refuse_platform()
     refuse_other_mode()
     refuse_other_spark_mode()
     start_kafka()

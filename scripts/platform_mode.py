@@ -67,7 +67,6 @@ from mirrorflow_dev.platform import (  # noqa: E402
     SparkStandalone,
     write_secret_file,
 )
-from mirrorflow_dev.process import port_free  # noqa: E402
 from mirrorflow_dev.spark import ConnectServerError, LocalConnectServer  # noqa: E402
 
 say = demo.say
@@ -321,18 +320,10 @@ def converge(password: str) -> None:
 
 def refuse_demo() -> None:
     """The demo's clusters hold the same ports: one of the two at a time."""
-    demo_run = REPO / ".run" / "demo"
-    if RUN.resolve() == demo_run.resolve():
-        return
-    state = demo_run / "kafka" / "state.json"
-    if state.exists():
-        from mirrorflow_dev.kafka import LocalKafka
-
-        up = [name for name, info in LocalKafka.open(demo_run / "kafka").status().items() if info["running"]]
-        if up and any(not port_free(int(c.bootstrap.rsplit(":", 1)[1]))
-                      for c in load_topology(demo.TOPOLOGY).clusters.values()):
-            raise SystemExit(f"mirrorflow platform: the demo's clusters run ({', '.join(up)}) on the ports platform "
-                             "mode needs; stop the demo with `make stop`, then run `make platform` again")
+    up = demo.holding_our_ports(REPO / ".run" / "demo" / "kafka")
+    if up:
+        raise SystemExit(f"mirrorflow platform: the demo's clusters run ({', '.join(up)}) on the ports platform "
+                         "mode needs; stop the demo with `make stop`, then run `make platform` again")
 
 
 def start(traffic: bool = True) -> None:
@@ -356,7 +347,10 @@ def start(traffic: bool = True) -> None:
 
 
 def stop() -> None:
-    env = airflow_env() if SECRETS_FILE.exists() else {}
+    if not SECRETS_FILE.exists():  # never started here: nothing to stop, and no secrets to make up for it
+        say(f"Nothing to stop: platform mode never started in {RUN}")
+        return
+    env = airflow_env()
     leftovers = []
     # Workers first (their running tasks end with them), then the scheduler and the rest.
     for part in reversed(components(env)):

@@ -162,13 +162,39 @@ class DemoStack:
 STACKS = {"platform": PlatformStack, "demo": DemoStack}
 
 
+def duplicates(bootstrap: str, topic: str, partitions: int) -> int:
+    """Copies beyond the first of any message on one cluster (read_committed, up to the high watermarks)."""
+    from collections import Counter
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-dups-{uuid.uuid4().hex[:6]}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False, "log_level": 3})
+    try:
+        tps = [TopicPartition(topic, p, 0) for p in range(partitions)]
+        ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=15)[1] for tp in tps}
+        consumer.assign(tps)
+        counts: Counter = Counter()
+        left = {p for p, end in ends.items() if end > 0}
+        deadline = time.monotonic() + 120
+        while left and time.monotonic() < deadline:
+            for msg in consumer.consume(500, 0.5):
+                if msg.error() is None:
+                    counts[msg.value()] += 1
+                    if msg.offset() + 1 >= ends[msg.partition()]:
+                        left.discard(msg.partition())
+        return sum(n - 1 for n in counts.values())
+    finally:
+        consumer.close()
+
+
 def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress) -> dict[str, Any]:
     every = parse_schedule(schedule).total_seconds()
     stack = STACKS[mode](run_dir, schedule)
     bootstraps = stack.bootstraps
     progress(f"{mode}, schedule {schedule}: starting ({run_dir})")
-    stack.start()
     try:
+        stack.start()
         topic = f"payments.bench{uuid.uuid4().hex[:8]}"
         for bootstrap in bootstraps.values():
             create_topic(bootstrap, 2, name=topic)
@@ -203,14 +229,17 @@ def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress) -> d
         for thread in watches:
             thread.join(60)
         latencies = sorted(max(seen[v].values()) - t for v, t in counted.items())
+        doubled = {name: duplicates(bootstrap, topic, 2) for name, bootstrap in bootstraps.items()}
         q = statistics.quantiles(latencies, n=100)
         out = {"mode": mode, "schedule": schedule, "messages": len(latencies), "rate_per_cluster": rate,
+               "duplicates": doubled,
                "median_s": round(statistics.median(latencies), 2), "p99_s": round(q[98], 2),
                "max_s": round(latencies[-1], 2), "goal_p99_s": round(2 * every + 10, 1),
                "where_the_time_goes": breakdown(stack.rows(), datetime.fromtimestamp(window_start - every, UTC),
                                                 datetime.fromtimestamp(window_end + every, UTC))}
         progress(f"{mode}, schedule {schedule}: median {out['median_s']}s, p99 {out['p99_s']}s, max "
-                 f"{out['max_s']}s over {len(latencies)} messages (goal p99 <= {out['goal_p99_s']}s)")
+                 f"{out['max_s']}s over {len(latencies)} messages (goal p99 <= {out['goal_p99_s']}s); duplicates "
+                 f"{doubled}")
         return out
     finally:
         stack.stop()
@@ -228,24 +257,41 @@ def main(argv: list[str] | None = None) -> int:
     def progress(message: str) -> None:
         print(f"[bench] {message}", flush=True)
 
-    results = [measure(m, s, args.rate, args.run_dir / f"{m}-{s}", progress)
-               for m in args.modes.split(",") if m for s in args.schedules.split(",") if s]
+    results: list[dict[str, Any]] = []
+    for mode in [m for m in args.modes.split(",") if m]:
+        for schedule in [s for s in args.schedules.split(",") if s]:
+            try:
+                results.append(measure(mode, schedule, args.rate, args.run_dir / f"{mode}-{schedule}", progress))
+            except Exception as exc:  # recorded, and the other cases still run
+                progress(f"{mode}, schedule {schedule}: FAILED: {type(exc).__name__}: {exc}")
+                results.append({"mode": mode, "schedule": schedule, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+            write_record(args.out, results)
+    return 0
+
+
+def write_record(name: str, results: list[dict[str, Any]]) -> None:
+    """The record so far, JSON and Markdown, rewritten after every case (a later failure loses nothing)."""
     record = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "scheduler_latency": results}
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(record, indent=2) + "\n")
+    (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
     lines = [f"# Latency through the scheduler, {record['date']}", "",
-             "| mode | schedule | messages | median s | p99 s | max s | goal p99 s |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['mode']} | {r['schedule']} | {r['messages']} | {r['median_s']} | {r['p99_s']} | {r['max_s']} | "
-              f"{r['goal_p99_s']} |" for r in results]
+             "| mode | schedule | messages | median s | p99 s | max s | goal p99 s | duplicates |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['mode']} | {r['schedule']} | failed: {r['error'][:300]} | | | | | |")
+            continue
+        lines.append(f"| {r['mode']} | {r['schedule']} | {r['messages']} | {r['median_s']} | {r['p99_s']} | "
+                     f"{r['max_s']} | {r['goal_p99_s']} | {sum(r['duplicates'].values())} |")
     lines += ["", "Where the time goes (medians per level run, seconds):", "",
               "| mode | schedule | DAG | runs | scheduling delay | plan queued | plan | between | copy queued | copy "
               "| run |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        for dag_id, b in r["where_the_time_goes"].items():
+        for dag_id, b in r.get("where_the_time_goes", {}).items():
             lines.append(f"| {r['mode']} | {r['schedule']} | {dag_id} | {b['runs']} | {b['scheduling_delay_s']} | "
                          f"{b['plan_queue_s']} | {b['plan_s']} | {b['between_tasks_s']} | {b['copy_queue_s']} | "
                          f"{b['copy_s']} | {b['run_s']} |")
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines), flush=True)
     return 0
 
 

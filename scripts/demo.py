@@ -832,12 +832,15 @@ def run_level(api: AirflowApi, dag_id: str) -> tuple[str, int]:
     return run_id, copied
 
 
-def scheduled_activity(api: AirflowApi, dag_ids: list[str], since: datetime, accounted: set) -> tuple[int, list[str]]:
+def scheduled_activity(api: AirflowApi, dag_ids: list[str], since: datetime, accounted: set,
+                       round_start: datetime) -> tuple[int, list[str]]:
     """What runs we did not trigger did: copies by those that ended since ``since``, and those still active.
 
     A scheduled run that copies between our runs makes new work for the other
     levels, so its copies count in the round, and a round with one still active
-    cannot be the quiet one.
+    that started before the round cannot be the quiet one: it may be copying what
+    the round did not see. One that started during the round saw no more than the
+    round's own runs (a short schedule always has one going).
     """
     copied, active = 0, []
     for dag_id in dag_ids:
@@ -851,7 +854,8 @@ def scheduled_activity(api: AirflowApi, dag_ids: list[str], since: datetime, acc
             copied += summary.get("copied", 0)
             say(f"  {dag_id} {run['dag_run_id']} (not ours): {run['state']}, copied {summary.get('copied', 0)}"
                 + "".join(f"\n    error: {e}" for e in summary.get("errors", [])))
-        active += [f"{dag_id} {r['dag_run_id']}" for r in active_runs(api, dag_id)]
+        active += [f"{dag_id} {r['dag_run_id']}" for r in active_runs(api, dag_id)
+                   if r.get("start_date") and datetime.fromisoformat(r["start_date"]) < round_start]
     return copied, active
 
 
@@ -870,12 +874,13 @@ def mirror_until_quiet(api: AirflowApi, levels: list[int]) -> None:
     accounted: set[tuple[str, str]] = set()
     for round_no in range(1, MAX_ROUNDS + 1):
         say(f"Round {round_no}")
+        round_start = datetime.now(UTC)
         copied = 0
         for dag_id in dag_ids:
             run_id, run_copied = run_level(api, dag_id)
             accounted.add((dag_id, run_id))
             copied += run_copied
-        others, active = scheduled_activity(api, dag_ids, since, accounted)
+        others, active = scheduled_activity(api, dag_ids, since, accounted, round_start)
         copied += others
         say(f"Round {round_no}: {copied} messages copied"
             + (f"; still active: {', '.join(active)}" if active else ""))

@@ -7,8 +7,10 @@ with traffic produced on all four clusters and no run ever triggered:
 
 - a copy task's process is killed with ``kill -9`` in the middle of its copy;
 - the scheduler is stopped while runs are in flight, and started again;
-- the Celery worker running a copy is killed whole (its process group);
-- the Spark Connect server is restarted under a copy, which fails naming it;
+- the Celery worker running a copy is killed whole (its processes and the task
+  processes under it, as a lost host takes them);
+- the Spark Connect server is killed under a copy, which fails naming it, and
+  started again;
 
 and after all of it every cluster holds every message exactly once. Each
 fault is checked to have hit (the task it hit did not succeed).

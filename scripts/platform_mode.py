@@ -83,8 +83,10 @@ SPARK_PORT = int(os.environ.get("MIRRORFLOW_PLATFORM_SPARK_PORT", "17077"))
 SPARK_MASTER_UI_PORT = int(os.environ.get("MIRRORFLOW_PLATFORM_SPARK_MASTER_UI_PORT", "18980"))
 SPARK_WORKER_UI_PORT = int(os.environ.get("MIRRORFLOW_PLATFORM_SPARK_WORKER_UI_PORT", "18981"))
 WORKERS = ("worker1", "worker2")
-#: What the scheduler runs once the platform is up (the rest stays paused, as in the compose stack).
-SCHEDULED = ("mirror_offsets", demo.LAG_DAG)
+#: What the scheduler runs once the platform is up besides the level DAGs (the rest stays paused, as in
+#: the compose stack); MIRRORFLOW_PLATFORM_UNPAUSE="" keeps only the level DAGs running.
+SCHEDULED = tuple(d for d in os.environ.get("MIRRORFLOW_PLATFORM_UNPAUSE", f"mirror_offsets,{demo.LAG_DAG}").split(",")
+                  if d.strip())
 CONVERGE_TIMEOUT = float(os.environ.get("MIRRORFLOW_PLATFORM_CONVERGE_TIMEOUT", "900"))
 
 
@@ -294,7 +296,8 @@ def unpause_scheduled(password: str) -> None:
     api = demo.AirflowApi(password)
     for dag_id in [demo.level_dag_id(level) for level in load_topology(TOPOLOGY).levels] + list(SCHEDULED):
         demo.unpause(api, dag_id)
-    say(f"Unpaused the level DAGs (every {SCHEDULE}), {', '.join(SCHEDULED)}: the scheduler alone starts runs")
+    also = f" and {', '.join(SCHEDULED)}" if SCHEDULED else ""
+    say(f"Unpaused the level DAGs (every {SCHEDULE}){also}: the scheduler alone starts runs")
 
 
 def converge(password: str) -> None:

@@ -192,7 +192,11 @@ def platform(tmp_path_factory) -> Platform:
     env, bootstraps = isolated_platform(
         run_dir, text, "15s", MIRRORFLOW_PLATFORM_MESSAGES="50", MIRRORFLOW_DEMO_PASSWORD="e2e-only-password",
         # The caller's environment wins over deploy/airflow.env: a killed worker's task fails sooner here.
-        AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="45")
+        AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT="30",
+        # Lighter on a machine the rest of the suite shares: only the level DAGs run, one API worker,
+        # the DAG files parsed at start and then every ten minutes.
+        MIRRORFLOW_PLATFORM_UNPAUSE="", AIRFLOW__API__WORKERS="1",
+        AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="600")
     started = Platform(run_dir, env, bootstraps)
     try:
         out = started.run("start", timeout=1500)

@@ -82,8 +82,8 @@ def check_reachable(url: str, timeout: float = 5.0) -> None:
 
 #: What a Connect client says when the server under it went away mid-job: its session is gone
 #: (the server restarted) or the channel broke (it stopped or was killed).
-_SERVER_LOST = ("SESSION_NOT_FOUND", "StatusCode.UNAVAILABLE", "Connection refused", "Socket closed",
-                "failed to connect to all addresses", "Connection reset by peer")
+_SERVER_LOST = ("SESSION_NOT_FOUND", "NO_ACTIVE_SESSION", "StatusCode.UNAVAILABLE", "Connection refused",
+                "Socket closed", "failed to connect to all addresses", "Connection reset by peer")
 
 
 def server_lost(exc: BaseException) -> bool:

@@ -166,10 +166,12 @@ def duplicates(bootstrap: str, topic: str, partitions: int) -> int:
     """Copies beyond the first of any message on one cluster (read_committed, up to the high watermarks)."""
     from collections import Counter
 
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+    # enable.partition.eof: a partition whose last offsets are transaction markers ends with an EOF event.
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-dups-{uuid.uuid4().hex[:6]}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False, "log_level": 3})
+                         "isolation.level": "read_committed", "enable.auto.commit": False, "log_level": 3,
+                         "enable.partition.eof": True})
     try:
         tps = [TopicPartition(topic, p, 0) for p in range(partitions)]
         ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=15)[1] for tp in tps}
@@ -177,12 +179,17 @@ def duplicates(bootstrap: str, topic: str, partitions: int) -> int:
         counts: Counter = Counter()
         left = {p for p, end in ends.items() if end > 0}
         deadline = time.monotonic() + 120
-        while left and time.monotonic() < deadline:
+        while left:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"counting duplicates on {bootstrap}: partitions {sorted(left)} not read to "
+                                   "their end")
             for msg in consumer.consume(500, 0.5):
                 if msg.error() is None:
                     counts[msg.value()] += 1
                     if msg.offset() + 1 >= ends[msg.partition()]:
                         left.discard(msg.partition())
+                elif msg.error().code() == KafkaError._PARTITION_EOF:
+                    left.discard(msg.partition())
         return sum(n - 1 for n in counts.values())
     finally:
         consumer.close()

@@ -112,6 +112,14 @@ class _Level(threading.Thread):
             self.error = exc
 
 
+def converged(lock: threading.Lock, produced: dict[bytes, float], seen: dict[bytes, dict[str, float]],
+              window_start: float, window_end: float) -> tuple[dict[bytes, float], list[bytes]]:
+    """The messages produced in the window (value: produce time), and those of them readable on every cluster."""
+    with lock:
+        window = {v: t for v, t in produced.items() if window_start <= t < window_end}
+        return window, [v for v in window if len(seen.get(v, {})) == len(NAMES)]
+
+
 def measure(clusters: dict[str, str], schedule: str, *, rate: float = 20.0, partitions: int = 2,
             progress: Callable[[str], None], connect_url: str | None = None) -> dict[str, Any]:
     """``connect_url``: every level run is a client of that Spark Connect server instead of a ``spark-submit``."""
@@ -155,9 +163,7 @@ def measure(clusters: dict[str, str], schedule: str, *, rate: float = 20.0, part
         for p in producers:
             p.join(30)
         while True:
-            with lock:
-                window = {v: t for v, t in produced.items() if window_start <= t < window_end}
-                done = [v for v in window if len(seen.get(v, {})) == len(NAMES)]
+            window, done = converged(lock, produced, seen, window_start, window_end)
             if len(done) == len(window):
                 break
             if any(level.error for level in levels):

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import create_topic
-from benchmarks.latency import NAMES, _Produce, _Watch
+from benchmarks.latency import NAMES, _Produce, _Watch, converged
 from mirrorflow.topology.replication import parse_schedule
-from mirrorflow_dev.platform import isolated_platform
+from mirrorflow_dev.platform import isolated_platform, metadata_query
 
 REPO = Path(__file__).resolve().parents[1]
 PLATFORM = [sys.executable, str(REPO / "scripts" / "platform_mode.py")]
@@ -105,17 +105,7 @@ class PlatformStack:
         subprocess.run([*PLATFORM, "stop"], env=self.env, capture_output=True, text=True, timeout=600)
 
     def rows(self) -> list[tuple]:
-        import psycopg2
-
-        secret = json.loads((self.run_dir / "secrets.json").read_text())["postgres"]
-        conn = psycopg2.connect(host="127.0.0.1", port=int(self.env["MIRRORFLOW_PLATFORM_PG_PORT"]), user="airflow",
-                                password=secret, dbname="airflow")
-        try:
-            with conn.cursor() as cur:
-                cur.execute(RUN_ROWS)
-                return cur.fetchall()
-        finally:
-            conn.close()
+        return metadata_query(self.env, RUN_ROWS)
 
 
 class DemoStack:
@@ -224,9 +214,7 @@ def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress) -> d
             thread.join(30)
         deadline = time.monotonic() + 6 * every + 600
         while True:
-            with lock:
-                counted = {v: t for v, t in produced.items() if window_start <= t < window_end}
-                done = [v for v in counted if len(seen.get(v, {})) == len(NAMES)]
+            counted, done = converged(lock, produced, seen, window_start, window_end)
             if len(done) == len(counted):
                 break
             if time.monotonic() > deadline:

@@ -25,23 +25,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mirrorflow_dev.process import HOST, group_alive, pid_alive, port_accepts, port_free, stop_group, wait_until
+from mirrorflow_dev.process import (
+    HOST,
+    group_alive,
+    pid_alive,
+    port_accepts,
+    port_free,
+    stop_group,
+    wait_until,
+    write_secret_file,
+)
 
 
 class PlatformError(RuntimeError):
     """A platform server could not be found, started or stopped (the message names it and its log)."""
-
-
-def write_secret_file(path: Path, text: str, owner: str | None = None) -> None:
-    """``text`` into ``path``, readable by its owner only from the first byte on."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    path.chmod(0o600)
-    if owner:
-        user = pwd.getpwnam(owner)
-        os.chown(path, user.pw_uid, user.pw_gid)
 
 
 def _tail(path: Path, lines: int = 30) -> str:
@@ -107,6 +104,13 @@ class Detached:
 
     def running(self) -> bool:
         return self.pid() is not None
+
+    def wait_started(self, what: str, ready, timeout: float, interval: float = 0.5) -> None:
+        """Wait until ``ready()``; a server that exits first fails naming it, with its log's last lines."""
+        wait_until(what, lambda: ready() or not self.running(), timeout, interval=interval)
+        if not self.running():
+            raise PlatformError(f"{what}: the {self.name} exited during start-up; last lines of {self.log_path}:\n"
+                                f"{self.log_tail()}")
 
     def log_tail(self, lines: int = 30) -> str:
         return _tail(self.log_path, lines)
@@ -285,11 +289,7 @@ class LocalRedis:
             'save ""', "appendonly no", "daemonize no", "protected-mode yes", "",
         ]))
         process.start()
-        wait_until(f"Redis on {HOST}:{self.port}", lambda: port_accepts(self.port) or not process.running(),
-                   timeout, interval=0.2)
-        if not process.running():
-            raise PlatformError(f"Redis exited during start-up; last lines of {process.log_path}:\n"
-                                f"{process.log_tail()}")
+        process.wait_started(f"Redis on {HOST}:{self.port}", lambda: port_accepts(self.port), timeout, interval=0.2)
 
     def stop(self) -> bool:
         return self.process().stop(grace=10)
@@ -358,17 +358,9 @@ class SparkStandalone:
                 raise PlatformError(f"cannot start the Spark master on {HOST}:{self.port}: the port is in use "
                                     "(set MIRRORFLOW_PLATFORM_SPARK_PORT to another port)")
             master.start()
-        wait_until(f"the Spark master on {self.master_url}", lambda: port_accepts(self.port) or not master.running(),
-                   timeout, interval=0.5)
-        if not master.running():
-            raise PlatformError(f"the Spark master exited during start-up; last lines of {master.log_path}:\n"
-                                f"{master.log_tail()}")
+        master.wait_started(f"the Spark master on {self.master_url}", lambda: port_accepts(self.port), timeout)
         worker.start()
-        wait_until("the Spark worker to register with the master", lambda: self.alive_workers() or not worker.running(),
-                   timeout, interval=0.5)
-        if not worker.running():
-            raise PlatformError(f"the Spark worker exited during start-up; last lines of {worker.log_path}:\n"
-                                f"{worker.log_tail()}")
+        worker.wait_started("the Spark worker to register with the master", self.alive_workers, timeout)
 
     def stop(self) -> bool:
         worker_stopped = self.worker().stop(grace=20)
@@ -423,3 +415,21 @@ def isolated_platform(run_dir: Path, topology_text: str, schedule: str, **extra:
         **extra,
     })
     return env, bootstraps
+
+
+def metadata_query(env: dict[str, str], sql: str, *params: object) -> list[tuple]:
+    """``sql``'s rows from the metadata database of the platform that ``env`` (:func:`isolated_platform`) started."""
+    import json
+
+    import psycopg2
+
+    run_dir = Path(env["MIRRORFLOW_PLATFORM_RUN_DIR"])
+    secret = json.loads((run_dir / "secrets.json").read_text())["postgres"]
+    conn = psycopg2.connect(host=HOST, port=int(env["MIRRORFLOW_PLATFORM_PG_PORT"]), user="airflow",
+                            password=secret, dbname="airflow")
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, params or None)
+            return cur.fetchall()
+    finally:
+        conn.close()

@@ -203,6 +203,23 @@ def stop_group(pgid: int, steps: Sequence[tuple[signal.Signals, float]], *, aliv
     return False
 
 
+# --------------------------------------------------------------------------- secrets on disk
+
+
+def write_secret_file(path: Path, text: str, owner: str | None = None) -> None:
+    """``text`` into ``path``, readable by its owner only from the first byte on (``owner``: a user to give it to)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    path.chmod(0o600)
+    if owner:
+        import pwd
+
+        user = pwd.getpwnam(owner)
+        os.chown(path, user.pw_uid, user.pw_gid)
+
+
 # --------------------------------------------------------------------------- one child server
 
 

@@ -125,6 +125,7 @@ from mirrorflow_dev.process import (  # noqa: E402
     port_free,
     stop_group,
     wait_until,
+    write_secret_file,
 )
 from mirrorflow_dev.s3 import DEFAULT_REGION, LocalS3, S3ServerError  # noqa: E402
 from mirrorflow_dev.s3 import MAIN_CLASS as S3_MAIN_CLASS  # noqa: E402
@@ -199,22 +200,21 @@ def demo_password() -> str:
 # --------------------------------------------------------------------------- S3
 
 
-def s3_secret() -> str:
-    """The S3 server's secret key: generated once, kept in a 0600 file of the run dir, never printed."""
-    path = S3_RUN / "secret"
+def stored_secret(path: Path) -> str:
+    """A secret generated once into a 0600 file (``path``) and read from it after; never printed."""
     try:
         stored = path.read_text().strip()
     except FileNotFoundError:
         stored = ""
-    if stored:
-        return stored
-    S3_RUN.mkdir(parents=True, exist_ok=True)
-    secret = secrets.token_urlsafe(24)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # never readable by others, not even briefly
-    with os.fdopen(fd, "w") as handle:
-        handle.write(secret + "\n")
-    path.chmod(0o600)
-    return secret
+    if not stored:
+        stored = secrets.token_urlsafe(24)
+        write_secret_file(path, stored + "\n")
+    return stored
+
+
+def s3_secret() -> str:
+    """The S3 server's secret key: generated once, kept in a 0600 file of the run dir, never printed."""
+    return stored_secret(S3_RUN / "secret")
 
 
 def demo_s3() -> LocalS3:
@@ -316,24 +316,30 @@ def connect_pid() -> int | None:
     return pid if ours and pid_alive(pid) else None
 
 
+def start_connect(server: LocalConnectServer, runs_on: str, who: str = "demo",
+                  port_variable: str = "MIRRORFLOW_DEMO_SPARK_CONNECT_PORT") -> None:
+    """Start (or find, by its pid file) the Connect server every Spark job runs on; ``runs_on`` says where."""
+    pid = connect_pid()
+    if pid is not None:
+        say(f"Spark Connect server already running (pid {pid}) on {server.url}")
+        return
+    say(f"Starting the Spark Connect server on {server.url} ({runs_on}); every Spark job of the {who} runs on it; "
+        f"log: {server.log_path}")
+    try:
+        server.start(timeout=180)
+    except ConnectServerError as exc:
+        hint = f"; set {port_variable} to another port" if "in use" in str(exc) else ""
+        raise SystemExit(f"mirrorflow {who}: {exc}{hint}") from None
+    (SPARK_RUN / "connect-server.pid").write_text(f"{server.pid}\n")
+
+
 def start_spark() -> None:
     """Start (or find) the Spark Connect server the demo's jobs run on; nothing in submit mode."""
     if SPARK_MODE == "submit":
         say("Spark: every job a spark-submit of its own on local[*] (MIRRORFLOW_DEMO_SPARK=submit)")
         return
     server = demo_connect()
-    pid = connect_pid()
-    if pid is not None:
-        say(f"Spark Connect server already running (pid {pid}) on {server.url}")
-        return
-    say(f"Starting the Spark Connect server on {server.url} (local[{server.cores}]); every Spark job of the demo "
-        f"runs on it; log: {server.log_path}")
-    try:
-        server.start(timeout=180)
-    except ConnectServerError as exc:
-        hint = "; set MIRRORFLOW_DEMO_SPARK_CONNECT_PORT to another port" if "in use" in str(exc) else ""
-        raise SystemExit(f"mirrorflow demo: {exc}{hint}") from None
-    (SPARK_RUN / "connect-server.pid").write_text(f"{server.pid}\n")
+    start_connect(server, f"local[{server.cores}]")
 
 
 def stop_spark() -> bool:
@@ -374,19 +380,7 @@ def kafka_conn_id(cluster: str) -> str:
 
 def scram_password() -> str:
     """mirrorflow's SCRAM password: generated once, kept in a 0600 file of the run dir, never printed."""
-    try:
-        stored = SCRAM_PASSWORD_FILE.read_text().strip()
-    except FileNotFoundError:
-        stored = ""
-    if stored:
-        return stored
-    SCRAM_PASSWORD_FILE.parent.mkdir(parents=True, exist_ok=True)
-    password = secrets.token_urlsafe(24)
-    fd = os.open(SCRAM_PASSWORD_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(password + "\n")
-    SCRAM_PASSWORD_FILE.chmod(0o600)
-    return password
+    return stored_secret(SCRAM_PASSWORD_FILE)
 
 
 def secured_kafka():

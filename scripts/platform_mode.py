@@ -65,9 +65,9 @@ from mirrorflow_dev.platform import (  # noqa: E402
     LocalRedis,
     PlatformError,
     SparkStandalone,
-    write_secret_file,
 )
-from mirrorflow_dev.spark import ConnectServerError, LocalConnectServer  # noqa: E402
+from mirrorflow_dev.process import write_secret_file  # noqa: E402
+from mirrorflow_dev.spark import LocalConnectServer  # noqa: E402
 
 say = demo.say
 SETTINGS = REPO / "deploy" / "airflow.env"
@@ -257,17 +257,8 @@ def start_spark() -> None:
     if SPARK_MODE == "submit":
         say(f"Spark: every job a spark-submit of its own to {cluster.master_url} (MIRRORFLOW_PLATFORM_SPARK=submit)")
         return
-    server = connect_server()
-    pid = demo.connect_pid()
-    if pid is not None:
-        say(f"Spark Connect server already running (pid {pid}) on {server.url}")
-        return
-    say(f"Starting the Spark Connect server on {server.url} (master {cluster.master_url}); log: {server.log_path}")
-    try:
-        server.start(timeout=180)
-    except ConnectServerError as exc:
-        raise SystemExit(f"mirrorflow platform: {exc}") from None
-    (demo.SPARK_RUN / "connect-server.pid").write_text(f"{server.pid}\n")
+    demo.start_connect(connect_server(), f"master {cluster.master_url}", "platform",
+                       "MIRRORFLOW_PLATFORM_SPARK_CONNECT_PORT")
 
 
 def start_servers() -> None:

@@ -28,12 +28,11 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-import psycopg2
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow_dev.platform import isolated_platform
+from mirrorflow_dev.platform import isolated_platform, metadata_query
 from mirrorflow_dev.process import group_alive, pid_alive, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,15 +62,7 @@ class Platform:
         assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
 
     def query(self, sql: str, *params) -> list[tuple]:
-        secret = json.loads((self.run_dir / "secrets.json").read_text())["postgres"]
-        conn = psycopg2.connect(host="127.0.0.1", port=int(self.env["MIRRORFLOW_PLATFORM_PG_PORT"]), user="airflow",
-                                password=secret, dbname="airflow")
-        try:
-            with conn.cursor() as cur:
-                cur.execute(sql, params)
-                return cur.fetchall()
-        finally:
-            conn.close()
+        return metadata_query(self.env, sql, *params)
 
     def component_pid(self, name: str) -> int:
         return int((self.run_dir / "airflow" / "components" / f"{name}.pid").read_text())

@@ -30,6 +30,7 @@ def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, sp
     for c in ("c1", "c2", "c3", "c4"):
         expected += traffic(kafka_clusters, c, topic, 60)
     every_update(monkeypatch, caplog)
+    opened = admin_clients_opened(monkeypatch)
     results = converge(topo, clients(kafka_clusters, topo), spark)
     table = assert_exactly_once(kafka_clusters, topo.leaves, topic, expected)
     assert table == {c: 240 for c in topo.leaves}
@@ -58,6 +59,24 @@ def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, sp
     assert steps and all(set(s) == {"target_shapes", "source_topics", "checkpoints", "source_offsets", "topic_ids",
                                     "offsets_retention"}
                          and all(v >= 0 for v in s.values()) for s in steps), steps
+    # a plan asks every cluster through one admin client (mirrorflow.kafka.shared), not one per question
+    clusters_per_run = [len({c for link in r.links for c in (link.source, link.target)}) for r in results]
+    assert 0 < len(opened) <= sum(clusters_per_run), (opened, clusters_per_run)
+
+
+def admin_clients_opened(monkeypatch) -> list[str]:
+    """The client ids of the admin clients mirrorflow's Kafka layer opens from now on (real clients, counted)."""
+    import mirrorflow.kafka.shared as shared
+
+    opened: list[str] = []
+
+    class Counted(shared.AdminClient):
+        def __init__(self, conf):
+            opened.append(conf.get("client.id", "?"))
+            super().__init__(conf)
+
+    monkeypatch.setattr(shared, "AdminClient", Counted)
+    return opened
 
 
 def test_unbalanced_five_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, spark):

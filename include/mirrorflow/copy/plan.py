@@ -60,6 +60,7 @@ from mirrorflow.kafka.admin import (
 )
 from mirrorflow.kafka.codes import LEADERLESS
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.shared import sharing_admins
 from mirrorflow.kafka.topics import ShapeResult, sync_topic_shapes
 from mirrorflow.topology.model import TopicSelector
 from mirrorflow.work import PartitionWork, cap
@@ -420,8 +421,14 @@ def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
     Planning is admin round trips, not work. Targets are shaped first, one link
     after another in the spec's order (a link's target is another link's source,
     whose partitions it reads); the rest, reads only, runs for every link side by
-    side. The plans come back in the spec's order of links.
+    side. The plans come back in the spec's order of links. Every question goes
+    through one admin client per cluster (:mod:`mirrorflow.kafka.shared`).
     """
+    with sharing_admins():
+        return _plan(spec, slots)
+
+
+def _plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
     selector = TopicSelector(spec.topics)
     retention: dict[str, tuple[float, str | None]] = {}  # read once per target cluster
     closed = _closed_clusters(spec)

@@ -19,9 +19,10 @@ from mirrorflow.errors import ClusterLoginFailed, ClusterUnreachable, KafkaOpera
 from mirrorflow.internal_names import WATERMARKS_GROUP
 from mirrorflow.kafka.codes import LEADERSHIP_MOVING, RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.deadline import within
+from mirrorflow.kafka.deadline import CallAbandoned, within
 from mirrorflow.kafka.handshake import HandshakeWatch, plaintext_at_tls_port
 from mirrorflow.kafka.refusals import Need, call_failed, refusal
+from mirrorflow.kafka.shared import admin_for, discard
 
 
 @dataclass(frozen=True)
@@ -30,10 +31,6 @@ class ClusterInfo:
     cluster_id: str
     brokers: int
     controller_id: int | None
-
-
-def _admin(client: ClusterClient) -> AdminClient:
-    return AdminClient(client.admin())
 
 
 def probe(client: ClusterClient, timeout: float = 10.0) -> ClusterInfo:
@@ -66,7 +63,7 @@ def probe(client: ClusterClient, timeout: float = 10.0) -> ClusterInfo:
 
 def list_topics(client: ClusterClient, timeout: float = 10.0) -> dict[str, int]:
     """Every topic on the cluster with its partition count (internal ones included)."""
-    admin_client = _admin(client)
+    admin_client = admin_for(client)
     try:
         metadata = admin_client.list_topics(timeout=timeout)
     except KafkaException as exc:
@@ -89,7 +86,7 @@ def offsets_retention_s(client: ClusterClient, timeout: float = 10.0) -> tuple[f
     Read from a broker's ``offsets.retention.minutes``. Returns the value and, when it
     could not be read (no ``DescribeConfigs`` permission, say), Kafka's default and why.
     """
-    admin_client = _admin(client)
+    admin_client = admin_for(client)
     try:
         brokers = admin_client.list_topics(timeout=timeout).brokers
         resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
@@ -105,7 +102,7 @@ def offsets_retention_s(client: ClusterClient, timeout: float = 10.0) -> tuple[f
 
 def group_ids(client: ClusterClient, prefix: str, timeout: float = 10.0) -> list[str]:
     """The ids of the cluster's consumer groups that start with ``prefix``, sorted."""
-    admin_client = _admin(client)
+    admin_client = admin_for(client)
     try:
         listing = admin_client.list_consumer_groups(request_timeout=timeout).result(timeout=timeout + 5)
     except KafkaException as exc:
@@ -117,7 +114,7 @@ def topic_ids(client: ClusterClient, names: list[str], timeout: float = 10.0) ->
     """Kafka's id of each named topic that exists (one request): a recreated topic gets a new one."""
     if not names:
         return {}
-    admin_client = _admin(client)  # referenced until its futures are done
+    admin_client = admin_for(client)  # referenced until its futures are done
     try:
         futures = admin_client.describe_topics(TopicCollection(sorted(set(names))), request_timeout=timeout)
     except KafkaException as exc:
@@ -186,7 +183,11 @@ def _offsets(admin_client: AdminClient, cluster: str, keys: list[Key], spec: Off
                     got[(tp.topic, tp.partition)] = KafkaError(KafkaError._TIMED_OUT, f"{type(exc).__name__}: {exc}")
             return got
 
-        answer.update(within(ask, left, f"list offsets on cluster {cluster}"))
+        try:
+            answer.update(within(ask, left, f"list offsets on cluster {cluster}"))
+        except CallAbandoned:
+            discard(admin_client)  # its call may still run: no later caller gets it
+            raise
         todo = [k for k in todo if _moving(answer[k])]
         if not todo or time.monotonic() >= deadline:
             return answer
@@ -196,7 +197,7 @@ def _offsets(admin_client: AdminClient, cluster: str, keys: list[Key], spec: Off
 def earliest_and_stable(source: ClusterClient, tps: list[TopicPartition], timeout: float = 30.0
                         ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
     """Earliest offsets and last stable offsets (the end a read_committed reader can reach) of ``tps``."""
-    admin_client = _admin(source)  # referenced until its futures are done
+    admin_client = admin_for(source)  # referenced until its futures are done
     keys = [(tp.topic, tp.partition) for tp in tps]
     out: list[dict[Key, int]] = []
     for spec, isolation in ((OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
@@ -226,7 +227,7 @@ def earliest_and_stable_or_errors(client: ClusterClient, tps: list[tuple[str, in
     out: dict[tuple[str, int], tuple[int, int, int] | str] = {}
     if not tps:
         return out
-    admin_client = _admin(client)  # referenced until every future below is done
+    admin_client = admin_for(client)  # referenced until every future below is done
     answers: list[dict[Key, int | str]] = []
     for spec, isolation in ((OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
                             (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED),

@@ -49,6 +49,7 @@ from mirrorflow.kafka.admin import list_topics
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.refusals import Need, call_failed
+from mirrorflow.kafka.shared import admin_for
 
 _log = logging.getLogger(__name__)
 
@@ -290,10 +291,6 @@ class ShapeResult:
 # --------------------------------------------------------------------------- describe
 
 
-def _admin(client: ClusterClient) -> AdminClient:
-    return AdminClient(client.admin())
-
-
 def _failure(client: ClusterClient, operation: str, exc: BaseException, *needs: Need) -> MirrorflowError:
     """A KafkaException or a future timeout as the mirrorflow error an operator can act on."""
     if isinstance(exc, KafkaException):
@@ -331,7 +328,7 @@ def describe_topics(client: ClusterClient, names: Iterable[str], timeout: float 
     names = sorted(set(names))
     if not names:
         return {}
-    admin_client = _admin(client)  # keep a reference: a collected client cancels its futures
+    admin_client = admin_for(client)  # keep a reference: a collected client cancels its futures
     try:
         topic_futures = admin_client.describe_topics(TopicCollection(names), request_timeout=timeout)
         config_futures = admin_client.describe_configs(
@@ -559,7 +556,7 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
     as done when the topic has the planned partition count. One audit line per change.
     """
     cluster = target_client.name
-    admin_client = _admin(target_client)  # keep a reference: a collected client cancels its futures
+    admin_client = admin_for(target_client)  # keep a reference: a collected client cancels its futures
     created: list[TopicCreate] = []
     added: list[PartitionAdd] = []
     aligned: list[ConfigAlign] = []

@@ -26,10 +26,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from mirrorflow.copy.job import run_job
     from mirrorflow.copy.spec import JobSpec
-    from mirrorflow.spark import session
+    from mirrorflow.spark import opening
 
     spec = JobSpec.from_env()
-    with session(args.url) as spark:
+    with opening(args.url) as spark:  # planned while the session opens, as the level operator does
         result = run_job(spec, spark)
     args.result.write_text(result.to_json(), encoding="utf-8")
     return 0 if result.ok else 2

@@ -12,7 +12,7 @@ import pytest
 from mirrorflow.copy.job import run_job
 from mirrorflow.copy.spec import build_spec
 from mirrorflow.progress import Progress
-from mirrorflow.spark import parallelism, redact, run_bins, session, session_id, with_session
+from mirrorflow.spark import opening, parallelism, redact, run_bins, session, session_id, with_session
 from mirrorflow.topology.routes import effective_links
 from tests.integration.mirroring import (
     FOUR,
@@ -31,16 +31,18 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 _pause = threading.Event()  # never set: .wait(t) paces polling
 
 
-def test_four_cluster_tree_converges_exactly_once_on_spark_connect(kafka_clusters, make_topic, spark_connect, caplog,
-                                                                   monkeypatch):
+def test_four_cluster_tree_converges_exactly_once_on_spark_connect(kafka_clusters, make_topic, spark_connect_server,
+                                                                   caplog, monkeypatch):
     topic = topic_everywhere(make_topic, partitions=3)
     topo = topology(kafka_clusters, FOUR, [topic])
     expected = []
     for c in ("c1", "c2", "c3", "c4"):
         expected += traffic(kafka_clusters, c, topic, 40)
-    assert parallelism(spark_connect) == 2  # the server's spark.default.parallelism
     every_update(monkeypatch, caplog)
-    results = converge(topo, clients(kafka_clusters, topo), spark_connect)
+    # as the level operator runs it: the session opening while the run plans (mirrorflow.spark.opening)
+    with opening(spark_connect_server.url) as spark_connect:
+        results = converge(topo, clients(kafka_clusters, topo), spark_connect)
+        assert parallelism(spark_connect.result()) == 2  # the server's spark.default.parallelism
     assert_exactly_once(kafka_clusters, topo.leaves, topic, expected)
     assert sum(r.copied for r in results) == 4 * 40 * 3
     assert all(r.ok for r in results)
@@ -147,6 +149,23 @@ def test_an_unreachable_server_is_named_at_once():
         with session(f"sc://127.0.0.1:{port}/;token=secret-token"):
             pass
     assert time.monotonic() - started < 10  # not the client's minutes of retries
+
+
+def test_a_run_planned_while_an_unreachable_server_opens_names_the_server_and_copies_nothing(kafka_clusters,
+                                                                                               make_topic):
+    from mirrorflow.errors import MirrorflowError
+    from mirrorflow_dev.process import free_port
+
+    topic = topic_everywhere(make_topic)
+    topo = topology(kafka_clusters, FOUR, [topic])
+    traffic(kafka_clusters, "c1", topic, 5)
+    url = f"sc://127.0.0.1:{free_port()}"  # nothing listens there
+    links = effective_links(topo, 1)
+    spec = build_spec(topo, 1, "unreachable", links, clients(kafka_clusters, topo))
+    with pytest.raises(MirrorflowError, match=rf"Spark Connect server {url} does not answer"):
+        with opening(url) as spark:
+            run_job(spec, spark)
+    assert checkpointed(kafka_clusters["c2"].bootstrap, "c1.L1", topic, 1, wait=10) == 0  # nothing committed
 
 
 def test_redact_hides_the_token_only():

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import Any
 
 from mirrorflow.copy.engine.executor import execute, passed
@@ -31,15 +32,27 @@ log = logging.getLogger(__name__)
 
 
 def run_job(spec: JobSpec, spark: Any = None) -> JobResult:
-    """Plan, copy, audit. ``spark=None`` copies in this process (dry runs, small tests)."""
+    """Plan, copy, audit. ``spark=None`` copies in this process (dry runs, small tests).
+
+    ``spark`` may be a session still opening (a ``Future``, :func:`mirrorflow.spark.opening`):
+    the plan is made meanwhile, and waits for it only to share out the links' rate caps.
+    """
     result = JobResult(spec.level, spec.run_id)
-    slots = spec.slots or parallelism(spark)
+    slots_known: list[int] = []
+
+    def slots() -> int:
+        if not slots_known:
+            slots_known.append(spec.slots or parallelism(spark.result() if isinstance(spark, Future) else spark))
+        return slots_known[0]
+
     started = time.monotonic()
     plans = plan(spec, slots)
+    if isinstance(spark, Future):
+        spark = spark.result()
     by_link = {p.link.link_id: p for p in plans}
     tasks_by_key = {(t.link_id, t.topic, t.partition): t for p in plans for t in p.tasks}
     works = [w for p in plans for w in p.works]
-    packed = pack(works, slots, unit=txn_unit)
+    packed = pack(works, slots(), unit=txn_unit)
     bins = [[tasks_by_key[(w.link_id, w.topic, w.partition)] for w in bin_] for bin_ in packed]
     result.tasks = len(bins)
     result.plan_s = time.monotonic() - started

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -80,7 +80,7 @@ class LinkPlan:
     errors: list[PartitionError] = field(default_factory=list)
 
 
-def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
+def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int | Callable[[], int],
               timeout: float = 30.0, retention: dict[str, tuple[float, str | None]] | None = None,
               shaped: tuple[ShapeResult, float] | None = None) -> LinkPlan:
     """Shape the target, read checkpoints and end offsets, and cut the link's work into tasks.
@@ -220,6 +220,8 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int,
 
     # The cap is shared by what copies at once: transaction groups, each copied by one thread
     # (mirrorflow.copy.engine.group), so every task of a group carries the group's share.
+    if callable(slots):  # asked only here, at the end: the Spark session may still be opening (copy.job)
+        slots = slots()
     concurrent = max(1, min(slots * spec.copy_threads, len({txn_unit(w) for w in plan.works})))
     rate_share = link.max_bytes_per_second / concurrent if link.max_bytes_per_second else None
     limits = shape.plan.limits  # per topic: the target's and the source's max.message.bytes
@@ -415,7 +417,7 @@ def _closed_clusters(spec: JobSpec) -> dict[str, ClusterUnreachable]:
     return closed
 
 
-def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
+def plan(spec: JobSpec, slots: int | Callable[[], int]) -> list[LinkPlan]:
     """Plan every link of the spec; a link whose clusters fail is reported, the others still planned.
 
     Planning is admin round trips, not work. Targets are shaped first, one link
@@ -428,7 +430,7 @@ def plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
         return _plan(spec, slots)
 
 
-def _plan(spec: JobSpec, slots: int) -> list[LinkPlan]:
+def _plan(spec: JobSpec, slots: int | Callable[[], int]) -> list[LinkPlan]:
     selector = TopicSelector(spec.topics)
     retention: dict[str, tuple[float, str | None]] = {}  # read once per target cluster
     closed = _closed_clusters(spec)

@@ -13,8 +13,9 @@ place that knows how, by what each module holds:
 - :mod:`~mirrorflow.spark.run`: :func:`run_bins`, a job's bins as Spark tasks on a
   SparkContext or a Spark Connect session, and :func:`parallelism`;
 - :mod:`~mirrorflow.spark.connect`: the Spark Connect session under mirrorflow's
-  stable id (:func:`session`), URLs fit for a log (:func:`redact`), and the error of a
-  job the server did not finish (:func:`job_failure`, :func:`server_lost`);
+  stable id (:func:`session`, or :func:`opening` it while the caller plans), URLs fit
+  for a log (:func:`redact`), and the error of a job the server did not finish
+  (:func:`job_failure`, :func:`server_lost`);
 - :mod:`~mirrorflow.spark.entry`: :func:`run_entry`, what every entry point in
   ``spark_jobs/`` does around its job (spec in, result file out, exit code);
 - :mod:`~mirrorflow.spark.driver`: a local driver JVM's shorter start.
@@ -26,7 +27,7 @@ imports pyspark where it starts or talks to Spark), and nothing of Airflow.
 
 from __future__ import annotations
 
-from mirrorflow.spark.connect import job_failure, redact, server_lost, session, session_id, with_session
+from mirrorflow.spark.connect import job_failure, opening, redact, server_lost, session, session_id, with_session
 from mirrorflow.spark.contract import SparkJobResult, SparkJobSpec
 from mirrorflow.spark.driver import C1_ONLY, archive_path, driver_java_options, java_path
 from mirrorflow.spark.entry import run_entry
@@ -41,6 +42,7 @@ __all__ = [
     "is_connect",
     "java_path",
     "job_failure",
+    "opening",
     "parallelism",
     "redact",
     "run_bins",

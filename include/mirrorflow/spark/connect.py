@@ -19,8 +19,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -141,6 +143,38 @@ def session(url: str, name: str = DEFAULT_NAME) -> Iterator[Any]:
         yield spark
     finally:
         _close(spark)
+
+
+@contextlib.contextmanager
+def opening(url: str, name: str = DEFAULT_NAME, then: Callable[[Any], None] | None = None) -> Iterator[Future[Any]]:
+    """:func:`session`, opened in a helper thread: the caller plans while it opens; the session as a future.
+
+    A Connect client's start is mostly pyspark's import (about half a second), and
+    a level run's plan is mostly waiting on brokers; side by side they overlap.
+    ``then`` runs on the session once it is open (tagging it, say). On leaving, the
+    opening is waited for and the session closed as :func:`session` closes it; an
+    error in opening is raised by the future's ``result()``.
+    """
+    stack = contextlib.ExitStack()
+    opened: Future[Any] = Future()
+
+    def open_() -> None:
+        try:
+            spark = stack.enter_context(session(url, name))
+            if then is not None:
+                then(spark)
+        except BaseException as exc:  # handed to whoever asks for the session
+            opened.set_exception(exc)
+        else:
+            opened.set_result(spark)
+
+    helper = threading.Thread(target=open_, name="mirrorflow-spark-connect-open", daemon=True)
+    helper.start()
+    try:
+        yield opened
+    finally:
+        helper.join()
+        stack.close()
 
 
 def _close(spark: Any) -> None:

@@ -46,7 +46,7 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
     def __init__(self, *, topology: Topology, level: int, plan_task_id: str = "plan",
                  spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
         super().__init__(application=str(JOB_SCRIPT), spark_conn_id=spark_conn_id, name=f"mirrorflow-level-{level}",
-                         run=run_job, **kwargs)
+                         run=run_job, plans_while_opening=True, **kwargs)
         self.topology = topology
         self.level = level
         self.plan_task_id = plan_task_id

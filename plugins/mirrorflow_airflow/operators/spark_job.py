@@ -32,7 +32,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.providers.common.compat.sdk import BaseHook
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.spark import SparkJobResult, SparkJobSpec, job_failure, redact
+from mirrorflow.spark import SparkJobResult, SparkJobSpec, job_failure, opening, redact
 from mirrorflow.spark import session as connect_session
 from mirrorflow_airflow.spark import core_zip, spark_conf
 
@@ -51,9 +51,11 @@ class MirrorSparkJobOperator(SparkSubmitOperator, Generic[SpecT]):
     """
 
     def __init__(self, *, application: str, name: str, run: Callable[[SpecT, Any], SparkJobResult],
-                 spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
+                 spark_conn_id: str = "spark_default", plans_while_opening: bool = False, **kwargs: Any) -> None:
         super().__init__(application=application, conn_id=spark_conn_id, name=name, **kwargs)
         self.run_job = run
+        #: ``run`` takes the Connect session as a future and plans while it opens (mirrorflow.spark.opening).
+        self.plans_while_opening = plans_while_opening
         self._connect: tuple[str, str] | None = None  # (URL, tag) of a job running on Spark Connect
 
     def submit(self, context: Any, spec: SpecT) -> dict[str, Any]:
@@ -67,18 +69,19 @@ class MirrorSparkJobOperator(SparkSubmitOperator, Generic[SpecT]):
         # Tags name the job so that on_kill interrupts it (and only it) on the server.
         tag = re.sub(r"[^A-Za-z0-9_.-]", "_", f"mirrorflow-{self.task_id}-{context['run_id']}")
         log.info("%s: running on the Spark Connect server %s (connection %s)", self.name, redact(url), self._conn_id)
+        def tagged(spark: Any) -> None:
+            spark.addTag(tag)
+            self._connect = (url, tag)
+
         try:
-            with connect_session(url) as spark:
-                spark.addTag(tag)
-                self._connect = (url, tag)
-                try:
-                    result = self.run_job(spec, spark)
-                finally:
-                    self._connect = None
+            with opening(url, then=tagged) as spark:
+                result = self.run_job(spec, spark if self.plans_while_opening else spark.result())
         except MirrorflowError:
             raise
         except Exception as exc:
             raise job_failure(self.name, url, self._conn_id, exc) from exc
+        finally:
+            self._connect = None  # after the opening's end: its helper thread may have set it late
         for error in result.errors:
             log.error("%s", error)
         return json.loads(result.to_json())

@@ -224,12 +224,18 @@ def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress) -> d
         for thread in watches:
             thread.join(60)
         latencies = sorted(max(seen[v].values()) - t for v, t in counted.items())
+        # The slowest messages as they went: where from, when, and how long each cluster took; the runs
+        # of that moment are in the metadata database (the run dir is kept until the next run of the case).
+        slowest = sorted(counted.items(), key=lambda item: max(seen[item[0]].values()) - item[1])[-10:]
+        slow = [{"message": v.decode(), "produced_at": datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds"),
+                 "seconds_to": {c: round(at - t, 1) for c, at in sorted(seen[v].items())}}
+                for v, t in reversed(slowest)]
         doubled = {name: duplicates(bootstrap, topic, 2) for name, bootstrap in bootstraps.items()}
         q = statistics.quantiles(latencies, n=100)
         out = {"mode": mode, "schedule": schedule, "messages": len(latencies), "rate_per_cluster": rate,
                "duplicates": doubled,
                "median_s": round(statistics.median(latencies), 2), "p99_s": round(q[98], 2),
-               "max_s": round(latencies[-1], 2), "goal_p99_s": round(2 * every + 10, 1),
+               "max_s": round(latencies[-1], 2), "goal_p99_s": round(2 * every + 10, 1), "slowest": slow,
                "where_the_time_goes": breakdown(stack.rows(), datetime.fromtimestamp(window_start - every, UTC),
                                                 datetime.fromtimestamp(window_end + every, UTC))}
         progress(f"{mode}, schedule {schedule}: median {out['median_s']}s, p99 {out['p99_s']}s, max "
@@ -287,7 +293,6 @@ def write_record(name: str, results: list[dict[str, Any]]) -> None:
                          f"{b['copy_s']} | {b['run_s']} |")
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)
-    return 0
 
 
 if __name__ == "__main__":

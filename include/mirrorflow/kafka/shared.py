@@ -12,6 +12,7 @@ fresh client as before, so long-lived processes hold no connections between runs
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,8 +27,9 @@ _kept: dict[tuple[str, str], AdminClient] = {}
 
 
 def _key(client: ClusterClient) -> tuple[str, str]:
-    # The whole settings: two clients of one cluster name under different credentials never share.
-    return client.name, repr(sorted((str(k), repr(v)) for k, v in client.settings.items()))
+    # The whole settings, hashed (they hold credentials): two logins to one cluster never share a client.
+    settings = repr(sorted((str(k), repr(v)) for k, v in client.settings.items()))
+    return client.name, hashlib.sha256(settings.encode()).hexdigest()
 
 
 def admin_for(client: ClusterClient) -> AdminClient:

@@ -217,8 +217,13 @@ SECTION_NAMES = {"throughput": "throughput", "volume": "volume", "spark_start": 
 
 
 def records(out_dir: Path) -> list[tuple[str, dict[str, Any]]]:
-    """Every stored record of ``out_dir`` as (name, results), oldest first (``2026-11-23`` before ``2026-11-23b``)."""
-    return [(path.stem, json.loads(path.read_text())) for path in sorted(out_dir.glob("*.json"))]
+    """Every stored record of ``out_dir`` as (name, results), oldest first (``2026-11-23`` before ``2026-11-23b``).
+
+    Only ``make bench``'s records: the scheduler latency records (``*-scheduler.json``, no machine
+    section) have a section of docs/benchmarks.md written by hand.
+    """
+    found = [(path.stem, json.loads(path.read_text())) for path in sorted(out_dir.glob("*.json"))]
+    return [(name, rec) for name, rec in found if "machine" in rec]
 
 
 def measured(record: dict[str, Any], section: str) -> bool:

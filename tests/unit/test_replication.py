@@ -15,11 +15,9 @@ from mirrorflow.topology.replication import (
     DEFAULT_SCHEDULE,
     LinkSettings,
     ReplicationConfig,
-    Window,
-    next_opening,
     parse_schedule,
-    window_open,
 )
+from mirrorflow.topology.windows import Window, next_opening, window_open
 
 DAY = datetime(2024, 3, 10, tzinfo=UTC)
 PYDANTIC_NOISE = ("validation error", "pydantic", "Input should", "For further information", "type=")
@@ -160,9 +158,10 @@ def test_empty_window_is_refused(text):
 @pytest.mark.parametrize("text", [
     "8:00-09:00", "08:00 - 09:00", "08:00", "08:60-09:00", "25:00-01:00", "24:00-01:00", "08:00-25:00",
     "0800-0900", "08:00-09:00-10:00", "", "always", "08:00:00-09:00:00",
+    "Mon Tue 08:00-09:00", "08:00-09:00 UTC extra", "08:00-09:00 08:00-10:00",
 ])
 def test_badly_formatted_windows_are_refused(text):
-    with pytest.raises(ValueError, match=r"not HH:MM-HH:MM \(UTC\)"):
+    with pytest.raises(ValueError, match=r"is not \[DAYS \]HH:MM-HH:MM\[ ZONE\]"):
         Window.parse(text)
 
 
@@ -399,8 +398,10 @@ def test_unknown_link_without_a_close_match_lists_the_links():
 
 
 @pytest.mark.parametrize("windows, words", [
-    (["25:00-01:00"], "not HH:MM-HH:MM"),
+    (["25:00-01:00"], "is not [DAYS ]HH:MM-HH:MM[ ZONE]"),
     (["08:00-08:00"], "is empty"),
+    (["22:00-06:00 Europe/Amsterdamm"], "'Europe/Amsterdamm' is not a time zone"),
+    (["Mon-Fry 22:00-06:00"], "'Fry' is not a day"),
     ([], "empty list would never copy"),
     ("22:00-06:00", "expected a list"),
 ])

@@ -5,8 +5,9 @@ copies every level every 5 minutes, all day, as fast as it can, with no per-run
 cap. Settings under ``replication.defaults`` apply to every link and
 ``replication.links.<link id>`` overrides them key by key for one link.
 
-Windows are ``HH:MM-HH:MM`` in UTC; one that ends before it starts crosses
-midnight (``22:00-06:00``). Schedules are a duration (``30s``, ``5m``, ``1h``),
+Windows are ``[DAYS ]HH:MM-HH:MM[ ZONE]``, UTC unless a zone is named; one that
+ends before it starts crosses midnight (``22:00-06:00``); see
+:mod:`mirrorflow.topology.windows`. Schedules are a duration (``30s``, ``5m``, ``1h``),
 a cron expression (``*/10 * * * *``), an Airflow preset (``@hourly``) or
 ``manual`` (no schedule: the DAG runs only when triggered).
 """
@@ -14,8 +15,7 @@ a cron expression (``*/10 * * * *``), an Airflow preset (``@hourly``) or
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from datetime import UTC, datetime, time, timedelta
+from datetime import timedelta
 from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator
@@ -23,6 +23,7 @@ from pydantic_core import PydanticCustomError
 
 from mirrorflow.defaults import DEFAULT_COPY_THREADS
 from mirrorflow.topology.base import Model
+from mirrorflow.topology.windows import Window
 
 #: A positive integer; booleans and strings are refused (``yes`` must not mean 1).
 PositiveInt = Annotated[StrictInt, Field(gt=0)]
@@ -33,7 +34,6 @@ MIN_INTERVAL = timedelta(seconds=10)
 _DURATION = re.compile(r"^(\d+)(s|m|h)$")
 _CRON_FIELD = re.compile(r"^[0-9*/,A-Za-z-]+$")
 _PRESETS = frozenset({"@once", "@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@annually", "@midnight"})
-_WINDOW = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]|24):([0-5]\d)$")
 
 
 # --------------------------------------------------------------------------- schedules
@@ -84,65 +84,6 @@ def _check_schedule(value: str) -> str:
 # --------------------------------------------------------------------------- windows
 
 
-@dataclass(frozen=True)
-class Window:
-    """A daily replication window in UTC; ``end <= start`` means it crosses midnight."""
-
-    start: time
-    end: time
-    text: str
-
-    @classmethod
-    def parse(cls, text: str) -> Window:
-        match = _WINDOW.fullmatch(text.strip())
-        if not match:
-            raise ValueError(f"window {text!r} is not HH:MM-HH:MM (UTC), e.g. 22:00-06:00")
-        h1, m1, h2, m2 = (int(g) for g in match.groups())
-        if h2 == 24 and m2 != 0:
-            raise ValueError(f"window {text!r}: 24:MM is only valid as 24:00")
-        start = time(h1, m1)
-        end = time(0, 0) if h2 == 24 else time(h2, m2)
-        if start == end and h2 != 24:
-            raise ValueError(f"window {text!r} is empty (start equals end); omit windows to copy all day")
-        return cls(start, end, text.strip())
-
-    def _minutes(self) -> tuple[int, int]:
-        s = self.start.hour * 60 + self.start.minute
-        e = self.end.hour * 60 + self.end.minute
-        return s, (e if e > s else e + 24 * 60)
-
-    def contains(self, now: datetime) -> bool:
-        s, e = self._minutes()
-        minute = now.hour * 60 + now.minute + now.second / 60
-        return s <= minute < e or s <= minute + 24 * 60 < e
-
-
-def _utc(now: datetime) -> datetime:
-    """``now`` in UTC; a naive datetime is taken to be UTC already (windows are UTC)."""
-    return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
-
-
-def window_open(windows: list[Window] | None, now: datetime) -> bool:
-    """Whether copying is allowed at ``now`` (UTC): no windows means always."""
-    if not windows:
-        return True
-    now = _utc(now)
-    return any(w.contains(now) for w in windows)
-
-
-def next_opening(windows: list[Window], now: datetime) -> datetime:
-    """The next moment after ``now`` at which one of ``windows`` opens (UTC)."""
-    now = _utc(now)
-    candidates = []
-    for w in windows:
-        for days in (0, 1):
-            day = (now + timedelta(days=days)).date()
-            opening = datetime.combine(day, w.start, tzinfo=UTC)
-            if opening > now:
-                candidates.append(opening)
-    return min(candidates)
-
-
 def _check_window(value: str) -> str:
     try:
         Window.parse(value)
@@ -157,7 +98,7 @@ def _check_window(value: str) -> str:
 class LinkSettings(Model):
     """How one link copies. Every key is optional; unset keys fall back to ``replication.defaults``."""
 
-    #: Daily UTC windows in which the link may copy; outside them its runs skip it.
+    #: Windows in which the link may copy (topology/windows.py: days, times, a zone); outside them its runs skip it.
     windows: list[StrictStr] | None = None
     #: Cap on the link's copy rate, in bytes of keys and values per second (all partitions together).
     max_bytes_per_second: PositiveInt | None = None

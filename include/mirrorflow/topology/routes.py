@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from mirrorflow.topology.model import Topology
-from mirrorflow.topology.replication import next_opening, window_open
 from mirrorflow.topology.tree import Distributor
+from mirrorflow.topology.windows import next_opening, window_open
 
 log = logging.getLogger(__name__)
 

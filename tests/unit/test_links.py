@@ -166,7 +166,8 @@ def test_build_spec_follows_switched_targets(topo):
     spec = build_spec(topo, 3, "r", links, CLIENTS)
     assert set(spec.clusters) == {"c1", "c4"}
     assert spec.links == (LinkJob("c1.L3", 3, "c1", "c4", max_bytes_per_second=5000, max_records_per_run=100,
-                                  max_bytes_per_run=65536, txn_records=2000, switched=True),)
+                                  max_bytes_per_run=65536, txn_records=2000, switched=True,
+                                  windows=("08:00-09:00", "13:00-14:00")),)
 
 
 def test_build_spec_carries_the_link_settings(topo):
@@ -174,10 +175,14 @@ def test_build_spec_carries_the_link_settings(topo):
     jobs = {job.link_id: job for job in spec.links}
     assert list(jobs) == ["c1.L3", "c2.L3", "c3.L3", "c4.L3"]
     assert jobs["c1.L3"] == LinkJob("c1.L3", 3, "c1", "c3", max_bytes_per_second=5000, max_records_per_run=100,
-                                    max_bytes_per_run=65536, txn_records=2000)
+                                    max_bytes_per_run=65536, txn_records=2000,
+                                    windows=("08:00-09:00", "13:00-14:00"))
     assert jobs["c2.L3"] == LinkJob("c2.L3", 3, "c2", "c4", max_bytes_per_second=1000000, txn_records=10,
-                                    exactly_once=False)
-    assert jobs["c4.L3"] == LinkJob("c4.L3", 3, "c4", "c2", max_bytes_per_second=1000000, txn_records=2000)
+                                    exactly_once=False, windows=("22:00-06:00",))
+    assert jobs["c4.L3"] == LinkJob("c4.L3", 3, "c4", "c2", max_bytes_per_second=1000000, txn_records=2000,
+                                    windows=("22:00-06:00",))
+    # the windows travel in the spec's JSON (the copy stops when the one it runs in closes)
+    assert JobSpec.from_json(spec.to_json()).links == spec.links
 
 
 def test_link_job_without_replication_settings(demo):

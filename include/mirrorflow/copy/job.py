@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
+from datetime import UTC, datetime
 from typing import Any
 
 from mirrorflow.copy.engine.executor import execute, passed
@@ -26,6 +27,7 @@ from mirrorflow.copy.txn_groups import txn_unit
 from mirrorflow.journal import audit, audit_warning
 from mirrorflow.progress import Progress
 from mirrorflow.spark import parallelism
+from mirrorflow.topology.windows import Window, next_opening
 from mirrorflow.work import pack
 
 log = logging.getLogger(__name__)
@@ -83,10 +85,28 @@ def run_job(spec: JobSpec, spark: Any = None) -> JobResult:
         if r["error"]:
             result.errors.append(PartitionError(r["link_id"], r["source"], r["target"], r["topic"], r["partition"],
                                                 r["error_offset"], r["error"]))
+    closed = [r for r in result.partitions if r.get("window_closed")]
+    if closed:
+        _window_closed(spec, by_link, closed)
     audit("copy_run", run_id=spec.run_id, level=spec.level, links=len(result.links), copied=result.copied,
           partitions=len(result.partitions), errors=[str(e) for e in result.errors], plan_s=round(result.plan_s, 3),
           copy_s=round(result.copy_s, 3))
     return result
+
+
+def _window_closed(spec: JobSpec, by_link: Mapping[str, Any], closed: Sequence[Mapping[str, Any]]) -> None:
+    """Where each partition stopped when its link's window closed, and when the next window opens."""
+    now = datetime.now(UTC)
+    for link_id in sorted({r["link_id"] for r in closed}):
+        link = by_link[link_id].link
+        opens = next_opening([Window.parse(w) for w in link.windows], now) if link.windows else None
+        stopped = {f"{r['topic']}[{r['partition']}]": r["next_offset"] for r in closed if r["link_id"] == link_id}
+        log.info("%s: its replication window closed during the run; the copy committed what it had read and "
+                 "stopped at %s; the rest waits for the next window, opening %s", link_id,
+                 ", ".join(f"{tp} offset {offset}" for tp, offset in sorted(stopped.items())),
+                 opens.isoformat() if opens else "unknown")
+        audit("window_closed", run_id=spec.run_id, level=spec.level, link=link_fields(link), stopped_at=stopped,
+              next_window=opens.isoformat() if opens else None, windows=list(link.windows))
 
 
 def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None:

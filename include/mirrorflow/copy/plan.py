@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -63,6 +64,7 @@ from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.shared import sharing_admins
 from mirrorflow.kafka.topics import ShapeResult, sync_topic_shapes
 from mirrorflow.topology.model import TopicSelector
+from mirrorflow.topology.windows import Window, window_closes
 from mirrorflow.work import PartitionWork, cap
 
 log = logging.getLogger(__name__)
@@ -223,6 +225,8 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int 
     if callable(slots):  # asked only here, at the end: the Spark session may still be opening (copy.job)
         slots = slots()
     concurrent = max(1, min(slots * spec.copy_threads, len({txn_unit(w) for w in plan.works})))
+    closes = window_closes([Window.parse(w) for w in link.windows], datetime.now(UTC)) if link.windows else None
+    stop_at = closes.timestamp() if closes is not None else None
     rate_share = link.max_bytes_per_second / concurrent if link.max_bytes_per_second else None
     limits = shape.plan.limits  # per topic: the target's and the source's max.message.bytes
     for work in plan.works:
@@ -232,6 +236,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int 
             max_records=link.max_records_per_run,
             txn_records=link.txn_records or DEFAULT_TXN_RECORDS,
             max_bytes=link.max_bytes_per_run,
+            stop_at=stop_at,
             max_bytes_per_second=rate_share,
             exactly_once=link.exactly_once,
             on_gap=link.on_gap,

@@ -49,6 +49,9 @@ class LinkJob:
     #: The target is not the link's default one (a switch or an onboarding pin): its copies of the
     #: source's messages may have come through other links too (mirrorflow.copy.state.recovery).
     switched: bool = False
+    #: The link's replication windows as the topology writes them (mirrorflow.topology.windows); the
+    #: copy stops taking records when the one it runs in closes. Empty: copy all day.
+    windows: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ class JobSpec(SparkJobSpec, env=JOB_ENV, kind="mirrorflow job spec", passed_by="
                 level=int(data["level"]),
                 run_id=str(data["run_id"]),
                 topics=tuple(topics),
-                links=tuple(LinkJob(**link) for link in data["links"]),
+                links=tuple(LinkJob(**{**link, "windows": tuple(link.get("windows") or ())}) for link in data["links"]),
                 clusters={k: dict(v) for k, v in clusters.items()},
                 slots=slots,
                 align_configs=bool(data.get("align_configs", False)),
@@ -215,6 +218,7 @@ def link_job(topology: Topology, link: Distributor) -> LinkJob:
         exactly_once=settings.exactly_once is not False,
         on_gap=settings.on_gap or DEFAULT_ON_GAP,
         switched=link.default_target != topology.link(link.link_id).default_target,
+        windows=tuple(settings.windows or ()),
     )
 
 

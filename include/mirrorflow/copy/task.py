@@ -38,6 +38,10 @@ class PartitionTask:
     txn_max_seconds: float = TXN_SECONDS
     #: Stop this run after about this many bytes (keys + values), at a transaction boundary.
     max_bytes: int | None = None
+    #: When the link's replication window closes (epoch seconds; ``None``: no window, or one that does
+    #: not close within a week): the copy commits what it has read and takes no more, the rest
+    #: waits for the next window.
+    stop_at: float | None = None
     #: This partition's share of the link's byte-rate cap.
     max_bytes_per_second: float | None = None
     #: The target topic's max.message.bytes, when the planner knows it: the copier's producer sends
@@ -125,6 +129,8 @@ class PartitionResult:
     diverged_at: int | None = None
     #: The checkpoint was committed again with nothing to copy, so that Kafka does not expire it.
     kept_alive: bool = False
+    #: The copy stopped before its planned end because the link's window closed (``next_offset`` is where).
+    window_closed: bool = False
     #: Why the link's checkpoint was set aside (a recreated source or target topic), if it was.
     set_aside: str | None = None
     transactions: int = 0

@@ -367,8 +367,19 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
     in_txn = 0
     txn.begin()
     last_progress = txn_started = time.monotonic()
+    stop_at = first.stop_at  # the link's window closes then: commit what was read, take no more
+
+    def window_closed() -> None:
+        for p in list(copying):
+            end[p] = position[p]
+            results[p].window_closed = True
+            done(p)
+
     try:
         while copying:
+            if stop_at is not None and time.time() >= stop_at:
+                window_closed()
+                break
             wanted = sum(end[p] - position[p] for p in copying)
             msgs = reader.consume(num_messages=max(1, min(500, wanted)), timeout=CONSUME_WAIT_S)
             now = time.monotonic()
@@ -432,6 +443,9 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
                 position[p] = offset + 1
                 last_msg[p] = msg
                 in_txn += 1
+                if limiter is not None and stop_at is not None and time.time() >= stop_at:
+                    window_closed()  # throttled, a chunk may outlast the window: checked per record
+                    break
                 if position[p] >= end[p] or (max_bytes is not None and results[p].bytes + count[3] >= max_bytes):
                     end[p] = position[p]  # at its end, or this run's byte budget for it is spent
                     done(p)

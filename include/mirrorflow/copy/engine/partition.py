@@ -452,6 +452,9 @@ class _RangeCopy:
     def copy_until_end(self) -> None:
         task, result = self.task, self.result
         while self.position < self.end:
+            if task.stop_at is not None and time.time() >= task.stop_at:
+                self.window_closed()
+                break
             # Ask for no more than the range still needs: consume() returns as soon as it has that
             # many, instead of waiting out CONSUME_WAIT_S at the end of every range.
             msgs = self.reader.consume(num_messages=max(1, min(500, self.end - self.position)),
@@ -562,6 +565,8 @@ class _RangeCopy:
                 position = offset + 1
                 last_msg = msg
                 in_txn += 1
+                if slow and task.stop_at is not None and time.time() >= task.stop_at:
+                    break  # throttled, a chunk may outlast the window: copy_until_end stops at once
                 if max_bytes is not None and result.bytes + self.bytes + size_total >= max_bytes:
                     end = position  # this run's byte budget is spent: commit and stop here
                     break
@@ -576,6 +581,11 @@ class _RangeCopy:
             self.add(copied, skipped, malformed, size_total)
         span[1] = position
         return progressed
+
+    def window_closed(self) -> None:
+        """The link's window closed: what was read is committed as usual, the rest waits for the next window."""
+        self.end = self.position
+        self.result.window_closed = True
 
     def moved(self) -> bool:
         """The source's log moved under the copy (retention, ``delete_records``, truncation); whether to go on.

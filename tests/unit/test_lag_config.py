@@ -120,6 +120,16 @@ def test_rows_over_their_bound_are_named_with_link_topic_partition_value_and_bou
     ]
 
 
+def test_a_link_outside_its_window_is_held_to_no_bound_but_a_gap_still_violates():
+    lag = config(sla={"records": 10})
+    gap = LinkPartitionLag("c2.L1", 1, "c2", "c1", "orders", 0, 0, 0.0, checkpoint=5, gap=3)
+    rows = [link_row("c1.L1", records=500), gap]
+    assert [str(v) for v in evaluate(lag, rows, [], waiting={"c1.L1", "c2.L1"})] == [
+        "link c2.L1 (c2 -> c1) orders[0]: retention gap: offsets 5..7 (3) were deleted on c2 before the link "
+        "copied them"]
+    assert len(evaluate(lag, rows, [])) == 2  # window open: the 500 records are over the bound
+
+
 def test_an_unmeasured_link_or_cluster_violates_only_where_a_bound_applies():
     down = link_row("c1.L3", topic=WHOLE, partition=None, records=None, seconds=None,
                     error="not measured: cluster c3 unreachable at 127.0.0.1:1")

@@ -73,7 +73,7 @@ def test_a_naive_now_is_utc_in_milliseconds():
 def test_the_snapshot_dict_keeps_its_format():
     data = json.loads(json.dumps(snapshot().to_dict()))  # JSON-able as it is
     assert list(data) == ["taken_at", "topology", "duration_s", "ok", "totals", "per_link", "per_group", "links",
-                          "groups", "unreachable", "sla", "violations", "failover"]
+                          "groups", "unreachable", "sla", "violations", "waiting", "failover"]
     assert data["taken_at"] == "2026-11-22T14:04:03+00:00"
     assert (data["topology"], data["duration_s"], data["ok"]) == ("demo", 1.235, False)
     assert data["totals"] == {

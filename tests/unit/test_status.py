@@ -60,6 +60,24 @@ def test_each_link_is_coloured_by_its_lag_against_its_sla():
     assert ordered[:3] == ["c1.L3", "c1.L1", "c3.L1"]  # worst first
 
 
+def test_a_link_outside_its_window_is_waiting_not_over_its_sla_until_the_window_opens():
+    # NOW is 12:00 UTC on a Thursday: c1.L1's window is closed, c2.L1's open; both are 150 records behind
+    topology = four(lag={"sla": {"records": 100}}, replication={"links": {
+        "c1.L1": {"windows": ["22:00-06:00 Europe/Amsterdam"]}, "c2.L1": {"windows": ["Mon-Fri 08:00-18:00"]},
+        "c3.L1": {"windows": ["Sat 00:00-24:00"]}}})
+    inputs = StatusInputs(now=NOW, lag=snapshot([row("c1.L1", "c1", "c2", 0, 150), row("c2.L1", "c2", "c1", 0, 150),
+                                                 row("c3.L1", "c3", "c4", 0, 5, gap=3)]))
+    rows = {r["id"]: r for r in links_page(topology, inputs, limit=1000)["items"]}
+    assert rows["c1.L1"]["state"] == "waiting" and rows["c1.L1"]["over"] == []
+    assert rows["c1.L1"]["waiting_until"] == "2026-11-26T21:00:00+00:00"  # 22:00 in Amsterdam
+    assert rows["c1.L1"]["windows"] == ["22:00-06:00 Europe/Amsterdam"]
+    assert rows["c2.L1"]["state"] == "breach" and rows["c2.L1"]["waiting_until"] is None
+    assert rows["c3.L1"]["state"] == "error"  # a gap is a problem whatever the window
+    assert rows["c3.L1"]["waiting_until"] == "2026-11-28T00:00:00+00:00"
+    later = StatusInputs(now=NOW.replace(hour=22), lag=inputs.lag)  # 23:00 in Amsterdam: open, and behind
+    assert {r["id"]: r for r in links_page(topology, later, limit=1000)["items"]}["c1.L1"]["state"] == "breach"
+
+
 def test_a_partition_held_by_a_long_open_transaction_is_a_problem_of_its_link():
     inputs = StatusInputs(now=NOW, lag=snapshot([
         row("c1.L1", "c1", "c2", 0, 1001, 3600.0, end=0, high=1001, held=1001, open_transaction_s=3600.0),

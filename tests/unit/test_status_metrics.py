@@ -33,6 +33,10 @@ tree:
     - {level: 1, children: [c1, c2]}
     - {level: 1, children: [c3, c4]}
 topics: [orders]
+replication:
+  links:
+    c1.L1: {windows: ["22:00-06:00 Europe/Amsterdam"]}
+    c2.L1: {windows: ["Sun 12:00-18:00"]}
 lag:
   schedule: 30s
   sla: {records: 1000, seconds: 600}
@@ -224,6 +228,7 @@ def test_nothing_stored_yet_renders_only_what_the_topology_says():
     text = render(full_topology(), StatusInputs(now=NOW))
     families, samples = parse(text)
     assert set(families) == {"mirrorflow_link_info", "mirrorflow_link_sla_records", "mirrorflow_link_sla_seconds",
+                             "mirrorflow_link_window_open", "mirrorflow_link_window_next_open_timestamp_seconds",
                              "mirrorflow_lag_schedule_interval_seconds"}
     assert ("mirrorflow_lag_schedule_interval_seconds", {}, "30") in samples
     bounds = {(name, labels["link"]): float(v) for name, labels, v in samples if "_sla_" in name}
@@ -299,6 +304,13 @@ def test_the_full_input_says_what_each_source_holds():
     def absent(name: str, **labels: str) -> bool:
         return not [1 for n, lab, _ in samples if n == name and all(lab.get(k) == x for k, x in labels.items())]
 
+    # replication windows at NOW (Sunday 14:05 UTC): c1.L1's opens at 22:00 in Amsterdam, c2.L1's is open
+    assert value("mirrorflow_link_window_open", link="c1.L1") == 0
+    assert value("mirrorflow_link_window_next_open_timestamp_seconds", link="c1.L1") == datetime(
+        2026, 11, 22, 21, 0, tzinfo=UTC).timestamp()
+    assert value("mirrorflow_link_window_open", link="c2.L1") == 1
+    assert absent("mirrorflow_link_window_next_open_timestamp_seconds", link="c2.L1")
+    assert absent("mirrorflow_link_window_open", link="c3.L1")  # no windows: always open, nothing to say
     # lag snapshot
     assert value("mirrorflow_link_lag_records", link="c1.L1", partition="0") == 5
     assert value("mirrorflow_link_lag_records", link="c2.L1", partition="0") == 7

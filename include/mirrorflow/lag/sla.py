@@ -8,17 +8,20 @@ violate a bound in seconds. Bounds themselves are parsed and combined in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from mirrorflow.lag.rows import WHOLE, GroupPartitionLag, LinkPartitionLag, Violation, open_transaction
 from mirrorflow.topology.lag import Bound, LagConfig
 
 
-def link_violations(rows: Iterable[LinkPartitionLag], bound_of: Callable[[str], Bound | None]) -> list[Violation]:
+def link_violations(rows: Iterable[LinkPartitionLag], bound_of: Callable[[str], Bound | None],
+                    waiting: Collection[str] = ()) -> list[Violation]:
     """Link rows over their bound; a row not measured violates any bound that applies to its link.
 
     A retention gap, a truncated source or a vanished checkpoint violates whatever
     the bounds: no later copy can repair any of them, so a person must decide.
+    ``waiting``: links outside their replication window; their pending records wait by design
+    and are held to no bound until the window opens.
     """
     out = []
     for row in rows:
@@ -35,7 +38,7 @@ def link_violations(rows: Iterable[LinkPartitionLag], bound_of: Callable[[str], 
                                  f"(expired, deleted, or the link's id changed): its next level run refuses to "
                                  f"copy, or would copy everything again"))
         bound = bound_of(row.link_id)
-        if bound is not None:
+        if bound is not None and row.link_id not in waiting:
             out += _over(row, "link", bound)
     return out
 
@@ -71,9 +74,12 @@ def _over(row: LinkPartitionLag | GroupPartitionLag, kind: str, bound: Bound) ->
     return [Violation(kind, row.where, f"{row.where}: {'; '.join(phrases)}")] if phrases else []
 
 
-def evaluate(config: LagConfig, links: Iterable[LinkPartitionLag], groups: Iterable[GroupPartitionLag]
-             ) -> list[Violation]:
-    """Every violation of the topology's ``lag`` settings (``sla``, ``links.<id>``, ``groups`` rules)."""
-    out = link_violations(links, config.link_bound)
+def evaluate(config: LagConfig, links: Iterable[LinkPartitionLag], groups: Iterable[GroupPartitionLag],
+             waiting: Collection[str] = ()) -> list[Violation]:
+    """Every violation of the topology's ``lag`` settings (``sla``, ``links.<id>``, ``groups`` rules).
+
+    ``waiting``: links outside their replication window (held to no lag bound meanwhile).
+    """
+    out = link_violations(links, config.link_bound, waiting)
     out += group_violations(groups, config.group_bound, any_bound=bool(config.groups))
     return out

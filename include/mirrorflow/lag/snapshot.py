@@ -20,7 +20,7 @@ from mirrorflow.lag.links import link_lag
 from mirrorflow.lag.reach import DEFAULT_TIMEOUT, Clusters
 from mirrorflow.lag.rows import WHOLE, GroupPartitionLag, LinkPartitionLag, Violation
 from mirrorflow.lag.sla import evaluate
-from mirrorflow.topology import Distributor, Topology
+from mirrorflow.topology import Distributor, Topology, split_by_window
 
 
 @dataclass
@@ -35,6 +35,9 @@ class LagSnapshot:
     violations: list[Violation] = field(default_factory=list)
     sla: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
+    #: Links outside their replication window at ``taken_at``, with when it next opens (ISO): their
+    #: pending records wait by design and break no lag bound meanwhile.
+    waiting: dict[str, str] = field(default_factory=dict)
     #: What a planned failover of each group would replay and skip now, per other cluster: filled by the
     #: caller (``mirrorflow.offsets.failover_preview``, a part this one does not import), stored as it is.
     failover: dict[str, Any] = field(default_factory=dict)
@@ -105,6 +108,7 @@ class LagSnapshot:
             "unreachable": self.unreachable,
             "sla": self.sla,
             "violations": [str(v) for v in self.violations],
+            "waiting": self.waiting,
             "failover": self.failover,
         }
 
@@ -137,8 +141,9 @@ def measure(topology: Topology, clients: Mapping[str, ClusterClient], links: Ite
     link_rows = link_lag(topology, reach, links, topics, now, timeout=timeout, had_checkpoint=_had_checkpoint(previous))
     group_rows = group_lag(reach, groups if groups is not None else topology.offsets.selects, now, clusters=names,
                            timeout=timeout)
+    waiting = {c.link_id: c.next_open.isoformat() for c in split_by_window(topology, links, now)[1]}
     return LagSnapshot(
         taken_at=now, topology=topology.name, links=link_rows, groups=group_rows, unreachable=reach.unreachable,
-        violations=evaluate(topology.lag, link_rows, group_rows),
+        violations=evaluate(topology.lag, link_rows, group_rows, waiting), waiting=waiting,
         sla=topology.lag.model_dump(mode="json", exclude_defaults=True), duration_s=time.monotonic() - started,
     )

@@ -26,7 +26,7 @@ def totals_rows(inputs: StatusInputs) -> list[dict[str, Any]]:
 
 
 def all_links(topology: Topology, inputs: StatusInputs) -> list[dict[str, Any]]:
-    return link_rows(topology, inputs.targets, inputs.lag, totals_rows(inputs))
+    return link_rows(topology, inputs.targets, inputs.lag, totals_rows(inputs), inputs.now)
 
 
 def links_page(topology: Topology, inputs: StatusInputs, **filters: Any) -> dict[str, Any]:

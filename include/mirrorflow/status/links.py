@@ -3,22 +3,24 @@
 A link's state is the worst of what is known about it: ``error`` (a partition
 failed to copy or to be measured, a retention gap, a truncated source, a lost
 checkpoint: a person must act), ``breach`` (over its SLA bound), ``lagging``
-(records pending within the bound), ``ok`` (nothing pending), ``unknown`` (not
-measured yet). The tree picture is the topology's tree with these links on it.
+(records pending within the bound), ``waiting`` (outside its replication window:
+records may wait until it opens, held to no bound), ``ok`` (nothing pending),
+``unknown`` (not measured yet). The tree picture is the topology's tree with these links on it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 from mirrorflow.lag.rows import WHOLE
 from mirrorflow.status import forms
-from mirrorflow.topology import Topology, effective_links
+from mirrorflow.topology import ClosedLink, Topology, effective_links, split_by_window
 from mirrorflow.topology.tree import is_leaf
 
 #: A link's state, worst first: the order of the page's tables and of a link's colour.
-State = Literal["error", "breach", "lagging", "ok", "unknown"]
+State = Literal["error", "breach", "lagging", "waiting", "ok", "unknown"]
 STATES: tuple[str, ...] = get_args(State)
 
 
@@ -41,8 +43,12 @@ def tree_picture(topology: Topology) -> dict[str, Any]:
 
 
 def link_rows(topology: Topology, targets: Mapping[str, str], lag: Mapping[str, Any] | None,
-              totals: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One row per link of the tree (effective target), worst state first, then by id."""
+              totals: Iterable[Mapping[str, Any]], now: datetime | None = None) -> list[dict[str, Any]]:
+    """One row per link of the tree (effective target), worst state first, then by id.
+
+    ``now``: when the page is drawn, for the links' replication windows (default: the current time).
+    """
+    now = now or datetime.now(UTC)
     rows_by_link: dict[str, list[Mapping[str, Any]]] = {}
     for row in (lag or {}).get("links", []):
         rows_by_link.setdefault(row["link_id"], []).append(row)
@@ -58,15 +64,18 @@ def link_rows(topology: Topology, targets: Mapping[str, str], lag: Mapping[str, 
             failing.setdefault(t["link"], []).append(t)
     out = []
     for level in topology.levels:
-        for link in effective_links(topology, level, targets):
+        links = effective_links(topology, level, targets)
+        closed = {c.link_id: c for c in split_by_window(topology, links, now)[1]}
+        for link in links:
             out.append(_row(topology, link, rows_by_link.get(link.link_id), failing.get(link.link_id, []),
-                            copied.get(link.link_id)))
+                            copied.get(link.link_id), closed.get(link.link_id)))
     out.sort(key=lambda r: (STATES.index(r["state"]), -(r["records"] or 0), r["id"]))
     return out
 
 
 def _row(topology: Topology, link: Any, measured: list[Mapping[str, Any]] | None,
-         failing: list[Mapping[str, Any]], copied: Mapping[str, Any] | None) -> dict[str, Any]:
+         failing: list[Mapping[str, Any]], copied: Mapping[str, Any] | None,
+         closed: ClosedLink | None = None) -> dict[str, Any]:
     bound = topology.lag.link_bound(link.link_id)
     default = topology.link(link.link_id).default_target
     row: dict[str, Any] = {
@@ -78,6 +87,9 @@ def _row(topology: Topology, link: Any, measured: list[Mapping[str, Any]] | None
         "copied_records": (copied or {}).get("records", 0), "copied_bytes": (copied or {}).get("bytes", 0),
         "last_success": (copied or {}).get("last_success"),
         "problems": [], "over": [],
+        # outside its replication window: when the next one opens (its pending records wait till then)
+        "waiting_until": closed.next_open.isoformat() if closed else None,
+        "windows": list(closed.windows) if closed else list(topology.link_settings(link.link_id).windows or []),
         "forms": [forms.switch_form(link.source, link.level, c) for c in link.sibling_leaves
                   if c != link.default_target],
     }
@@ -104,10 +116,10 @@ def _row(topology: Topology, link: Any, measured: list[Mapping[str, Any]] | None
                 row["problems"].append(f"{where}{r['held']} records wait behind a transaction open for "
                                        f"{float(r['open_transaction_s']):g}s on {r.get('source')} at offset "
                                        f"{r.get('end')}: no copy passes it until it ends")
-            if r.get("records") is not None and r.get("topic") != WHOLE:
+            if r.get("records") is not None and r.get("topic") != WHOLE and closed is None:
                 row["over"] += [where + p for p in bound.exceeded(int(r["records"]), float(r.get("seconds") or 0.0))]
-    row["state"] = ("error" if row["problems"] else "breach" if row["over"] else "unknown" if row["records"] is None
-                    else "lagging" if row["records"] else "ok")
+    row["state"] = ("error" if row["problems"] else "breach" if row["over"] else "waiting" if closed is not None
+                    else "unknown" if row["records"] is None else "lagging" if row["records"] else "ok")
     return row
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from mirrorflow.lag.rows import WHOLE
 from mirrorflow.status.inputs import DagInfo, RunInfo, StatusInputs
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, split_by_window
 from mirrorflow.topology.replication import parse_schedule
 
 #: The HTTP ``Content-Type`` of :func:`render`'s text.
@@ -64,6 +64,11 @@ FAMILIES: tuple[Family, ...] = (
     Family("mirrorflow_link_sla_seconds", "gauge", ("link",),
            "Lag bound of the link in seconds (age of the oldest message not yet copied); absent when the link "
            "has none."),
+    Family("mirrorflow_link_window_open", "gauge", ("link",),
+           "1 while the link's replication window is open, 0 while it is closed (its pending records wait by "
+           "design then: alert on lag only where this is 1); absent for a link without windows."),
+    Family("mirrorflow_link_window_next_open_timestamp_seconds", "gauge", ("link",),
+           "When (Unix time) a link outside its replication window may copy again; absent while it is open."),
     # ---- links: the latest lag snapshot
     Family("mirrorflow_link_lag_records", "gauge", LINK_PARTITION,
            "Offsets of the source partition the link has not copied yet (latest lag snapshot)."),
@@ -297,6 +302,13 @@ def _links(out: Exposition, topology: Topology, inputs: StatusInputs) -> None:
         bound = topology.lag.link_bound(link.link_id)
         out.add("mirrorflow_link_sla_records", bound.records, link=link.link_id)
         out.add("mirrorflow_link_sla_seconds", bound.seconds, link=link.link_id)
+    closed = {c.link_id: c for c in split_by_window(topology, list(topology.all_links()), inputs.now)[1]}
+    for link in topology.all_links():
+        if topology.link_settings(link.link_id).windows:
+            shut = closed.get(link.link_id)
+            out.add("mirrorflow_link_window_open", 0 if shut else 1, link=link.link_id)
+            out.add("mirrorflow_link_window_next_open_timestamp_seconds",
+                    shut.next_open.timestamp() if shut else None, link=link.link_id)
     interval = _interval(topology.lag.schedule)
     out.add("mirrorflow_lag_schedule_interval_seconds", interval)
 

@@ -64,7 +64,7 @@ from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.shared import sharing_admins
 from mirrorflow.kafka.topics import ShapeResult, sync_topic_shapes
 from mirrorflow.topology.model import TopicSelector
-from mirrorflow.topology.windows import Window, window_closes
+from mirrorflow.topology.windows import Window, window_closes, window_open
 from mirrorflow.work import PartitionWork, cap
 
 log = logging.getLogger(__name__)
@@ -225,8 +225,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int 
     if callable(slots):  # asked only here, at the end: the Spark session may still be opening (copy.job)
         slots = slots()
     concurrent = max(1, min(slots * spec.copy_threads, len({txn_unit(w) for w in plan.works})))
-    closes = window_closes([Window.parse(w) for w in link.windows], datetime.now(UTC)) if link.windows else None
-    stop_at = closes.timestamp() if closes is not None else None
+    stop_at = _window_end(link)
     rate_share = link.max_bytes_per_second / concurrent if link.max_bytes_per_second else None
     limits = shape.plan.limits  # per topic: the target's and the source's max.message.bytes
     for work in plan.works:
@@ -251,6 +250,18 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int 
             restore=restores.get((work.topic, work.partition)),
         ))
     return plan
+
+
+def _window_end(link: LinkJob) -> float | None:
+    """When the link's copy must stop taking records (epoch seconds): its window's end, or now if it is
+    already closed (it closed between the run's start and this plan); ``None`` without windows."""
+    if not link.windows:
+        return None
+    windows, now = [Window.parse(w) for w in link.windows], datetime.now(UTC)
+    closes = window_closes(windows, now)
+    if closes is not None:
+        return closes.timestamp()
+    return None if window_open(windows, now) else now.timestamp()
 
 
 def _heals(spec: JobSpec, link: LinkJob, checkpoints: Mapping[tuple[str, int], tuple[int | None, str]],

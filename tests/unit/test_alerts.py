@@ -123,6 +123,15 @@ def test_one_incident_per_violated_link_naming_link_lag_and_bound():
     assert [i.key for i in again.incidents] == [incident.key]
 
 
+def test_a_link_outside_its_replication_window_is_no_lag_incident_but_its_gap_still_is():
+    snap = snapshot([link_row(records=500, seconds=7200.0),
+                     link_row(link="c2.L1", source="c2", target="c1", records=10, checkpoint=0, start=10, end=20,
+                              gap=10)], sla={"sla": {"records": 0}})
+    snap["waiting"] = {"c1.L1": "2026-11-22T21:00:00+00:00", "c2.L1": "2026-11-22T21:00:00+00:00"}
+    [incident] = alerts.lag_incidents(snap).incidents
+    assert incident.key == "mirror_lag_monitor:link:c2.L1" and incident.kind == "gap"
+
+
 def test_a_gap_is_its_own_kind_and_outranks_the_lag_of_the_same_link():
     snap = snapshot([link_row(partition=0, records=10, checkpoint=0, start=10, end=20, gap=10),
                      link_row(partition=1, records=3)], sla={"sla": {"records": 100}})

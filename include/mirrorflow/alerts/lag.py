@@ -82,6 +82,7 @@ def lag_incidents(snapshot: Mapping[str, Any], source: str = SOURCE) -> Findings
     """Every incident of one snapshot (:meth:`mirrorflow.lag.LagSnapshot.to_dict`); it looked at everything."""
     config = LagConfig.model_validate(snapshot.get("sla") or {})
     unreachable: Mapping[str, str] = snapshot.get("unreachable") or {}
+    waiting = set(snapshot.get("waiting") or {})  # outside their replication window: held to no bound
     subjects: dict[str, _Subject] = {}
 
     def cluster(name: str) -> _Subject:
@@ -90,7 +91,7 @@ def lag_incidents(snapshot: Mapping[str, Any], source: str = SOURCE) -> Findings
         return s
 
     for row in _rows(LinkPartitionLag, snapshot.get("links") or []):
-        found = [v.text for v in link_violations([row], config.link_bound)]
+        found = [v.text for v in link_violations([row], config.link_bound, waiting)]
         if not found:
             continue
         down = [c for c in (row.source, row.target) if c in unreachable] if row.error else []

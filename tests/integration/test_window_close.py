@@ -43,13 +43,18 @@ def test_a_run_stops_at_its_window_end_committed_and_the_next_window_continues_e
         produce(kafka_clusters["c1"].bootstrap, topic,
                 [(b"k", f"p{p}-{i}".encode().ljust(VALUE, b"."), None, None) for i in range(PER_PARTITION)],
                 partition=p)
-    closes = datetime.now(UTC) + timedelta(seconds=4)
-    monkeypatch.setattr(plan_module, "window_closes", lambda windows, now: closes)
+    closings: list[datetime] = []  # the window closes 4 s after the plan asks (a slow plan must not eat it)
+
+    def closes_soon(windows, now):
+        closings.append(datetime.now(UTC) + timedelta(seconds=4))
+        return closings[-1]
+
+    monkeypatch.setattr(plan_module, "window_closes", closes_soon)
     caplog.set_level("INFO", logger="mirrorflow.audit")
 
     first = run_job(_spec(kafka_clusters, topic, "in-window", max_bytes_per_second=20_000, txn_records=50,
                           windows=("Mon-Sun 00:00-24:00 Europe/Amsterdam",)))
-    stopped_after = time.time() - closes.timestamp()
+    stopped_after = time.time() - closings[-1].timestamp()
 
     assert first.ok, first.summary()["errors"]
     assert 0 <= stopped_after < 10, f"the run went on {stopped_after:.1f}s past its window's end"

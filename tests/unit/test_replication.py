@@ -18,6 +18,7 @@ from mirrorflow.topology.replication import (
     parse_schedule,
 )
 from mirrorflow.topology.windows import Window, next_opening, window_open
+from tests.unit.test_windows import window_times
 
 DAY = datetime(2024, 3, 10, tzinfo=UTC)
 PYDANTIC_NOISE = ("validation error", "pydantic", "Input should", "For further information", "type=")
@@ -246,12 +247,7 @@ def test_next_opening_picks_the_earliest_window_and_wraps_to_tomorrow():
 
 @st.composite
 def windows(draw):
-    h1, m1 = draw(st.integers(0, 23)), draw(st.integers(0, 59))
-    h2 = draw(st.integers(0, 24))
-    m2 = 0 if h2 == 24 else draw(st.integers(0, 59))
-    if (h1, m1) == (h2, m2):
-        h2, m2 = 24, 0
-    return Window.parse(f"{h1:02d}:{m1:02d}-{h2:02d}:{m2:02d}")
+    return Window.parse(draw(window_times()))
 
 
 moments = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC))

@@ -27,7 +27,7 @@ from mirrorflow.copy.txn_groups import txn_unit
 from mirrorflow.journal import audit, audit_warning
 from mirrorflow.progress import Progress
 from mirrorflow.spark import parallelism
-from mirrorflow.topology.windows import Window, next_opening
+from mirrorflow.topology.windows import next_opening
 from mirrorflow.work import pack
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def _window_closed(spec: JobSpec, by_link: Mapping[str, Any], closed: Sequence[M
     now = datetime.now(UTC)
     for link_id in sorted({r["link_id"] for r in closed}):
         link = by_link[link_id].link
-        opens = next_opening([Window.parse(w) for w in link.windows], now) if link.windows else None
+        opens = next_opening(link.parsed_windows(), now) if link.windows else None
         stopped = {f"{r['topic']}[{r['partition']}]": r["next_offset"] for r in closed if r["link_id"] == link_id}
         log.info("%s: its replication window closed during the run; the copy committed what it had read and "
                  "stopped at %s; the rest waits for the next window, opening %s", link_id,

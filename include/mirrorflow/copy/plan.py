@@ -64,7 +64,7 @@ from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.shared import sharing_admins
 from mirrorflow.kafka.topics import ShapeResult, sync_topic_shapes
 from mirrorflow.topology.model import TopicSelector
-from mirrorflow.topology.windows import Window, window_closes, window_open
+from mirrorflow.topology.windows import window_closes, window_open
 from mirrorflow.work import PartitionWork, cap
 
 log = logging.getLogger(__name__)
@@ -257,7 +257,7 @@ def _window_end(link: LinkJob) -> float | None:
     already closed (it closed between the run's start and this plan); ``None`` without windows."""
     if not link.windows:
         return None
-    windows, now = [Window.parse(w) for w in link.windows], datetime.now(UTC)
+    windows, now = link.parsed_windows(), datetime.now(UTC)
     closes = window_closes(windows, now)
     if closes is not None:
         return closes.timestamp()

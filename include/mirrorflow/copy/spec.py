@@ -22,6 +22,7 @@ from mirrorflow.copyflags import OnMalformed
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP
 from mirrorflow.spark import SparkJobResult, SparkJobSpec
 from mirrorflow.topology import Distributor, Topology
+from mirrorflow.topology.windows import Window
 
 #: Environment variable that carries the job spec into ``spark-submit``.
 JOB_ENV = "MIRRORFLOW_JOB"
@@ -52,6 +53,9 @@ class LinkJob:
     #: The link's replication windows as the topology writes them (mirrorflow.topology.windows); the
     #: copy stops taking records when the one it runs in closes. Empty: copy all day.
     windows: tuple[str, ...] = ()
+
+    def parsed_windows(self) -> list[Window]:
+        return [Window.parse(w) for w in self.windows]
 
 
 @dataclass(frozen=True)

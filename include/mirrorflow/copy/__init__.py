@@ -43,13 +43,14 @@ if TYPE_CHECKING:
         build_spec,
         heals_from_archive,
         link_job,
+        spec_clusters,
     )
 
 #: The driver's names, and the module of this package each comes from.
 _DRIVER = {
     "JOB_ENV": "spec", "JobResult": "spec", "JobSpec": "spec", "LinkJob": "spec", "LinkReport": "spec",
     "PartitionError": "spec", "build_spec": "spec", "heals_from_archive": "spec", "link_job": "spec",
-    "run_job": "job",
+    "spec_clusters": "spec", "run_job": "job",
 }
 
 
@@ -78,6 +79,7 @@ __all__ = [
     "heals_from_archive",
     "link_job",
     "run_job",
+    "spec_clusters",
     "transactional_id",
     "transactional_id_prefix",
     "txn_group",

@@ -61,6 +61,8 @@ from mirrorflow.kafka.admin import (
 )
 from mirrorflow.kafka.codes import LEADERLESS
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.config_sync import ConfigOwners
+from mirrorflow.kafka.ownership import ConfigOwnership
 from mirrorflow.kafka.shared import sharing_admins
 from mirrorflow.kafka.topics import ShapeResult, sync_topic_shapes
 from mirrorflow.topology.model import TopicSelector
@@ -80,6 +82,20 @@ class LinkPlan:
     tasks: list[PartitionTask] = field(default_factory=list)
     works: list[PartitionWork] = field(default_factory=list)
     errors: list[PartitionError] = field(default_factory=list)
+
+
+def config_owners(spec: JobSpec, closed: Mapping[str, ClusterUnreachable] | None = None,
+                  timeout: float = 30.0) -> ConfigOwners | None:
+    """The owners of the spec's topic configs (``spec.topic_configs``), one plan's worth; ``None``: no owner.
+
+    ``closed``: clusters found down or refusing this client, whose configs are not read in this run.
+    """
+    if spec.topic_configs is None:
+        return None
+    ownership = ConfigOwnership.from_dict(spec.topic_configs)
+    closed = closed or {}
+    return ConfigOwners(ownership, {c: spec.client(c) for c in ownership.clusters() if c in spec.clusters}, timeout,
+                        unread={c: str(e) for c, e in closed.items() if c in ownership.clusters()})
 
 
 def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int | Callable[[], int],
@@ -105,10 +121,15 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int 
         clock[0] = now
 
     if shaped is None:
-        shape = sync_topic_shapes(source, target, selector, align_configs=spec.align_configs, timeout=timeout)
+        shape = sync_topic_shapes(source, target, selector, align_configs=spec.align_configs, timeout=timeout,
+                                  owners=config_owners(spec, timeout=timeout))
     else:
         shape, clock[0] = shaped[0], clock[0] - shaped[1]
     report.created_topics = sorted(c.topic for c in shape.created)
+    report.configs_aligned = {a.topic: sorted({*a.set, *a.delete}) for a in shape.aligned}
+    report.config_problems = [*(str(e) for _, e in sorted(shape.align_failed.items())),
+                              *(k.explain(v.topic, v.owner, v.target) for v in shape.plan.verdicts
+                                for k in v.keys if k.action == "report")]
     report.partitions_added = {a.topic: a.wanted for a in shape.partitions_added}
     report.deleted_on_source = sorted(shape.plan.deleted_on_source)
     if report.deleted_on_source:
@@ -424,7 +445,9 @@ def _closed_clusters(spec: JobSpec) -> dict[str, ClusterUnreachable]:
     inside librdkafka, on CI, not reproduced), and a probe of a cluster that answers is quick.
     """
     closed: dict[str, ClusterUnreachable] = {}
-    for name in sorted({c for link in spec.links for c in (link.source, link.target)}):
+    owners = ConfigOwnership.from_dict(spec.topic_configs).clusters() if spec.topic_configs is not None else set()
+    for name in sorted({c for link in spec.links for c in (link.source, link.target)}
+                       | {c for c in owners if c in spec.clusters}):
         try:
             probe(ClusterClient(name, spec.clusters[name]), timeout=10.0)
         except ClusterUnreachable as exc:  # ClusterLoginFailed included
@@ -450,6 +473,7 @@ def _plan(spec: JobSpec, slots: int | Callable[[], int]) -> list[LinkPlan]:
     selector = TopicSelector(spec.topics)
     retention: dict[str, tuple[float, str | None]] = {}  # read once per target cluster
     closed = _closed_clusters(spec)
+    owners = config_owners(spec, closed)
 
     def failed(link: LinkJob, exc: MirrorflowError) -> LinkPlan:
         report = LinkReport(link.link_id, link.source, link.target, error=str(exc))
@@ -465,7 +489,7 @@ def _plan(spec: JobSpec, slots: int | Callable[[], int]) -> list[LinkPlan]:
                 if name in closed:
                     raise closed[name]
             shape = sync_topic_shapes(spec.client(link.source), spec.client(link.target), selector,
-                                      align_configs=spec.align_configs)
+                                      align_configs=spec.align_configs, owners=owners)
             shaped.append((shape, time.monotonic() - started))
         except MirrorflowError as exc:
             shaped.append(failed(link, exc))

@@ -20,6 +20,7 @@ from typing import Any
 from mirrorflow.copy.task import OnGap
 from mirrorflow.copyflags import OnMalformed
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP
+from mirrorflow.kafka.ownership import ConfigOwnership
 from mirrorflow.spark import SparkJobResult, SparkJobSpec
 from mirrorflow.topology import Distributor, Topology
 from mirrorflow.topology.windows import Window
@@ -80,6 +81,9 @@ class JobSpec(SparkJobSpec, env=JOB_ENV, kind="mirrorflow job spec", passed_by="
     archived: tuple[str, ...] = ()
     #: A copy-flags header mirrorflow did not write: ``fresh`` or ``fail`` (``replication.on_malformed``).
     on_malformed: OnMalformed = "fresh"
+    #: Whose travelling topic configs the targets follow (``ConfigOwnership.to_dict()``, topology key
+    #: ``topic_configs``); ``None``: configs are only reported, as ``align_configs`` says.
+    topic_configs: Mapping[str, Any] | None = None
 
     def __repr__(self) -> str:
         links = ", ".join(f"{l.link_id}->{l.target}" for l in self.links)
@@ -112,10 +116,20 @@ class JobSpec(SparkJobSpec, env=JOB_ENV, kind="mirrorflow job spec", passed_by="
                 copy_threads=threads,
                 archive=_archive(data.get("archive")),
                 archived=tuple(str(c) for c in data.get("archived") or ()),
+                topic_configs=_topic_configs(data.get("topic_configs")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
             raise cls.invalid(problem) from None
+
+
+def _topic_configs(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TypeError("topic_configs must be a config ownership object or null")
+    ConfigOwnership.from_dict(value)  # refused here, naming the problem, rather than in the middle of a plan
+    return value
 
 
 def _archive(value: Any) -> dict[str, Any] | None:
@@ -157,6 +171,11 @@ class LinkReport:
     created_topics: list[str] = field(default_factory=list)
     partitions_added: dict[str, int] = field(default_factory=dict)
     deleted_on_source: list[str] = field(default_factory=list)
+    #: Topic -> the config keys aligned with the topic's owner on the target in this run.
+    configs_aligned: dict[str, list[str]] = field(default_factory=dict)
+    #: Configs that could not be aligned, and follower values left as they are and reported (named; the copy
+    #: went on).
+    config_problems: list[str] = field(default_factory=list)
     error: str | None = None
     #: Seconds of each planning step (target shapes, source topics, checkpoints, offsets, topic ids): a slow
     #: plan says where it waited (rare slow plans were seen in benchmarks; docs/benchmarks.md).
@@ -231,6 +250,13 @@ def heals_from_archive(topology: Topology, links: list[Distributor]) -> bool:
     return any(topology.link_settings(link.link_id).on_gap == "restore" for link in links)
 
 
+def spec_clusters(topology: Topology, links: list[Distributor]) -> list[str]:
+    """The clusters whose client settings :func:`build_spec` needs: the links' and the topic configs' owners."""
+    ownership = topology.config_ownership()
+    return sorted({c for link in links for c in (link.source, link.default_target)}
+                  | (ownership.clusters() if ownership is not None else set()))
+
+
 def build_spec(topology: Topology, level: int, run_id: str, links: list[Distributor],
                clusters: Mapping[str, Mapping[str, Any]], slots: int | None = None,
                archive: Mapping[str, Any] | None = None) -> JobSpec:
@@ -238,10 +264,12 @@ def build_spec(topology: Topology, level: int, run_id: str, links: list[Distribu
 
     ``archive``: the archive's location (``ArchiveLocation.to_dict()``), for links with ``on_gap: restore``.
     """
-    needed = sorted({c for link in links for c in (link.source, link.default_target)})
+    needed = spec_clusters(topology, links)
     missing = [c for c in needed if c not in clusters]
     if missing:
-        raise ValueError(f"no client settings for cluster(s) {', '.join(missing)}")
+        raise ValueError(f"no client settings for cluster(s) {', '.join(missing)} (links' clusters and the "
+                         "owners of topic configs, topic_configs)")
+    ownership = topology.config_ownership()
     return JobSpec(
         level=level, run_id=run_id, topics=tuple(topology.topics),
         links=tuple(link_job(topology, link) for link in links),
@@ -250,4 +278,5 @@ def build_spec(topology: Topology, level: int, run_id: str, links: list[Distribu
         on_malformed=topology.replication.on_malformed,
         archive=dict(archive) if archive is not None else None,
         archived=tuple(topology.archive.archived(topology.leaves)) if archive is not None else (),
+        topic_configs=ownership.to_dict() if ownership is not None else None,
     )

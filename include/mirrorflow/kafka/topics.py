@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (
@@ -48,39 +48,11 @@ from mirrorflow.journal import audit
 from mirrorflow.kafka.admin import list_topics
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.ownership import TRAVELLING_CONFIGS, ConfigOwnership, TopicVerdict, decide
 from mirrorflow.kafka.refusals import Need, call_failed
 from mirrorflow.kafka.shared import admin_for
 
 _log = logging.getLogger(__name__)
-
-#: Topic configs that belong to the topic's data and travel from source to target
-#: (all exist in Kafka 4.3; ``message.timestamp.difference.max.ms`` was removed in 4.0
-#: and its successors ``message.timestamp.before/after.max.ms`` are here instead).
-#: Everything else stays with each cluster: ``replication.factor``, ``min.insync.replicas``,
-#: ``unclean.leader.election.enable``, the replication throttles, replica placement,
-#: tiered storage (``remote.storage.enable``, ``local.retention.*``), flushing, index and
-#: preallocation tuning, ``segment.jitter.ms``.
-TRAVELLING_CONFIGS: frozenset[str] = frozenset({
-    "cleanup.policy",
-    "retention.ms",
-    "retention.bytes",
-    "delete.retention.ms",
-    "min.compaction.lag.ms",
-    "max.compaction.lag.ms",
-    "min.cleanable.dirty.ratio",
-    "segment.bytes",
-    "segment.ms",
-    "compression.type",
-    # The level goes with the codec it tunes (Kafka 3.8+, KIP-390): a copy of a topic set to
-    # zstd level 19 should not silently compress at level 3.
-    "compression.gzip.level",
-    "compression.lz4.level",
-    "compression.zstd.level",
-    "max.message.bytes",
-    "message.timestamp.type",
-    "message.timestamp.before.max.ms",
-    "message.timestamp.after.max.ms",
-})
 
 MAX_MESSAGE_BYTES = "max.message.bytes"
 #: A copy is larger than its original by the two headers mirrorflow stamps on it (copy flags and
@@ -152,12 +124,17 @@ class PartitionAdd:
 
 @dataclass(frozen=True)
 class ConfigDrift:
-    """One travelling config that differs; ``None`` means "not set explicitly" on that side."""
+    """One travelling config that differs; ``None`` means "not set explicitly" on that side.
+
+    ``source`` is the value the target is compared with: the link source's, or, when the
+    topic's configs have an owner (``owner`` names it), the owner's.
+    """
 
     topic: str
     key: str
     source: str | None
     target: str | None
+    owner: str = ""
 
 
 @dataclass(frozen=True)
@@ -167,6 +144,27 @@ class ConfigAlign:
     topic: str
     set: dict[str, str]
     delete: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OwnedConfigs:
+    """The owners' side of a plan (:mod:`mirrorflow.kafka.ownership`).
+
+    ``shapes``: each topic's shape on its owner, for the topics the owner has;
+    ``records``: what mirrorflow remembers of the target's topics (``None``: not read,
+    every difference counts as a local change with no record); ``target``: the
+    cluster being shaped (the owner of a topic is never compared with anyone).
+    """
+
+    ownership: ConfigOwnership
+    target: str
+    shapes: Mapping[str, TopicShape]
+    records: Mapping[str, Mapping[str, Any]] | None = None
+
+    @property
+    def remembers(self) -> bool:
+        """Whether records are kept at all: only a policy that spares local values needs them."""
+        return self.ownership.on_local_change != "overwrite"
 
 
 @dataclass(frozen=True)
@@ -229,6 +227,11 @@ class ShapePlan:
     warnings: tuple[ShapeWarning, ...] = ()
     #: Per topic: the target's ``max.message.bytes`` once the plan is applied, and the source's (when known).
     limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    #: Topics whose configs follow an owner other than the target: what becomes of each differing key.
+    verdicts: tuple[TopicVerdict, ...] = ()
+    #: Records to remember once the plan is applied (configs with an owner only): the topics it creates,
+    #: and followers found in step with their owner whose record is missing or out of date.
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def has_changes(self) -> bool:
@@ -409,7 +412,7 @@ def _warnings(topic: str, configs: Mapping[str, str], timestamp_type: str | None
 
 
 def plan_shape(source_shapes: Mapping[str, TopicShape], target_shapes: Mapping[str, TopicShape],
-               *, align_configs: bool = False) -> ShapePlan:
+               *, align_configs: bool = False, owned: OwnedConfigs | None = None) -> ShapePlan:
     """Compare source and target shapes; pure (no I/O), so dry runs and tests can call it.
 
     - a source topic absent on the target is created with the source's partition count
@@ -421,6 +424,13 @@ def plan_shape(source_shapes: Mapping[str, TopicShape], target_shapes: Mapping[s
       when the source does not set them, so the target's broker default applies);
     - a target topic whose source is gone is reported in ``deleted_on_source`` and
       never deleted: that is an operator's decision.
+
+    With ``owned``, a topic's travelling configs follow its owner instead of the link's
+    source (:mod:`mirrorflow.kafka.ownership`): a new topic is created with the owner's
+    configs when the owner has it, an existing one's differing keys get a verdict
+    (applied, kept or reported) and only the keys to apply are aligned, whatever
+    ``align_configs`` says; the owner itself is never compared with anyone. A topic its
+    owner does not have yet is compared with the source and reported only.
 
     Internal topics (``__*``, ``_schemas``, ``_mirrorflow*``) are never planned,
     whatever the caller passes in.
@@ -438,23 +448,59 @@ def plan_shape(source_shapes: Mapping[str, TopicShape], target_shapes: Mapping[s
     warnings: list[ShapeWarning] = []
 
     limits: dict[str, tuple[int | None, int | None]] = {}
+    verdicts: list[TopicVerdict] = []
+    records: dict[str, dict[str, Any]] = {}
     for name in sorted(source):
         src = source[name]
         wanted = travelling(src.configs)
         need = with_headroom(src.max_message_bytes) if src.max_message_bytes is not None else None
         tgt = target.get(name)
+        owner = owned.ownership.owner_of(name) if owned is not None else None
+        owner_shape = owned.shapes.get(name) if owned is not None else None
+        if owned is not None and owner_shape is not None and owner != owned.target:
+            wanted = _owner_values(owner_shape, owned.ownership)
+        elif owned is not None:
+            wanted = {k: v for k, v in wanted.items() if k not in owned.ownership.exclude}
         if tgt is None:
-            if need is not None:
-                wanted[MAX_MESSAGE_BYTES] = str(need)  # room for the stamp headers (with_headroom)
+            if need is not None and not (owned is not None and MAX_MESSAGE_BYTES in owned.ownership.exclude):
+                # room for the stamp headers (with_headroom), and never less than copies from this source need
+                wanted[MAX_MESSAGE_BYTES] = str(max(need, int(wanted.get(MAX_MESSAGE_BYTES, need))))
             create.append(TopicCreate(name, src.partitions, wanted))
-            limits[name] = (need, src.max_message_bytes)
+            limits[name] = (int(wanted[MAX_MESSAGE_BYTES]) if MAX_MESSAGE_BYTES in wanted else need,
+                            src.max_message_bytes)
             warnings += _warnings(name, wanted, wanted.get(TIMESTAMP_TYPE))
+            if owned is not None and owner is not None and owner != owned.target and owned.remembers:
+                records[name] = {"owner": owner, "applied": dict(sorted(wanted.items())), "local": {}}
             continue
         if tgt.partitions > src.partitions:
             conflicts[name] = PartitionCountConflict(tgt.cluster or target_cluster, name, tgt.partitions,
                                                      src.partitions, src.cluster or source_cluster)
         elif tgt.partitions < src.partitions:
             add.append(PartitionAdd(name, tgt.partitions, src.partitions))
+
+        if owned is not None and owner == owned.target:
+            limits[name] = (tgt.max_message_bytes, src.max_message_bytes)  # the owner: compared with nobody
+            warnings += _warnings(name, travelling(tgt.configs), tgt.timestamp_type)
+            continue
+        if owned is not None and owner is not None and owner_shape is not None:
+            have = {k: v for k, v in travelling(tgt.configs).items() if k not in owned.ownership.exclude}
+            verdict = decide(name, owner, owned.target, wanted, have,
+                             (owned.records or {}).get(name), owned.ownership.on_local_change, _same)
+            drift += [ConfigDrift(name, k.key, k.owner_value, k.target_value, owner) for k in verdict.keys]
+            effective = {**have, **verdict.to_set}
+            for key in verdict.to_delete:
+                effective.pop(key, None)
+            limit = int(effective[MAX_MESSAGE_BYTES]) if MAX_MESSAGE_BYTES in effective else tgt.max_message_bytes
+            if not verdict.keys and owned.records is not None and verdict.record_changed:
+                records[name] = verdict.record()  # a baseline: the next difference is told apart by it
+            if verdict.keys:
+                verdicts.append(verdict)
+                if (verdict.to_set or verdict.to_delete) and name not in conflicts:
+                    align.append(ConfigAlign(name, verdict.to_set, verdict.to_delete))
+            limits[name] = (limit, src.max_message_bytes)
+            stamped = effective.get(TIMESTAMP_TYPE) or (None if TIMESTAMP_TYPE in have else tgt.timestamp_type)
+            warnings += _warnings(name, effective, stamped)
+            continue
 
         have = travelling(tgt.configs)
         wanted.pop(MAX_MESSAGE_BYTES, None)
@@ -487,7 +533,18 @@ def plan_shape(source_shapes: Mapping[str, TopicShape], target_shapes: Mapping[s
 
     deleted = tuple(sorted(n for n in target if n not in source))
     return ShapePlan(source_cluster, target_cluster, tuple(create), tuple(add), tuple(align), conflicts,
-                     tuple(drift), deleted, tuple(warnings), limits)
+                     tuple(drift), deleted, tuple(warnings), limits, tuple(verdicts), records)
+
+
+def _owner_values(owner: TopicShape, ownership: ConfigOwnership) -> dict[str, str]:
+    """The owner's travelling configs a follower should have: excluded keys left out, and a
+    ``max.message.bytes`` with room for the stamp headers (:func:`with_headroom`) of whatever the owner's
+    effective limit is, so that copies of any record the owner accepts fit on the follower."""
+    values = {k: v for k, v in travelling(owner.configs).items() if k not in ownership.exclude}
+    values.pop(MAX_MESSAGE_BYTES, None)
+    if owner.max_message_bytes is not None and MAX_MESSAGE_BYTES not in ownership.exclude:
+        values[MAX_MESSAGE_BYTES] = str(with_headroom(owner.max_message_bytes))
+    return values
 
 
 # --------------------------------------------------------------------------- apply
@@ -653,6 +710,23 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
             audit("topic_partitions_add", cluster=cluster, topic=a.topic, partitions_before=a.current,
                   partitions=a.wanted, **source)
 
+    # -- keys a follower keeps: audited when new, a report_only one logged every run
+    verdicts = {v.topic: v for v in plan.verdicts}
+    for verdict in plan.verdicts:
+        fresh = {k.key for k in verdict.newly_local}
+        for k in verdict.keys:
+            if k.applies:
+                continue
+            message = k.explain(verdict.topic, verdict.owner, cluster)
+            if k.action == "report":
+                _log.warning("cluster %s: %s", cluster, message)
+            elif k.key in fresh:
+                _log.info("cluster %s: %s", cluster, message)
+            if k.key in fresh:
+                audit("topic_config_kept" if k.action == "keep" else "topic_config_drift", cluster=cluster,
+                      topic=verdict.topic, owner=verdict.owner, key=k.key, value=k.target_value,
+                      owner_value=k.owner_value, policy="keep_target" if k.action == "keep" else "report_only")
+
     # -- align configs (incremental: only the travelling keys are touched, cluster-owned ones stay)
     if plan.align:
         resources = {
@@ -680,8 +754,18 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
                                                                Need("TOPIC", al.topic, "ALTER_CONFIGS"))
                 continue
             aligned.append(al)
-            audit("topic_config_align", cluster=cluster, topic=al.topic, set=dict(al.set), removed=list(al.delete),
-                  **source)
+            owned = verdicts.get(al.topic)
+            if owned is None:
+                audit("topic_config_align", cluster=cluster, topic=al.topic, set=dict(al.set),
+                      removed=list(al.delete), **source)
+            else:
+                audit("topic_config_align", cluster=cluster, topic=al.topic, owner=owned.owner,
+                      set=dict(al.set), removed=list(al.delete), **source,
+                      changes=[{"key": k.key, "old": k.target_value, "new": k.owner_value, "why": k.why}
+                               for k in owned.keys if k.applies])
+                for k in owned.keys:
+                    if k.applies:
+                        _log.info("cluster %s: %s", cluster, k.explain(al.topic, owned.owner, cluster))
 
     for topic, error in {**failed, **align_failed}.items():
         _log.error("%s", error)
@@ -691,14 +775,29 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
 # --------------------------------------------------------------------------- convenience
 
 
+class OwnerSide(Protocol):
+    """What :func:`sync_topic_shapes` needs of the owners (:class:`mirrorflow.kafka.config_sync.ConfigOwners`)."""
+
+    ownership: ConfigOwnership
+
+    def owned(self, target: str, topics: Iterable[str],
+              records: Mapping[str, Any] | None = None) -> OwnedConfigs: ...
+
+    def records(self, client: ClusterClient) -> dict[str, dict[str, Any]] | None: ...
+
+    def remember(self, client: ClusterClient, records: Mapping[str, Mapping[str, Any]]) -> None: ...
+
+
 def sync_topic_shapes(source_client: ClusterClient, target_client: ClusterClient, topology: Any,
                       align_configs: bool = False, replication_factor: int | None = None,
-                      timeout: float = 30.0) -> ShapeResult:
+                      timeout: float = 30.0, owners: OwnerSide | None = None) -> ShapeResult:
     """Bring the target's copies of every topic the topology selects into the source's shape.
 
     ``topology`` needs only ``selects(topic)`` (a :class:`~mirrorflow.topology.Topology`);
     internal topics are never selected. Target topics that the topology selects but
-    the source no longer has are reported as ``deleted_on_source``.
+    the source no longer has are reported as ``deleted_on_source``. With ``owners``,
+    the configs follow each topic's owner (:func:`plan_shape`); under a policy that spares
+    local values the target's records are read, and written when they change.
     """
     def selected(client: ClusterClient) -> list[str]:
         return [t for t in list_topics(client, timeout) if topology.selects(t) and not is_internal_topic(t)]
@@ -706,6 +805,21 @@ def sync_topic_shapes(source_client: ClusterClient, target_client: ClusterClient
     selected_source, selected_target = selected(source_client), selected(target_client)
     source_shapes = describe_topics(source_client, selected_source, timeout)
     target_shapes = describe_topics(target_client, set(selected_source) | set(selected_target), timeout)
-    plan = replace(plan_shape(source_shapes, target_shapes, align_configs=align_configs),
-                   source_cluster=source_client.name, target_cluster=target_client.name)
-    return apply_shape(target_client, plan, replication_factor=replication_factor, timeout=timeout)
+    owned = None
+    if owners is not None:
+        # Under overwrite the owner's value wins whatever the history: no record is read or kept. Under
+        # keep_target and report_only the record decides, so it is read every time and kept up to date.
+        owned = owners.owned(target_client.name, selected_source)
+        if owned.remembers:
+            owned = replace(owned, records=owners.records(target_client))
+    plan = plan_shape(source_shapes, target_shapes, align_configs=align_configs, owned=owned)
+    plan = replace(plan, source_cluster=source_client.name, target_cluster=target_client.name)
+    result = apply_shape(target_client, plan, replication_factor=replication_factor, timeout=timeout)
+    if owners is not None and owned is not None and owned.remembers:
+        created = {c.topic for c in result.created}
+        remember = {t: r for t, r in plan.records.items() if t in created or t in target_shapes}
+        remember.update({v.topic: v.record() for v in plan.verdicts
+                         if v.record_changed and v.topic not in result.align_failed and v.topic not in result.failed})
+        if remember:
+            owners.remember(target_client, remember)
+    return result

@@ -41,6 +41,7 @@ from pydantic_core import PydanticCustomError
 from mirrorflow.copyflags import LEVEL_MAX, LEVEL_MIN
 from mirrorflow.errors import TopologyError, UnknownClusterError, UnknownLinkError
 from mirrorflow.internal_names import is_internal_topic
+from mirrorflow.kafka.ownership import ConfigOwnership
 from mirrorflow.secrets import is_secret_config
 from mirrorflow.topology import tree as _tree
 from mirrorflow.topology.alerts import AlertsConfig
@@ -51,6 +52,7 @@ from mirrorflow.topology.lag import LagConfig
 from mirrorflow.topology.offsets import OffsetsConfig
 from mirrorflow.topology.replication import LinkSettings, ReplicationConfig
 from mirrorflow.topology.schemas import SchemasConfig
+from mirrorflow.topology.topic_configs import TopicConfigsConfig
 from mirrorflow.topology.tree import Distributor
 
 #: Cluster (and topology) names: safe in Airflow task ids, Kafka client ids and paths.
@@ -235,6 +237,8 @@ class Topology(_Model):
     audit: AuditConfig = Field(default_factory=AuditConfig)
     #: Who is told, by e-mail or webhook, when mirroring needs a person (see alerts.py); ``None``: nobody.
     alerts: AlertsConfig | None = None
+    #: Whose topic configs every cluster follows after creation (see topic_configs.py).
+    topic_configs: TopicConfigsConfig = Field(default_factory=TopicConfigsConfig)
 
     _patterns: tuple[re.Pattern[str], ...] = PrivateAttr(default=())
     _leaves: tuple[str, ...] = PrivateAttr(default=())
@@ -318,6 +322,11 @@ class Topology(_Model):
                 problems.append((f"schemas.clusters.{name}.topic",
                                  f"the registry's storage topic {registry.topic!r} matches topics: it would be "
                                  "mirrored as data; name it in no pattern"))
+        owners = {"topic_configs.owner": self.topic_configs.owner} if self.topic_configs.owner is not None else {}
+        owners.update({f"topic_configs.owners.{p}": c for p, c in self.topic_configs.owners.items()})
+        for path, name in owners.items():
+            if name not in self.clusters:
+                problems.append((path, f"unknown cluster {name!r} (clusters: {known})"))
         for i, name in enumerate(self.archive.clusters or []):
             if name not in self.clusters:
                 problems.append((f"archive.clusters[{i}]", f"unknown cluster {name!r} (clusters: {known})"))
@@ -378,6 +387,11 @@ class Topology(_Model):
         self.link(link_id)
         return self.replication.link_settings(link_id)
 
+    def config_ownership(self) -> ConfigOwnership | None:
+        """Whose configs each mirrored topic follows (``topic_configs``; the first cluster listed by default);
+        ``None`` when ``topic_configs.sync`` is off."""
+        return self.topic_configs.ownership(next(iter(self.clusters)))
+
     def selects(self, topic: str) -> bool:
         """Whether ``topic`` is mirrored: it full-matches an entry of ``topics`` and is not internal."""
         return TopicSelector(self._patterns).selects(topic)
@@ -390,7 +404,7 @@ class Topology(_Model):
         for cluster in data["clusters"].values():
             if not cluster.get("config"):
                 cluster.pop("config", None)
-        for section in ("replication", "offsets", "lag", "schemas", "archive"):
+        for section in ("replication", "offsets", "lag", "schemas", "archive", "topic_configs"):
             settings = getattr(self, section).model_dump(mode="python", exclude_defaults=True)
             if settings:
                 data[section] = settings
@@ -431,6 +445,12 @@ class Topology(_Model):
         if self.schemas.primary == name:
             raise TopologyError("schemas.primary", f"{name!r} is the schema registry primary; choose another first")
         data.get("schemas", {}).get("clusters", {}).pop(name, None)
+        owned = [p for p, c in {"owner": self.topic_configs.owner, **{f"owners.{p}": c for p, c in
+                                                                      self.topic_configs.owners.items()}}.items()
+                 if c == name]
+        if owned:
+            raise TopologyError(f"topic_configs.{owned[0]}",
+                                f"{name!r} owns topic configs; name another owner first")
         archived = data.get("archive", {}).get("clusters")
         if archived is not None and name in archived:
             archived.remove(name)

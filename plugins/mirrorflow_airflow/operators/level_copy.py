@@ -24,7 +24,7 @@ import logging
 import time
 from typing import Any
 
-from mirrorflow.copy import JobSpec, build_spec, heals_from_archive, run_job
+from mirrorflow.copy import JobSpec, build_spec, heals_from_archive, run_job, spec_clusters
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.archive import archive_location
@@ -59,7 +59,7 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
             log.info("no level-%d link to copy in this run", self.level)
             return {"level": self.level, "ok": True, "links": [], "copied": 0, "errors": []}
         clusters = {c: dict(MirrorClusterHook(self.topology, c).client().settings)
-                    for c in sorted({x for l in links for x in (l.source, l.default_target)})}
+                    for c in spec_clusters(self.topology, links)}
         archive = archive_location(self.topology).to_dict() if heals_from_archive(self.topology, links) else None
         spec = build_spec(self.topology, self.level, context["run_id"], links, clusters, archive=archive)
 

@@ -14,7 +14,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow.actions import DecommissionPlan, DecommissionRefused, SwitchError, plan_decommission, switch_target
-from mirrorflow.copy import build_spec, heals_from_archive, run_job
+from mirrorflow.copy import build_spec, heals_from_archive, run_job, spec_clusters
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.journal import audit
 from mirrorflow.offsets.groups import describe_every_group
@@ -97,8 +97,7 @@ def drain(topology: Topology, raw: dict[str, Any], run_id: str) -> dict[str, Any
     copied, remaining = {}, {}
     for level, ids in sorted(plan.drain.items()):
         links = [l for l in effective_links(topology, level, targets) if l.link_id in ids]
-        clusters = {c: dict(MirrorClusterHook(topology, c).client().settings)
-                    for c in {x for l in links for x in (l.source, l.default_target)}}
+        clusters = {c: dict(MirrorClusterHook(topology, c).client().settings) for c in spec_clusters(topology, links)}
         copied[level] = 0
         archive = archive_location(topology).to_dict() if heals_from_archive(topology, links) else None
         for attempt in range(DRAIN_PASSES):

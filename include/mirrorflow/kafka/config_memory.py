@@ -1,0 +1,63 @@
+"""What mirrorflow last applied of each topic's configs on a cluster: ``_mirrorflow.topic-configs``.
+
+A follower's config that differs from its owner's was either changed by the owner
+(the follower still holds what mirrorflow applied) or changed locally; only a
+record of what was applied tells them apart (:mod:`mirrorflow.kafka.ownership`).
+The record lives on the follower itself, in a compacted one-partition topic keyed
+by topic name, so it needs nothing besides Kafka, survives any Airflow worker and
+travels with the cluster's ACLs. It is read only when a follower differs from its
+owner and written only when the record changes, so a tree in sync pays nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from mirrorflow.errors import KafkaOperationError
+from mirrorflow.internal_names import TOPIC_CONFIGS_READER_GROUP, TOPIC_CONFIGS_TOPIC
+from mirrorflow.kafka.compacted import ensure_compacted, read_whole, write_all
+from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.refusals import NotAuthorized
+
+log = logging.getLogger(__name__)
+
+#: Compacted: the newest record of each topic is the memory.
+TOPIC_CONFIG = {"cleanup.policy": "compact"}
+
+
+def read_records(client: ClusterClient, timeout: float = 30.0) -> dict[str, dict[str, Any]]:
+    """Topic -> its newest record on this cluster; a record mirrorflow cannot read is skipped, named."""
+    records: dict[str, dict[str, Any]] = {}
+    for msg in read_whole(client, TOPIC_CONFIGS_TOPIC, TOPIC_CONFIGS_READER_GROUP, timeout):
+        key = (msg.key() or b"").decode("utf-8", "replace")
+        if msg.value() is None:
+            records.pop(key, None)
+            continue
+        try:
+            value = json.loads(msg.value())
+            if not isinstance(value, dict) or not isinstance(value.get("applied"), dict):
+                raise ValueError("not a record of applied configs")
+        except ValueError as exc:
+            log.warning("%s %s@%d (topic %s): %s; skipped", client.name, TOPIC_CONFIGS_TOPIC, msg.offset(), key, exc)
+            continue
+        records[key] = value
+    return records
+
+
+def write_records(client: ClusterClient, records: Mapping[str, Mapping[str, Any]], timeout: float = 30.0) -> int:
+    """Remember ``records`` (topic -> record) on this cluster; creates the topic the first time."""
+    if not records:
+        return 0
+    ensure_compacted(client, TOPIC_CONFIGS_TOPIC, TOPIC_CONFIG, timeout)
+    try:
+        return write_all(client, TOPIC_CONFIGS_TOPIC,
+                         ((topic.encode(), json.dumps(record, sort_keys=True).encode())
+                          for topic, record in sorted(records.items())), timeout=timeout)
+    except NotAuthorized:
+        raise  # names the ACL already
+    except KafkaOperationError as exc:
+        raise KafkaOperationError(client.name, f"remember applied topic configs in {TOPIC_CONFIGS_TOPIC}",
+                                  exc.error) from exc

@@ -13,10 +13,13 @@ import pytest
 from confluent_kafka import KafkaError
 
 from mirrorflow import copyflags, provenance
+from mirrorflow.kafka.topics import with_headroom
 from mirrorflow_airflow.factories.levels import build_level_dags
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import FOUR, assert_exactly_once, partitions_of, topic_everywhere, topology, traffic
+from tests.integration.test_config_sync import alter
 from tests.integration.test_large_records import AT_LIMIT, LIMIT, _produce
+from tests.integration.test_topic_shape import explicit_configs
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
@@ -112,7 +115,25 @@ def test_level_dags_mirror_real_traffic_on_the_four_cluster_tree_exactly_once(
     assert by_link["c1.L1"]["target"] == "c2"
     assert sorted(by_link["c1.L1"]["created_topics"]) == sorted([orders, large, compacted, stamps])  # source's shape
     expected_derived = _derive_on_c2(kafka_clusters, raw, derived)
+    # Topic configs follow their owner, c1 (the first cluster listed): a retention and a record-size change there
+    # reach every cluster in one run of each level, a cluster-owned setting stays behind, and a value changed on
+    # c3 is overwritten by the owner's (which leaves retention to its broker)
+    alter(kafka_clusters["c1"], orders, retention_ms="7200000", max_message_bytes="2097152", min_insync_replicas="1")
+    alter(kafka_clusters["c3"], raw, retention_ms="120000")
+    for level in topo.levels:
+        assert dags[f"mirror_level_{level}"].test().state == "success"
+    owned = {"retention.ms": "7200000", "max.message.bytes": str(with_headroom(2097152))}
+
+    def configs_follow_the_owner() -> None:
+        assert _configs(kafka_clusters["c1"], orders) == {**owned, "max.message.bytes": "2097152",
+                                                         "min.insync.replicas": "1"}  # never changed back
+        for name in OTHERS:
+            assert _configs(kafka_clusters[name], orders) == owned, name
+        assert "retention.ms" not in _configs(kafka_clusters["c3"], raw)
+
+    configs_follow_the_owner()
     run_until_quiescent(dags, topo.levels)
+    configs_follow_the_owner()  # and they stay: nothing flips back over the following rounds
 
     assert_exactly_once(kafka_clusters, topo.leaves, orders, expected_orders)
     # derived: to c1, c3 and c4; raw: c1's 30 to c3 and c4, c3's 20 to c1 and c2, and never back
@@ -145,6 +166,16 @@ def test_level_dags_mirror_real_traffic_on_the_four_cluster_tree_exactly_once(
     retimed = {line["link"]["id"]: line["retimed"] for line in _audit_lines(output, "copy")
                if line["topic"] == stamps and line["copied"]}
     assert retimed == {"c1.L1": 1, "c1.L3": 1, "c3.L1": 0}, retimed  # c3's copy already says 1 ms
+    changes = {(line["cluster"], change["key"]): (change["old"], change["new"])
+               for line in _audit_lines(output, "topic_config_align") if line["topic"] == orders
+               and line.get("owner") == "c1" for change in line["changes"]}
+    assert {k: v for k, v in changes.items() if k[1] == "retention.ms"} == {
+        (name, "retention.ms"): (None, "7200000") for name in OTHERS}  # each change audited, old and new values
+
+
+def _configs(cluster, topic: str) -> dict[str, str]:
+    return {k: v for k, v in explicit_configs(cluster, topic).items()
+            if k in ("retention.ms", "max.message.bytes", "min.insync.replicas")}
 
 
 def _audit_lines(output: str, event: str) -> list[dict]:

@@ -60,12 +60,13 @@ def test_a_pair_needs_the_source_and_target_rights_named_after_its_links():
         ("b", "TOPIC", "literal", "orders", "READ"),
         ("b", "TOPIC", "prefixed", "payments.", "READ"),
         ("b", "GROUP", "prefixed", "_mirrorflow", "DESCRIBE"),
-        # ... and the target of a.L1: topics made and written, the checkpoint group, the transactions
+        # ... and the target of a.L1: topics made and written, their configs aligned with their owner a (the
+        # first cluster listed; ALTER_CONFIGS implies DESCRIBE_CONFIGS), the checkpoint group, the transactions
         ("b", "TOPIC", "literal", "orders", "CREATE"), ("b", "TOPIC", "literal", "orders", "ALTER"),
-        ("b", "TOPIC", "literal", "orders", "WRITE"), ("b", "TOPIC", "literal", "orders", "DESCRIBE_CONFIGS"),
+        ("b", "TOPIC", "literal", "orders", "WRITE"), ("b", "TOPIC", "literal", "orders", "ALTER_CONFIGS"),
         ("b", "TOPIC", "prefixed", "payments.", "CREATE"), ("b", "TOPIC", "prefixed", "payments.", "ALTER"),
         ("b", "TOPIC", "prefixed", "payments.", "WRITE"),
-        ("b", "TOPIC", "prefixed", "payments.", "DESCRIBE_CONFIGS"),
+        ("b", "TOPIC", "prefixed", "payments.", "ALTER_CONFIGS"),
         ("b", "GROUP", "literal", "_mirrorflow.link.a.L1", "READ"),
         ("b", "TRANSACTIONAL_ID", "prefixed", "_mirrorflow.a.L1.", "WRITE"),
         ("b", "CLUSTER", "literal", "kafka-cluster", "DESCRIBE_CONFIGS"),
@@ -90,6 +91,20 @@ def test_every_role_adds_what_it_touches_and_implied_operations_are_left_out():
     # never needed: topic deletion, cluster-wide writes, describing the whole cluster
     assert not {k for k in everything if k[4] == "DELETE" and k[1] == "TOPIC"}
     assert not {k for k in everything if k[1] == "CLUSTER" and k[4] != "DESCRIBE_CONFIGS"}
+
+
+def test_topic_configs_need_alter_configs_on_followers_and_a_record_topic_only_where_local_values_are_spared():
+    def acls(section: str) -> set:
+        return _set(required_acls(parse_topology(PAIR + section, source="test"), roles=["source", "target"]))
+
+    record = ("TOPIC", "literal", "_mirrorflow.topic-configs")
+    synced, kept = acls(""), acls("topic_configs: {on_local_change: keep_target}\n")
+    assert ("a", "TOPIC", "literal", "orders", "ALTER_CONFIGS") in synced  # a is the target of b.L1 too
+    assert not {k for k in synced if k[1:4] == record}
+    assert {("b", *record, op) for op in ("CREATE", "READ", "WRITE")} <= kept
+    off = acls("topic_configs: {sync: false}\n")
+    assert not {k for k in off if k[4] == "ALTER_CONFIGS"} and ("b", "TOPIC", "literal", "orders",
+                                                                "DESCRIBE_CONFIGS") in off
 
 
 def test_archive_rights_only_on_archived_clusters():

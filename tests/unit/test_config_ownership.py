@@ -15,6 +15,7 @@ from mirrorflow.kafka.topics import OwnedConfigs, TopicShape, plan_shape, with_h
 from mirrorflow.topology import Topology
 
 RET = "retention.ms"
+SEG = "segment.ms"
 MAX = "max.message.bytes"
 
 
@@ -63,9 +64,10 @@ def test_a_key_the_owner_drops_is_deleted_on_the_follower_and_one_it_adds_is_set
     assert all(k.why == "owner_changed" for k in verdict.keys)
 
 
-def test_without_a_record_a_difference_counts_as_local():
-    verdict = decide("t", "c1", "c3", {RET: "1000"}, {RET: "5"}, None, "keep_target")
-    assert verdict.keys[0].action == "keep"
+def test_without_a_record_a_value_the_follower_sets_counts_as_local_and_one_it_lacks_arrives():
+    verdict = decide("t", "c1", "c3", {RET: "1000", SEG: "10"}, {RET: "5"}, None, "keep_target")
+    assert [(k.key, k.action, k.why) for k in verdict.keys] == [(RET, "keep", "local_kept"),
+                                                                (SEG, "set", "differs")]
     assert decide("t", "c1", "c3", {RET: "1000"}, {RET: "5"}, None, "overwrite").keys[0].why == "differs"
 
 

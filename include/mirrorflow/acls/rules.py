@@ -20,7 +20,7 @@ from mirrorflow.completeness.store import AUDIT_TOPIC
 from mirrorflow.copy import transactional_id_prefix
 from mirrorflow.copy.state import checkpoint_group
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX, TOPIC_CONFIGS_TOPIC
 from mirrorflow.offsets.position import OFFSETS_TOPIC
 from mirrorflow.onboard.plan import preflight_transactional_id
 from mirrorflow.topology import Topology
@@ -82,6 +82,18 @@ def required_acls(topology: Topology, principals: Mapping[str, str | None] | Non
                 g.add(role, target, "TOPIC", offsets_topic, "WRITE", "READ")
                 g.add(role, target, "GROUP", checkpoints, "READ")
                 g.add(role, target, "TRANSACTIONAL_ID", producers, "WRITE")
+
+    # Topic configs follow their owner (topic_configs): read there, altered on every follower, and under a
+    # policy that spares local values, remembered on the follower.
+    ownership = topology.config_ownership()
+    if ownership is not None:
+        for owner in sorted(ownership.clusters()):
+            g.topics("source", owner, topics, "DESCRIBE_CONFIGS")
+        for link in topology.all_links():
+            for target in link.sibling_leaves:
+                g.topics("target", target, topics, "ALTER_CONFIGS")
+                if ownership.on_local_change != "overwrite":
+                    g.add("target", target, "TOPIC", ("literal", TOPIC_CONFIGS_TOPIC), "CREATE", "READ", "WRITE")
 
     for cluster in topology.leaves:
         for role in ("offsets", "failover"):

@@ -10,6 +10,10 @@ importing this package imports none of them):
 - :mod:`~mirrorflow.kafka.shared`: one admin client per cluster for a while
   (a plan), instead of one per question;
 - :mod:`~mirrorflow.kafka.topics`: target topics kept in the source's shape;
+- :mod:`~mirrorflow.kafka.ownership`: whose travelling configs a topic follows, and
+  what becomes of a follower's own value (pure); :mod:`~mirrorflow.kafka.config_sync`
+  reads the owners for a plan, :mod:`~mirrorflow.kafka.config_memory` keeps what was
+  applied on each follower;
 - :mod:`~mirrorflow.kafka.ranges`: bounded reads, from an offset to an end;
 - :mod:`~mirrorflow.kafka.records`: a consumed record's parts, read safely;
 - :mod:`~mirrorflow.kafka.compacted`: one-partition compacted topics as key-value stores;

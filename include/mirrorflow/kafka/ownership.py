@@ -13,8 +13,8 @@ apart by what mirrorflow last applied there (its record, kept on the follower by
 
 - the follower still holds what mirrorflow applied: **the owner changed**, and the
   owner's value is applied;
-- it holds something else, or there is no record: **changed locally**, and the
-  policy decides: the owner's value overwrites it (``overwrite``, the default), it
+- it holds something else, or there is no record and it sets the key itself:
+  **changed locally**, and the policy decides: the owner's value overwrites it (``overwrite``, the default), it
   is kept (``keep_target``), or it is left and reported every run (``report_only``).
 
 Under ``overwrite`` the owner's value wins whatever the history, so no record is
@@ -201,7 +201,8 @@ def decide(topic: str, owner: str, target: str, owner_values: Mapping[str, str],
         if equal(key, wanted, have):
             continue
         owner_changed = applied is not None and equal(key, have, applied.get(key))
-        if owner_changed or policy == "overwrite":
+        unset = applied is None and have is None  # nothing of the follower's own to spare
+        if owner_changed or unset or policy == "overwrite":
             action: Literal["set", "delete", "keep", "report"] = "set" if wanted is not None else "delete"
             why: Why = "owner_changed" if owner_changed else "local_overwritten" if applied is not None else "differs"
             keys.append(KeyVerdict(key, wanted, have, action, why))

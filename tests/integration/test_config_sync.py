@@ -1,0 +1,107 @@
+"""Topic configs follow one owner on real brokers: the policies that spare a follower's own values.
+
+The default policy (the owner's value wins) is proven through the level DAGs on the
+four-cluster tree (tests/dags/test_level_dags.py). Here the shaping step a level run
+starts with, ``sync_topic_shapes`` with the owners' side, runs round after round on
+three real clusters (c1 the owner, c2 and c3 followers, each the other's link source),
+to show what ``keep_target`` and ``report_only`` keep, and that nothing flips back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+import pytest
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from mirrorflow.journal import AUDIT_LOGGER
+from mirrorflow.kafka.config_sync import ConfigOwners
+from mirrorflow.kafka.ownership import ConfigOwnership
+from mirrorflow.kafka.topics import sync_topic_shapes, with_headroom
+from mirrorflow.topology import Topology
+from tests.integration.test_topic_shape import client_of, explicit_configs
+
+pytestmark = pytest.mark.kafka
+
+RET, SEG, MAX = "retention.ms", "segment.ms", "max.message.bytes"
+LIMIT = str(with_headroom(1048588))  # the owner's broker default, with room for the copies' headers
+
+
+def alter(cluster, topic: str, **configs: str) -> None:
+    """Change configs the way an operator does, with a bare AdminClient (not the code under test)."""
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+    AdminClient(cluster.client_config()).incremental_alter_configs([resource])[resource].result(timeout=30)
+
+
+def audit(caplog, *events: str) -> list[dict]:
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == AUDIT_LOGGER]
+    return [line for line in lines if line["event"] in events]
+
+
+def travelling(cluster, topic: str) -> dict[str, str]:
+    return {k: v for k, v in explicit_configs(cluster, topic).items() if k in (RET, SEG, MAX, "cleanup.policy")}
+
+
+@pytest.mark.parametrize("policy", ["keep_target", "report_only"])
+def test_a_local_value_is_spared_while_the_owners_changes_still_arrive_and_nothing_flips_back(
+        kafka_clusters, make_topic, unique_topic, caplog, policy):
+    caplog.set_level(logging.INFO)
+    c1, c2, c3 = (kafka_clusters[n] for n in ("c1", "c2", "c3"))
+    topic = make_topic(c1, config={RET: "3600000", SEG: "600000"}, name=unique_topic)
+    make_topic(c3, config={RET: "60000"}, name=topic)  # c3 had its own value before mirroring began
+    selector = Topology.parse({"clusters": {n: {"bootstrap": kafka_clusters[n].bootstrap} for n in ("c1", "c2")},
+                               "tree": {"level": 1, "children": ["c1", "c2"]}, "topics": [re.escape(topic)]})
+
+    def shape(source, target):
+        owners = ConfigOwners(ConfigOwnership("c1", on_local_change=policy),  # type: ignore[arg-type]
+                              {"c1": client_of(c1)})
+        result = sync_topic_shapes(client_of(source), client_of(target), selector, owners=owners)
+        assert result.ok, (result.failed, result.align_failed)
+        return result
+
+    # c2 is created from c3 (its link's source) with the owner's configs, and remembers them
+    assert [c.topic for c in shape(c3, c2).created] == [topic]
+    owner = {RET: "3600000", SEG: "600000", MAX: LIMIT}
+    assert travelling(c2, topic) == owner
+    # c3's value predates any record: taken as its own, spared; the keys it lacked arrive
+    shape(c2, c3)
+    assert travelling(c3, topic) == {**owner, RET: "60000"}
+    # c2 changes retention locally; the owner changes segment.ms
+    alter(c2, topic, retention_ms="5000")
+    alter(c1, topic, segment_ms="300000")
+    for _ in range(3):  # rounds, each cluster the other's source: no flip-flop, the owner never touched
+        shape(c3, c2)
+        shape(c2, c3)
+        assert travelling(c2, topic) == {**owner, SEG: "300000", RET: "5000"}
+        assert travelling(c3, topic) == {**owner, SEG: "300000", RET: "60000"}
+        assert travelling(c1, topic) == {RET: "3600000", SEG: "300000"}
+
+    aligned = audit(caplog, "topic_config_align")
+    assert [(a["cluster"], a["owner"], a["changes"]) for a in aligned] == [
+        ("c3", "c1", [{"key": MAX, "old": None, "new": LIMIT, "why": "differs"},
+                      {"key": SEG, "old": None, "new": "600000", "why": "differs"}]),
+        ("c2", "c1", [{"key": SEG, "old": "600000", "new": "300000", "why": "owner_changed"}]),
+        ("c3", "c1", [{"key": SEG, "old": "600000", "new": "300000", "why": "owner_changed"}]),
+    ]
+    event = "topic_config_kept" if policy == "keep_target" else "topic_config_drift"
+    spared = [(s["cluster"], s["key"], s["value"], s["owner_value"], s["policy"]) for s in audit(caplog, event)]
+    assert spared == [("c3", RET, "60000", "3600000", policy), ("c2", RET, "5000", "3600000", policy)]  # once each
+    reported = [r for r in caplog.records if r.levelno == logging.WARNING and "report_only" in r.getMessage()]
+    assert (len(reported) > 2) == (policy == "report_only")  # report_only says so every run; keep_target once
+
+
+def test_an_owner_out_of_reach_leaves_the_configs_as_they_are_and_the_shaping_goes_on(
+        kafka_clusters, make_topic, unique_topic, caplog):
+    c1, c2 = kafka_clusters["c1"], kafka_clusters["c2"]
+    topic = make_topic(c1, config={RET: "3600000"}, name=unique_topic)
+    make_topic(c2, config={RET: "5000"}, name=topic)
+    selector = Topology.parse({"clusters": {n: {"bootstrap": kafka_clusters[n].bootstrap} for n in ("c1", "c2")},
+                               "tree": {"level": 1, "children": ["c1", "c2"]}, "topics": [re.escape(topic)]})
+    owners = ConfigOwners(ConfigOwnership("c4"), {}, unread={"c4": "cluster c4 (127.0.0.1:1) is unreachable"})
+    result = sync_topic_shapes(client_of(c1), client_of(c2), selector, owners=owners)
+    assert result.ok and not result.aligned and travelling(c2, topic) == {RET: "5000"}
+    assert "topic configs owned by c4 are not synced in this run" in caplog.text
+    assert "127.0.0.1:1) is unreachable" in caplog.text

@@ -65,6 +65,10 @@ HISTORY_GROUP = f"{INTERNAL_GROUP_PREFIX}history"
 TOPIC_CONFIGS_TOPIC = f"{INTERNAL_GROUP_PREFIX}topic-configs"
 #: Reads ``_mirrorflow.topic-configs``.
 TOPIC_CONFIGS_READER_GROUP = f"{TOPIC_CONFIGS_TOPIC}.reader"
+#: The ACL bindings mirrorflow made on a cluster (:mod:`mirrorflow.kafka.grant_sync`).
+ACL_GRANTS_TOPIC = f"{INTERNAL_GROUP_PREFIX}acl-grants"
+#: Reads ``_mirrorflow.acl-grants``.
+ACL_GRANTS_READER_GROUP = f"{ACL_GRANTS_TOPIC}.reader"
 
 
 def checkpoint_group(link_id: str) -> str:

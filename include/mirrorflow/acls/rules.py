@@ -20,7 +20,7 @@ from mirrorflow.completeness.store import AUDIT_TOPIC
 from mirrorflow.copy import transactional_id_prefix
 from mirrorflow.copy.state import checkpoint_group
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX, TOPIC_CONFIGS_TOPIC
+from mirrorflow.internal_names import ACL_GRANTS_TOPIC, INTERNAL_TOPIC_PREFIX, TOPIC_CONFIGS_TOPIC
 from mirrorflow.offsets.position import OFFSETS_TOPIC
 from mirrorflow.onboard.plan import preflight_transactional_id
 from mirrorflow.topology import Topology
@@ -94,6 +94,16 @@ def required_acls(topology: Topology, principals: Mapping[str, str | None] | Non
                 g.topics("target", target, topics, "ALTER_CONFIGS")
                 if ownership.on_local_change != "overwrite":
                     g.add("target", target, "TOPIC", ("literal", TOPIC_CONFIGS_TOPIC), "CREATE", "READ", "WRITE")
+
+    # Topic ACLs travel from their owner (acl_sync): read there, created and deleted elsewhere, and what
+    # mirrorflow made remembered where it made it.
+    grants = topology.grant_rules()
+    if grants is not None:
+        g.add("source", grants.owner, "CLUSTER", ("literal", CLUSTER_RESOURCE), "DESCRIBE")
+        for cluster in topology.leaves:
+            if cluster != grants.owner:
+                g.add("target", cluster, "CLUSTER", ("literal", CLUSTER_RESOURCE), "ALTER")
+                g.add("target", cluster, "TOPIC", ("literal", ACL_GRANTS_TOPIC), "CREATE", "READ", "WRITE")
 
     for cluster in topology.leaves:
         for role in ("offsets", "failover"):

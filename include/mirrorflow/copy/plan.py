@@ -62,6 +62,8 @@ from mirrorflow.kafka.admin import (
 from mirrorflow.kafka.codes import LEADERLESS
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.config_sync import ConfigOwners
+from mirrorflow.kafka.grant_sync import GrantOwner, GrantResult
+from mirrorflow.kafka.grants import GrantRules
 from mirrorflow.kafka.ownership import ConfigOwnership
 from mirrorflow.kafka.shared import sharing_admins
 from mirrorflow.kafka.topics import ShapeResult, sync_topic_shapes
@@ -96,6 +98,17 @@ def config_owners(spec: JobSpec, closed: Mapping[str, ClusterUnreachable] | None
     closed = closed or {}
     return ConfigOwners(ownership, {c: spec.client(c) for c in ownership.clusters() if c in spec.clusters}, timeout,
                         unread={c: str(e) for c, e in closed.items() if c in ownership.clusters()})
+
+
+def grant_owner(spec: JobSpec, closed: Mapping[str, ClusterUnreachable] | None = None,
+                timeout: float = 30.0) -> GrantOwner | None:
+    """The owner of the travelling topic ACLs (``spec.acl_sync``), one plan's worth; ``None``: ACLs stay."""
+    if spec.acl_sync is None:
+        return None
+    rules = GrantRules.from_dict(spec.acl_sync)
+    down = (closed or {}).get(rules.owner)
+    return GrantOwner(rules, {c: spec.client(c) for c in spec.clusters}, timeout,
+                      unread=str(down) if down is not None else None)
 
 
 def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int | Callable[[], int],
@@ -446,6 +459,8 @@ def _closed_clusters(spec: JobSpec) -> dict[str, ClusterUnreachable]:
     """
     closed: dict[str, ClusterUnreachable] = {}
     owners = ConfigOwnership.from_dict(spec.topic_configs).clusters() if spec.topic_configs is not None else set()
+    if spec.acl_sync is not None:
+        owners.add(GrantRules.from_dict(spec.acl_sync).owner)
     for name in sorted({c for link in spec.links for c in (link.source, link.target)}
                        | {c for c in owners if c in spec.clusters}):
         try:
@@ -474,6 +489,8 @@ def _plan(spec: JobSpec, slots: int | Callable[[], int]) -> list[LinkPlan]:
     retention: dict[str, tuple[float, str | None]] = {}  # read once per target cluster
     closed = _closed_clusters(spec)
     owners = config_owners(spec, closed)
+    grants = grant_owner(spec, closed)
+    granted: dict[str, GrantResult] = {}
 
     def failed(link: LinkJob, exc: MirrorflowError) -> LinkPlan:
         report = LinkReport(link.link_id, link.source, link.target, error=str(exc))
@@ -490,6 +507,8 @@ def _plan(spec: JobSpec, slots: int | Callable[[], int]) -> list[LinkPlan]:
                     raise closed[name]
             shape = sync_topic_shapes(spec.client(link.source), spec.client(link.target), selector,
                                       align_configs=spec.align_configs, owners=owners)
+            if grants is not None and link.target not in granted:
+                granted[link.target] = grants.sync(spec.client(link.target))
             shaped.append((shape, time.monotonic() - started))
         except MirrorflowError as exc:
             shaped.append(failed(link, exc))
@@ -504,4 +523,11 @@ def _plan(spec: JobSpec, slots: int | Callable[[], int]) -> list[LinkPlan]:
             return failed(link, exc)
 
     with ThreadPoolExecutor(max_workers=max(1, min(PLAN_THREADS, len(spec.links))), thread_name_prefix="plan") as pool:
-        return list(pool.map(plan_one, zip(spec.links, shaped, strict=True)))
+        plans = list(pool.map(plan_one, zip(spec.links, shaped, strict=True)))
+    for one in plans:  # each target's ACL sync, told on the first of its links
+        result = granted.pop(one.link.target, None)
+        if result is not None:
+            one.report.acls_created = [str(g) for g in result.created]
+            one.report.acls_deleted = [str(g) for g in result.deleted]
+            one.report.acl_problems = list(result.problems)
+    return plans

@@ -20,6 +20,7 @@ from typing import Any
 from mirrorflow.copy.task import OnGap
 from mirrorflow.copyflags import OnMalformed
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP
+from mirrorflow.kafka.grants import GrantRules
 from mirrorflow.kafka.ownership import ConfigOwnership
 from mirrorflow.spark import SparkJobResult, SparkJobSpec
 from mirrorflow.topology import Distributor, Topology
@@ -84,6 +85,8 @@ class JobSpec(SparkJobSpec, env=JOB_ENV, kind="mirrorflow job spec", passed_by="
     #: Whose travelling topic configs the targets follow (``ConfigOwnership.to_dict()``, topology key
     #: ``topic_configs``); ``None``: configs are only reported, as ``align_configs`` says.
     topic_configs: Mapping[str, Any] | None = None
+    #: Which topic ACLs travel and as what (``GrantRules.to_dict()``, topology key ``acl_sync``); ``None``: none.
+    acl_sync: Mapping[str, Any] | None = None
 
     def __repr__(self) -> str:
         links = ", ".join(f"{l.link_id}->{l.target}" for l in self.links)
@@ -117,6 +120,7 @@ class JobSpec(SparkJobSpec, env=JOB_ENV, kind="mirrorflow job spec", passed_by="
                 archive=_archive(data.get("archive")),
                 archived=tuple(str(c) for c in data.get("archived") or ()),
                 topic_configs=_topic_configs(data.get("topic_configs")),
+                acl_sync=_acl_sync(data.get("acl_sync")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
@@ -129,6 +133,15 @@ def _topic_configs(value: Any) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise TypeError("topic_configs must be a config ownership object or null")
     ConfigOwnership.from_dict(value)  # refused here, naming the problem, rather than in the middle of a plan
+    return value
+
+
+def _acl_sync(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TypeError("acl_sync must be an ACL rules object or null")
+    GrantRules.from_dict(value)
     return value
 
 
@@ -176,6 +189,10 @@ class LinkReport:
     #: Configs that could not be aligned, and follower values left as they are and reported (named; the copy
     #: went on).
     config_problems: list[str] = field(default_factory=list)
+    #: ACL bindings created and deleted on the target as on their owner (``acl_sync``), and what failed.
+    acls_created: list[str] = field(default_factory=list)
+    acls_deleted: list[str] = field(default_factory=list)
+    acl_problems: list[str] = field(default_factory=list)
     error: str | None = None
     #: Seconds of each planning step (target shapes, source topics, checkpoints, offsets, topic ids): a slow
     #: plan says where it waited (rare slow plans were seen in benchmarks; docs/benchmarks.md).
@@ -252,9 +269,10 @@ def heals_from_archive(topology: Topology, links: list[Distributor]) -> bool:
 
 def spec_clusters(topology: Topology, links: list[Distributor]) -> list[str]:
     """The clusters whose client settings :func:`build_spec` needs: the links' and the topic configs' owners."""
-    ownership = topology.config_ownership()
+    ownership, grants = topology.config_ownership(), topology.grant_rules()
     return sorted({c for link in links for c in (link.source, link.default_target)}
-                  | (ownership.clusters() if ownership is not None else set()))
+                  | (ownership.clusters() if ownership is not None else set())
+                  | ({grants.owner} if grants is not None else set()))
 
 
 def build_spec(topology: Topology, level: int, run_id: str, links: list[Distributor],
@@ -279,4 +297,5 @@ def build_spec(topology: Topology, level: int, run_id: str, links: list[Distribu
         archive=dict(archive) if archive is not None else None,
         archived=tuple(topology.archive.archived(topology.leaves)) if archive is not None else (),
         topic_configs=ownership.to_dict() if ownership is not None else None,
+        acl_sync=grants.to_dict() if (grants := topology.grant_rules()) is not None else None,
     )

@@ -41,9 +41,11 @@ from pydantic_core import PydanticCustomError
 from mirrorflow.copyflags import LEVEL_MAX, LEVEL_MIN
 from mirrorflow.errors import TopologyError, UnknownClusterError, UnknownLinkError
 from mirrorflow.internal_names import is_internal_topic
+from mirrorflow.kafka.grants import GrantRules
 from mirrorflow.kafka.ownership import ConfigOwnership
 from mirrorflow.secrets import is_secret_config
 from mirrorflow.topology import tree as _tree
+from mirrorflow.topology.acl_sync import AclSyncConfig
 from mirrorflow.topology.alerts import AlertsConfig
 from mirrorflow.topology.archive import ArchiveConfig
 from mirrorflow.topology.audit import AuditConfig
@@ -239,6 +241,8 @@ class Topology(_Model):
     alerts: AlertsConfig | None = None
     #: Whose topic configs every cluster follows after creation (see topic_configs.py).
     topic_configs: TopicConfigsConfig = Field(default_factory=TopicConfigsConfig)
+    #: Whether topic ACLs travel from one cluster to the others (see acl_sync.py); off by default.
+    acl_sync: AclSyncConfig = Field(default_factory=AclSyncConfig)
 
     _patterns: tuple[re.Pattern[str], ...] = PrivateAttr(default=())
     _leaves: tuple[str, ...] = PrivateAttr(default=())
@@ -324,6 +328,9 @@ class Topology(_Model):
                                  "mirrored as data; name it in no pattern"))
         owners = {"topic_configs.owner": self.topic_configs.owner} if self.topic_configs.owner is not None else {}
         owners.update({f"topic_configs.owners.{p}": c for p, c in self.topic_configs.owners.items()})
+        if self.acl_sync.owner is not None:
+            owners["acl_sync.owner"] = self.acl_sync.owner
+        owners.update({f"acl_sync.principals.{c}": c for c in self.acl_sync.principals})
         for path, name in owners.items():
             if name not in self.clusters:
                 problems.append((path, f"unknown cluster {name!r} (clusters: {known})"))
@@ -392,6 +399,15 @@ class Topology(_Model):
         ``None`` when ``topic_configs.sync`` is off."""
         return self.topic_configs.ownership(next(iter(self.clusters)))
 
+    def grant_rules(self) -> GrantRules | None:
+        """Which topic ACLs travel and as what (``acl_sync``); ``None`` when it is off."""
+        sync = self.acl_sync
+        if not sync.enabled:
+            return None
+        return GrantRules(owner=sync.owner or self.topic_configs.owner or next(iter(self.clusters)),
+                          topics=tuple(self.topics), groups=tuple(sync.groups),
+                          principals={c: dict(m) for c, m in sync.principals.items()}, write=sync.write)
+
     def selects(self, topic: str) -> bool:
         """Whether ``topic`` is mirrored: it full-matches an entry of ``topics`` and is not internal."""
         return TopicSelector(self._patterns).selects(topic)
@@ -404,7 +420,7 @@ class Topology(_Model):
         for cluster in data["clusters"].values():
             if not cluster.get("config"):
                 cluster.pop("config", None)
-        for section in ("replication", "offsets", "lag", "schemas", "archive", "topic_configs"):
+        for section in ("replication", "offsets", "lag", "schemas", "archive", "topic_configs", "acl_sync"):
             settings = getattr(self, section).model_dump(mode="python", exclude_defaults=True)
             if settings:
                 data[section] = settings
@@ -451,6 +467,9 @@ class Topology(_Model):
         if owned:
             raise TopologyError(f"topic_configs.{owned[0]}",
                                 f"{name!r} owns topic configs; name another owner first")
+        if self.acl_sync.owner == name:
+            raise TopologyError("acl_sync.owner", f"{name!r} owns the synced ACLs; name another owner first")
+        data.get("acl_sync", {}).get("principals", {}).pop(name, None)
         archived = data.get("archive", {}).get("clusters")
         if archived is not None and name in archived:
             archived.remove(name)

@@ -70,6 +70,11 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
             log.info("link %s: %s -> %s: %d copied, %d skipped, %d bytes over %d partitions%s", link["link"],
                      link["source"], link["target"], link["copied"], link["skipped"], link["bytes"],
                      link["partitions"], f"; ERROR {link['error']}" if link.get("error") else "")
+            for topic, keys in sorted((link.get("configs_aligned") or {}).items()):
+                log.info("link %s: %s on %s now follows its config owner: %s", link["link"], topic, link["target"],
+                         ", ".join(keys))
+            for problem in link.get("config_problems") or []:
+                log.warning("link %s: topic configs on %s: %s", link["link"], link["target"], problem)
         if not result["ok"]:
             context["ti"].xcom_push(key="return_value", value=result)
             lines = "\n  ".join(result["errors"])

@@ -29,9 +29,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, TopicPar
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from mirrorflow.acls import principal_of, required_acls
-from mirrorflow.topology import parse_topology
+from mirrorflow.topology import Topology, parse_topology
 from tests.integration.mirroring import run_level, traffic
 
+#: What an ACL grants besides its own operation: a call refused one of these names the operation it needed (a
+#: source's config read names DESCRIBE_CONFIGS where the cluster, a target too, holds ALTER_CONFIGS).
+IMPLIED = {"ALTER_CONFIGS": ("DESCRIBE_CONFIGS",)}
 #: Missing, these do not fail a run (see the module docstring).
 NOT_FATAL = {("CLUSTER", "DESCRIBE_CONFIGS"), ("GROUP", "DESCRIBE")}
 
@@ -83,8 +86,10 @@ def _pair_shape(error: str, i: int) -> bool:
 
 def _covers(acl, text: str) -> bool:
     """Whether ``text`` names a refusal of ``acl``: its cluster, principal, operation and a resource it covers."""
-    head = f"cluster {acl.cluster} refused {acl.principal} {acl.operation} on {acl.resource_type} "
-    if head not in text:
+    heads = [f"cluster {acl.cluster} refused {acl.principal} {op} on {acl.resource_type} "
+             for op in (acl.operation, *IMPLIED.get(acl.operation, ()))]
+    head = next((h for h in heads if h in text), None)
+    if head is None:
         return False
     name = text.split(head, 1)[1].split(": ", 1)[0]
     if acl.pattern_type == "prefixed":
@@ -136,3 +141,100 @@ def test_each_missing_acl_is_named_and_the_run_completes_once_it_is_back(mirrorf
         held = _values(secured.admin(cluster), sorted(sent))
         assert held == expected, (f"{cluster}: missing {sorted(expected - held)[:5]}, "
                                   f"extra or duplicated {sorted(held - expected)[:5]}")
+
+
+def _bindings(secured, cluster: str) -> set[tuple]:
+    """Every topic and group binding on ``cluster`` but mirrorflow's own, read by the set-up super user."""
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                             AclPermissionType.ANY)
+    found = AdminClient(secured.admin(cluster)).describe_acls(every, request_timeout=30).result(timeout=35)
+    return {(b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.operation.name,
+             b.permission_type.name) for b in found
+            if b.restype.name in ("TOPIC", "GROUP") and "mirrorflow" not in b.principal}
+
+
+def test_acls_travel_from_the_owner_mapped_and_read_only_and_only_what_mirrorflow_made_goes(mirrorflow_acls,
+                                                                                            caplog):
+    """ACL sync with the least-privilege principal (exactly the derived ``source`` and ``target`` ACLs): the
+    owner c1's grants on a mirrored topic, a prefix and a named group reach c2 under the mapped principal, WRITE
+    as READ (``write: read``), a DENY as it is; a grant removed on c1 goes from c2; a grant made on c2 by hand
+    stays; a run with nothing changed creates and deletes nothing; c1 is never touched."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    secured = mirrorflow_acls
+    prefix = f"as{uuid.uuid4().hex[:6]}"
+    settings = {"c1": secured.scram("c1"), "c2": secured.mtls("c2")}
+    topology = Topology.parse({
+        "clusters": {n: {"bootstrap": s["bootstrap.servers"]} for n, s in settings.items()},
+        "tree": {"level": 1, "children": ["c1", "c2"]}, "topics": [f"{prefix}\\..*"],
+        "acl_sync": {"enabled": True, "write": "read", "groups": [f"{prefix}-g.*"],
+                     "principals": {"c2": {"User:alice": "User:alice-eu"}}}})
+    secured.grant_acls(required_acls(topology, {n: principal_of(s) for n, s in settings.items()},
+                                     roles=["source", "target"]))
+    topic, group = f"{prefix}.orders", f"{prefix}-g1"
+    _create(secured, "c1", {topic: 1})
+
+    def binding(name, principal, operation, kind=ResourceType.TOPIC, pattern=ResourcePatternType.LITERAL,
+                permission=AclPermissionType.ALLOW):
+        return AclBinding(kind, name, pattern, principal, "*", operation, permission)
+
+    alice = binding(topic, "User:alice", AclOperation.READ)
+    secured.grant("c1", [alice, binding(f"{prefix}.", "User:bob", AclOperation.WRITE,
+                                        pattern=ResourcePatternType.PREFIXED),
+                         binding(group, "User:alice", AclOperation.READ, kind=ResourceType.GROUP),
+                         binding(topic, "User:eve", AclOperation.READ, permission=AclPermissionType.DENY),
+                         binding("unmirrored", "User:alice", AclOperation.READ)])
+    secured.grant("c2", [binding(topic, "User:dave", AclOperation.READ)])  # nobody synced this one
+    owner_before = _bindings(secured, "c1")
+    caplog.set_level(logging.INFO)
+
+    first = run_level(topology, 1, settings)
+    assert first.ok, first.summary()["errors"]
+    assert _bindings(secured, "c2") == {
+        ("TOPIC", topic, "LITERAL", "User:alice-eu", "READ", "ALLOW"),
+        ("TOPIC", f"{prefix}.", "PREFIXED", "User:bob", "READ", "ALLOW"),       # WRITE arrives as READ
+        ("GROUP", group, "LITERAL", "User:alice-eu", "READ", "ALLOW"),
+        ("TOPIC", topic, "LITERAL", "User:eve", "READ", "DENY"),
+        ("TOPIC", topic, "LITERAL", "User:dave", "READ", "ALLOW"),             # left alone
+    }
+    (report,) = [r for r in first.links if r.target == "c2"]
+    assert len(report.acls_created) == 4 and not report.acls_deleted and not report.acl_problems
+
+    secured.revoke("c1", [AclBindingFilter(alice.restype, alice.name, alice.resource_pattern_type, alice.principal,
+                                           alice.host, alice.operation, alice.permission_type)])
+    second = run_level(topology, 1, settings)
+    assert second.ok, second.summary()["errors"]
+    held = _bindings(secured, "c2")
+    assert ("TOPIC", topic, "LITERAL", "User:alice-eu", "READ", "ALLOW") not in held
+    assert ("TOPIC", topic, "LITERAL", "User:dave", "READ", "ALLOW") in held and len(held) == 4
+    (report,) = [r for r in second.links if r.target == "c2"]
+    assert report.acls_deleted == [f"ALLOW User:alice-eu READ on TOPIC {topic!r} (literal) from *"]
+    assert not report.acls_created
+
+    third = run_level(topology, 1, settings)
+    (report,) = [r for r in third.links if r.target == "c2"]
+    assert third.ok and not report.acls_created and not report.acls_deleted  # only what differs, never the set
+    assert _bindings(secured, "c1") == owner_before - {("TOPIC", topic, "LITERAL", "User:alice", "READ", "ALLOW")}
+    events = [line for line in caplog.text.splitlines() if '"event":"acl_delete"' in line]
+    assert len(events) == 1 and "User:alice-eu" in events[0] and '"owner":"c1"' in events[0]
+    secured.revoke("c1", [AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, p, None,
+                                           AclOperation.ANY, AclPermissionType.ANY)
+                          for p in ("User:alice", "User:bob", "User:eve")])
+    secured.revoke("c2", [AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, p, None,
+                                           AclOperation.ANY, AclPermissionType.ANY)
+                          for p in ("User:alice-eu", "User:bob", "User:eve", "User:dave")])

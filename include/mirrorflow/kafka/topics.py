@@ -322,11 +322,14 @@ def _code(exc: BaseException) -> Any:
     return None
 
 
-def describe_topics(client: ClusterClient, names: Iterable[str], timeout: float = 30.0) -> dict[str, TopicShape]:
+def describe_topics(client: ClusterClient, names: Iterable[str], timeout: float = 30.0,
+                    config_need: str = "DESCRIBE_CONFIGS") -> dict[str, TopicShape]:
     """The shapes of the named topics that exist on the cluster (absent names are left out).
 
     Raises :class:`ClusterUnreachable` or :class:`KafkaOperationError` (naming the
-    cluster and the topic) for anything but "unknown topic".
+    cluster and the topic) for anything but "unknown topic". ``config_need``: the
+    operation a refused config read names, ``ALTER_CONFIGS`` where the configs are
+    read to be aligned (it implies ``DESCRIBE_CONFIGS``, and is the ACL granted there).
     """
     names = sorted(set(names))
     if not names:
@@ -357,7 +360,7 @@ def describe_topics(client: ClusterClient, names: Iterable[str], timeout: float 
             if _code(exc) == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 continue
             raise _failure(client, f"describe configs of topic {name}", exc,
-                           Need("TOPIC", name, "DESCRIBE_CONFIGS")) from exc
+                           Need("TOPIC", name, config_need)) from exc
         if name not in partitions:  # deleted between the two calls
             continue
         explicit = {
@@ -804,7 +807,8 @@ def sync_topic_shapes(source_client: ClusterClient, target_client: ClusterClient
 
     selected_source, selected_target = selected(source_client), selected(target_client)
     source_shapes = describe_topics(source_client, selected_source, timeout)
-    target_shapes = describe_topics(target_client, set(selected_source) | set(selected_target), timeout)
+    target_shapes = describe_topics(target_client, set(selected_source) | set(selected_target), timeout,
+                                    "ALTER_CONFIGS" if owners is not None or align_configs else "DESCRIBE_CONFIGS")
     owned = None
     if owners is not None:
         # Under overwrite the owner's value wins whatever the history: no record is read or kept. Under

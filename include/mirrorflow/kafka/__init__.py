@@ -14,6 +14,9 @@ importing this package imports none of them):
   what becomes of a follower's own value (pure); :mod:`~mirrorflow.kafka.config_sync`
   reads the owners for a plan, :mod:`~mirrorflow.kafka.config_memory` keeps what was
   applied on each follower;
+- :mod:`~mirrorflow.kafka.grants`: which topic ACLs travel from their owner and as
+  what (pure); :mod:`~mirrorflow.kafka.grant_sync` creates and deletes them and
+  records what mirrorflow made;
 - :mod:`~mirrorflow.kafka.ranges`: bounded reads, from an offset to an end;
 - :mod:`~mirrorflow.kafka.records`: a consumed record's parts, read safely;
 - :mod:`~mirrorflow.kafka.compacted`: one-partition compacted topics as key-value stores;

@@ -33,6 +33,10 @@ def spec(**overrides) -> JobSpec:
         slots=6,
         align_configs=True,
         copy_threads=3,
+        topic_configs={"default_owner": "c1", "owners": [["payments\\..*", "c2"]], "exclude": ["segment.ms"],
+                       "on_local_change": "keep_target"},
+        acl_sync={"owner": "c1", "topics": ["orders"], "groups": [], "principals": {"c4": {"User:a": "User:b"}},
+                  "write": "read"},
     )
     data.update(overrides)
     return JobSpec(**data)
@@ -161,6 +165,10 @@ def test_from_env_malformed_json_names_the_variable(text):
     pytest.param(_with(slots="many"), "slots not an integer", id="slots a string"),
     pytest.param(_with(copy_threads=0), "copy_threads zero", id="copy_threads zero"),
     pytest.param(_with(copy_threads=True), "copy_threads a boolean", id="copy_threads a boolean"),
+    pytest.param(_with(topic_configs={"default_owner": "c1", "on_local_change": "win"}), "an unknown policy",
+                 id="topic_configs policy"),
+    pytest.param(_with(topic_configs="c1"), "topic_configs a string", id="topic_configs a string"),
+    pytest.param(_with(acl_sync={"owner": "c1", "write": "all"}), "an unknown write rule", id="acl_sync write"),
 ])
 def test_from_env_refuses_wrong_types_instead_of_coercing_them(text, what):
     # BUG (job.JobSpec.from_json): tuple("orders") silently becomes the patterns ('o','r','d','e','r','s'), so the

@@ -506,6 +506,8 @@ def plan_shape(source_shapes: Mapping[str, TopicShape], target_shapes: Mapping[s
             continue
 
         have = travelling(tgt.configs)
+        if owned is not None:
+            have = {k: v for k, v in have.items() if k not in owned.ownership.exclude}
         wanted.pop(MAX_MESSAGE_BYTES, None)
         limit = tgt.max_message_bytes
         if (need is not None and (tgt.max_message_bytes or 0) < need
@@ -823,7 +825,7 @@ def sync_topic_shapes(source_client: ClusterClient, target_client: ClusterClient
         created = {c.topic for c in result.created}
         remember = {t: r for t, r in plan.records.items() if t in created or t in target_shapes}
         remember.update({v.topic: v.record() for v in plan.verdicts
-                         if v.record_changed and v.topic not in result.align_failed and v.topic not in result.failed})
+                         if v.record_changed and v.topic not in result.align_failed and v.topic not in result.blocked})
         if remember:
             owners.remember(target_client, remember)
     return result

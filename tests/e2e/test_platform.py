@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -169,14 +170,12 @@ def _exactly_once_everywhere(platform: Platform, produced: list[str]) -> dict[st
 
 
 @pytest.fixture(scope="module")
-def platform(tmp_path_factory) -> Platform:
-    tmp = tmp_path_factory.mktemp("platform")
-    # As root, PostgreSQL runs as the user postgres, which must be able to enter the run dir:
-    # pytest's temporary directories are private to their owner (0700); let others pass through.
-    for directory in (tmp, *tmp.parents):
-        if directory == Path(tempfile.gettempdir()):
-            break
-        directory.chmod(directory.stat().st_mode | 0o011)
+def platform() -> Platform:
+    # As root, PostgreSQL runs as the user postgres, which must be able to enter the run dir. Not under pytest's
+    # temporary directories: pytest makes their parent private (0700) again whenever another xdist worker first
+    # asks for one, which once locked postgres out of a restart in the middle of the faults test.
+    tmp = Path(tempfile.mkdtemp(prefix="mirrorflow-platform-"))
+    tmp.chmod(0o711)
     text = (REPO / "topologies" / "demo.yaml").read_text()
     text += f"replication:\n  defaults: {{max_bytes_per_second: {THROTTLE}, txn_records: 50}}\n"
     run_dir = tmp / "run"
@@ -197,6 +196,7 @@ def platform(tmp_path_factory) -> Platform:
     finally:
         stopped = started.run("stop", timeout=600)
         assert stopped.returncode == 0, stopped.stdout[-3000:] + stopped.stderr[-3000:]
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_platform_runs_the_tasks_on_both_celery_workers_and_spark_on_the_standalone_cluster(platform):

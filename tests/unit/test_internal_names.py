@@ -33,6 +33,10 @@ def test_every_name_keeps_its_value():
         "WATERMARKS_GROUP": "_mirrorflow-watermarks",
         "COPY_SCAN_GROUP": "_mirrorflow.copy-scan",
         "HISTORY_GROUP": "_mirrorflow.history",
+        "TOPIC_CONFIGS_TOPIC": "_mirrorflow.topic-configs",
+        "TOPIC_CONFIGS_READER_GROUP": "_mirrorflow.topic-configs.reader",
+        "ACL_GRANTS_TOPIC": "_mirrorflow.acl-grants",
+        "ACL_GRANTS_READER_GROUP": "_mirrorflow.acl-grants.reader",
     }
     assert names.checkpoint_group("c1.L1") == "_mirrorflow.link.c1.L1"
     assert names.link_reader_group("c1.L1") == "_mirrorflow.reader.c1.L1"

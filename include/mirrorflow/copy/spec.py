@@ -268,7 +268,10 @@ def heals_from_archive(topology: Topology, links: list[Distributor]) -> bool:
 
 
 def spec_clusters(topology: Topology, links: list[Distributor]) -> list[str]:
-    """The clusters whose client settings :func:`build_spec` needs: the links' and the topic configs' owners."""
+    """The clusters whose client settings :func:`build_spec` needs: the links', and the owners of topic configs
+    and ACLs (none without links: nothing is shaped)."""
+    if not links:
+        return []
     ownership, grants = topology.config_ownership(), topology.grant_rules()
     return sorted({c for link in links for c in (link.source, link.default_target)}
                   | (ownership.clusters() if ownership is not None else set())

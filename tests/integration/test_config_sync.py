@@ -33,7 +33,8 @@ def alter(cluster, topic: str, **configs: str) -> None:
     """Change configs the way an operator does, with a bare AdminClient (not the code under test)."""
     resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
         ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
-    AdminClient(cluster.client_config()).incremental_alter_configs([resource])[resource].result(timeout=30)
+    admin = AdminClient(cluster.client_config())  # kept: a collected client cancels its futures
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
 
 
 def audit(caplog, *events: str) -> list[dict]:

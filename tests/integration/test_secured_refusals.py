@@ -155,7 +155,8 @@ def _bindings(secured, cluster: str) -> set[tuple]:
 
     every = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                              AclPermissionType.ANY)
-    found = AdminClient(secured.admin(cluster)).describe_acls(every, request_timeout=30).result(timeout=35)
+    admin = AdminClient(secured.admin(cluster))  # kept: a collected client cancels its futures
+    found = admin.describe_acls(every, request_timeout=30).result(timeout=35)
     return {(b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.operation.name,
              b.permission_type.name) for b in found
             if b.restype.name in ("TOPIC", "GROUP") and "mirrorflow" not in b.principal}

@@ -66,8 +66,9 @@ def _failed(client: ClusterClient, doing: str, exc: BaseException, operation: st
 
 def read_grants(client: ClusterClient, timeout: float = 30.0) -> set[Grant]:
     """Every topic and group binding on the cluster."""
+    admin = admin_for(client)  # kept: a collected client cancels its futures
     try:
-        found = admin_for(client).describe_acls(_ANY, request_timeout=timeout).result(timeout=timeout + 5)
+        found = admin.describe_acls(_ANY, request_timeout=timeout).result(timeout=timeout + 5)
     except Exception as exc:
         raise _failed(client, "describe ACLs", exc, "DESCRIBE") from exc
     return {_grant(b) for b in found if b.restype.name in ("TOPIC", "GROUP")}

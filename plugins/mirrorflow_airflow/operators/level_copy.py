@@ -75,6 +75,11 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
                          ", ".join(keys))
             for problem in link.get("config_problems") or []:
                 log.warning("link %s: topic configs on %s: %s", link["link"], link["target"], problem)
+            for made, what in (("acls_created", "created"), ("acls_deleted", "deleted")):
+                for acl in link.get(made) or []:
+                    log.info("link %s: ACL %s on %s as on its owner: %s", link["link"], what, link["target"], acl)
+            for problem in link.get("acl_problems") or []:
+                log.warning("link %s: ACL sync on %s: %s", link["link"], link["target"], problem)
         if not result["ok"]:
             context["ti"].xcom_push(key="return_value", value=result)
             lines = "\n  ".join(result["errors"])

@@ -47,7 +47,8 @@ def test_a_record_too_large_for_its_target_stops_its_partition_naming_both_limit
         f"the copy of the record at c1 {topic}[0] offset 1 (2,000,000 bytes of key and value, plus headers) is too "
         f"large for c2's {topic}, which allows 1,000,000 bytes (max.message.bytes); the source topic on c1 allows "
         f"5,242,880. Raise max.message.bytes of {topic} on c2 to at least the source's plus room for the copy's "
-        f"headers (docs/topics.md, 'Record size'); nothing past the record is copied (MSG_SIZE_TOO_LARGE)")
+        f"headers, or on the topic's config owner, whose value the next run carries there (docs/topics.md, "
+        f"'Record size'); nothing past the record is copied (MSG_SIZE_TOO_LARGE)")
     assert [len(r.value) for r in read_all(c2, topic, 1)] == [1000]
 
 

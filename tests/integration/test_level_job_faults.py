@@ -133,10 +133,20 @@ def test_partition_added_and_new_topic_are_copied_on_the_next_run(kafka_clusters
         assert_exactly_once(kafka_clusters, ["c1", "c2"], topic, ids)
 
 
+def _limit(bootstrap: str, topic: str, value: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: futures need it
+    resource = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("max.message.bytes", value, incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+
 def test_oversized_message_stops_its_partition_only_and_completes_after_the_limit_is_raised(
         kafka_clusters, make_topic, spark):
+    """The owner of the topic's configs (c1) lowers its record limit while a large record waits on it: the next
+    run carries the new limit to c2, whose copy of that record then stops by name; raised again on c1, the limit
+    reaches c2 in the next run, which copies on from the record."""
     topic = make_topic("c1", partitions=2, config={"max.message.bytes": "2000000"})
-    make_topic("c2", partitions=2, name=topic, config={"max.message.bytes": "100000"})
+    make_topic("c2", partitions=2, name=topic)
     topo = topology(kafka_clusters, FOUR, [topic])
     settings = clients(kafka_clusters, topo)
     c1 = kafka_clusters["c1"].bootstrap
@@ -147,6 +157,7 @@ def test_oversized_message_stops_its_partition_only_and_completes_after_the_limi
         produce(c1, topic, records, partition=0)
     other = [(b"o", f"c1|o|{i:06d}".encode(), None, None) for i in range(10)]
     produce(c1, topic, other, partition=1)
+    _limit(c1, topic, "100000")
 
     result = run_level(topo, 1, settings, spark)
     assert not result.ok
@@ -158,10 +169,7 @@ def test_oversized_message_stops_its_partition_only_and_completes_after_the_limi
     assert by_partition[("c1.L1", 1)]["copied"] == 10 and by_partition[("c1.L1", 1)]["error"] is None
     assert by_partition[("c1.L1", 0)]["next_offset"] == 5  # stays at the refused message
 
-    target_admin = AdminClient({"bootstrap.servers": kafka_clusters["c2"].bootstrap})  # kept: futures need it
-    resource = ConfigResource("topic", topic, incremental_configs=[
-        ConfigEntry("max.message.bytes", "2000000", incremental_operation=AlterConfigOpType.SET)])
-    target_admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+    _limit(c1, topic, "2000000")
     again = run_level(topo, 1, settings, spark)
     assert again.ok, again.summary()["errors"]
     ids = [value.decode() for _, value, _, _ in small + big + after + other]

@@ -327,8 +327,9 @@ def too_large(task: PartitionTask, offset: int, error: Any, size: int | None = N
     record = f" ({size:,} bytes of key and value, plus headers)" if size is not None else ""
     return (f"the copy of the record at {task.source} {task.topic}[{task.partition}] offset {offset}{record} is too "
             f"large for {target}, which {allows} (max.message.bytes){source}. Raise max.message.bytes of "
-            f"{task.topic} on {task.target} to at least the source's plus room for the copy's headers "
-            f"(docs/topics.md, 'Record size'); nothing past the record is copied ({err.name()})")
+            f"{task.topic} on {task.target} to at least the source's plus room for the copy's headers, or on the "
+            f"topic's config owner, whose value the next run carries there (docs/topics.md, 'Record size'); "
+            f"nothing past the record is copied ({err.name()})")
 
 
 def target_gone(task: PartitionTask, offset: int, cause: str) -> str:

@@ -105,28 +105,34 @@ def apply_grants(client: ClusterClient, plan: GrantPlan, previous: set[Grant], t
     result = GrantResult(plan)
     admin = admin_for(client)
     if plan.create:
+        bindings = {g: _binding(g) for g in plan.create}
         try:
-            futures = admin.create_acls([_binding(g) for g in plan.create], request_timeout=timeout)
+            futures = admin.create_acls(list(bindings.values()), request_timeout=timeout)
         except Exception as exc:
             futures = {}
             result.problems.append(str(_failed(client, "create ACLs", exc, "ALTER")))
-        for grant, future in zip(plan.create, futures.values(), strict=False):
+        for grant, binding in bindings.items():
+            if binding not in futures:
+                continue
             try:
-                future.result(timeout=timeout + 5)
+                futures[binding].result(timeout=timeout + 5)
             except Exception as exc:
                 result.problems.append(str(_failed(client, f"create ACL {grant}", exc, "ALTER")))
                 continue
             result.created.append(grant)
             audit("acl_create", cluster=client.name, owner=plan.owner, acl=str(grant))
     if plan.delete:
+        filters = {g: _binding(g, AclBindingFilter) for g in plan.delete}
         try:
-            futures = admin.delete_acls([_binding(g, AclBindingFilter) for g in plan.delete], request_timeout=timeout)
+            futures = admin.delete_acls(list(filters.values()), request_timeout=timeout)
         except Exception as exc:
             futures = {}
             result.problems.append(str(_failed(client, "delete ACLs", exc, "ALTER")))
-        for grant, future in zip(plan.delete, futures.values(), strict=False):
+        for grant, binding in filters.items():
+            if binding not in futures:
+                continue
             try:
-                future.result(timeout=timeout + 5)
+                futures[binding].result(timeout=timeout + 5)
             except Exception as exc:
                 result.problems.append(str(_failed(client, f"delete ACL {grant}", exc, "ALTER")))
                 continue

@@ -17,7 +17,9 @@ Three steps, so the middle one is a pure function that tests and dry runs can us
 - :func:`apply_shape` carries the plan out on the target, topic by topic: one failing
   topic never stops the others, and a concurrent run doing the same is harmless.
 
-:func:`sync_topic_shapes` chains them for the topics a topology selects.
+:func:`sync_topic_shapes` chains them for the topics a topology selects. With the
+owners' side (:mod:`mirrorflow.kafka.config_sync`), the travelling configs follow each
+topic's config owner instead of the link's source (:mod:`mirrorflow.kafka.ownership`).
 """
 
 from __future__ import annotations

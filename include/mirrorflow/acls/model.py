@@ -15,9 +15,6 @@ OPERATION_FLAGS = {
 RESOURCE_FLAGS = {"TOPIC": "--topic", "GROUP": "--group", "TRANSACTIONAL_ID": "--transactional-id",
                   "CLUSTER": "--cluster"}
 
-#: The one name of the CLUSTER resource.
-CLUSTER_RESOURCE = "kafka-cluster"
-
 #: The roles a cluster plays for mirrorflow, in the order docs/security.md lists them.
 ROLES = ("source", "target", "switch", "offsets", "failover", "schemas", "lag", "onboarding", "decommission",
          "archive", "audit")

@@ -63,8 +63,6 @@ from mirrorflow.kafka.codes import LEADERLESS
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.config_sync import ConfigOwners
 from mirrorflow.kafka.grant_sync import GrantOwner, GrantResult
-from mirrorflow.kafka.grants import GrantRules
-from mirrorflow.kafka.ownership import ConfigOwnership
 from mirrorflow.kafka.shared import sharing_admins
 from mirrorflow.kafka.topics import ShapeResult, sync_topic_shapes
 from mirrorflow.topology.model import TopicSelector
@@ -92,9 +90,9 @@ def config_owners(spec: JobSpec, closed: Mapping[str, ClusterUnreachable] | None
 
     ``closed``: clusters found down or refusing this client, whose configs are not read in this run.
     """
-    if spec.topic_configs is None:
+    ownership = spec.config_ownership()
+    if ownership is None:
         return None
-    ownership = ConfigOwnership.from_dict(spec.topic_configs)
     closed = closed or {}
     return ConfigOwners(ownership, {c: spec.client(c) for c in ownership.clusters() if c in spec.clusters}, timeout,
                         unread={c: str(e) for c, e in closed.items() if c in ownership.clusters()})
@@ -103,9 +101,9 @@ def config_owners(spec: JobSpec, closed: Mapping[str, ClusterUnreachable] | None
 def grant_owner(spec: JobSpec, closed: Mapping[str, ClusterUnreachable] | None = None,
                 timeout: float = 30.0) -> GrantOwner | None:
     """The owner of the travelling topic ACLs (``spec.acl_sync``), one plan's worth; ``None``: ACLs stay."""
-    if spec.acl_sync is None:
+    rules = spec.grant_rules()
+    if rules is None:
         return None
-    rules = GrantRules.from_dict(spec.acl_sync)
     down = (closed or {}).get(rules.owner)
     return GrantOwner(rules, {c: spec.client(c) for c in spec.clusters}, timeout,
                       unread=str(down) if down is not None else None)
@@ -458,9 +456,8 @@ def _closed_clusters(spec: JobSpec) -> dict[str, ClusterUnreachable]:
     inside librdkafka, on CI, not reproduced), and a probe of a cluster that answers is quick.
     """
     closed: dict[str, ClusterUnreachable] = {}
-    owners = ConfigOwnership.from_dict(spec.topic_configs).clusters() if spec.topic_configs is not None else set()
-    if spec.acl_sync is not None:
-        owners.add(GrantRules.from_dict(spec.acl_sync).owner)
+    ownership, grants = spec.config_ownership(), spec.grant_rules()
+    owners = {*(ownership.clusters() if ownership is not None else ()), *((grants.owner,) if grants else ())}
     for name in sorted({c for link in spec.links for c in (link.source, link.target)}
                        | {c for c in owners if c in spec.clusters}):
         try:

@@ -13,7 +13,7 @@ pure, so tests and dry runs can ask what a run would do.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -88,6 +88,14 @@ class JobSpec(SparkJobSpec, env=JOB_ENV, kind="mirrorflow job spec", passed_by="
     #: Which topic ACLs travel and as what (``GrantRules.to_dict()``, topology key ``acl_sync``); ``None``: none.
     acl_sync: Mapping[str, Any] | None = None
 
+    def config_ownership(self) -> ConfigOwnership | None:
+        """Whose topic configs the targets follow (``topic_configs``); ``None``: none."""
+        return ConfigOwnership.from_dict(self.topic_configs) if self.topic_configs is not None else None
+
+    def grant_rules(self) -> GrantRules | None:
+        """Which topic ACLs travel (``acl_sync``); ``None``: none."""
+        return GrantRules.from_dict(self.acl_sync) if self.acl_sync is not None else None
+
     def __repr__(self) -> str:
         links = ", ".join(f"{l.link_id}->{l.target}" for l in self.links)
         return (f"JobSpec(level={self.level}, run_id={self.run_id!r}, links=[{links}], "
@@ -119,29 +127,21 @@ class JobSpec(SparkJobSpec, env=JOB_ENV, kind="mirrorflow job spec", passed_by="
                 copy_threads=threads,
                 archive=_archive(data.get("archive")),
                 archived=tuple(str(c) for c in data.get("archived") or ()),
-                topic_configs=_topic_configs(data.get("topic_configs")),
-                acl_sync=_acl_sync(data.get("acl_sync")),
+                topic_configs=_checked(data.get("topic_configs"), ConfigOwnership.from_dict, "topic_configs"),
+                acl_sync=_checked(data.get("acl_sync"), GrantRules.from_dict, "acl_sync"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
             raise cls.invalid(problem) from None
 
 
-def _topic_configs(value: Any) -> dict[str, Any] | None:
+def _checked(value: Any, parse: Callable[[Mapping[str, Any]], Any], what: str) -> dict[str, Any] | None:
+    """``value`` when ``parse`` takes it: refused here, naming the problem, rather than in the middle of a plan."""
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise TypeError("topic_configs must be a config ownership object or null")
-    ConfigOwnership.from_dict(value)  # refused here, naming the problem, rather than in the middle of a plan
-    return value
-
-
-def _acl_sync(value: Any) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise TypeError("acl_sync must be an ACL rules object or null")
-    GrantRules.from_dict(value)
+        raise TypeError(f"{what} must be an object or null")
+    parse(value)
     return value
 
 

@@ -21,7 +21,7 @@ from mirrorflow.kafka.codes import LEADERSHIP_MOVING, RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.deadline import CallAbandoned, within
 from mirrorflow.kafka.handshake import HandshakeWatch, plaintext_at_tls_port
-from mirrorflow.kafka.refusals import Need, call_failed, refusal
+from mirrorflow.kafka.refusals import CLUSTER_RESOURCE, Need, call_failed, refusal
 from mirrorflow.kafka.shared import admin_for, discard
 
 
@@ -95,7 +95,7 @@ def offsets_retention_s(client: ClusterClient, timeout: float = 10.0) -> tuple[f
         return float(configs["offsets.retention.minutes"].value) * 60, None
     except Exception as exc:  # any failure: fall back to Kafka's default, and say so
         refused = refusal(client.name, client.settings, exc.args[0], "reading offsets.retention.minutes",
-                          Need("CLUSTER", "kafka-cluster", "DESCRIBE_CONFIGS")) \
+                          Need("CLUSTER", CLUSTER_RESOURCE, "DESCRIBE_CONFIGS")) \
             if isinstance(exc, KafkaException) and exc.args else None
         return DEFAULT_OFFSETS_RETENTION_S, str(refused) if refused else f"{type(exc).__name__}: {exc}"
 

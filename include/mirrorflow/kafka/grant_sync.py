@@ -35,13 +35,11 @@ from mirrorflow.kafka.compacted import ensure_compacted, read_whole, write_all
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.grants import Grant, GrantPlan, GrantRules, as_on, plan_grants, travels
 from mirrorflow.kafka.principal import principal_of
-from mirrorflow.kafka.refusals import Need, call_failed
+from mirrorflow.kafka.refusals import CLUSTER_RESOURCE, Need, call_failed
 from mirrorflow.kafka.shared import admin_for
 
 log = logging.getLogger(__name__)
 
-#: Kafka's cluster resource, on which describing and changing ACLs is granted.
-CLUSTER_RESOURCE = "kafka-cluster"
 _ANY = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                         AclPermissionType.ANY)
 
@@ -100,45 +98,41 @@ class GrantResult:
     problems: list[str] = field(default_factory=list)
 
 
+def _each(client: ClusterClient, doing: str, call: Any, items: Mapping[Grant, Any],
+          timeout: float) -> tuple[list[Grant], list[str]]:
+    """One admin call (create or delete) over ``items`` (grant -> its binding or filter): what it did, what failed."""
+    if not items:
+        return [], []
+    try:
+        futures = call(list(items.values()), request_timeout=timeout)
+    except Exception as exc:
+        return [], [str(_failed(client, f"{doing} ACLs", exc, "ALTER"))]
+    done, problems = [], []
+    for grant, binding in items.items():
+        try:
+            futures[binding].result(timeout=timeout + 5)
+        except Exception as exc:
+            problems.append(str(_failed(client, f"{doing} ACL {grant}", exc, "ALTER")))
+            continue
+        done.append(grant)
+    return done, problems
+
+
 def apply_grants(client: ClusterClient, plan: GrantPlan, previous: set[Grant], timeout: float = 30.0) -> GrantResult:
     """Create and delete what ``plan`` says on ``client``, then bring its record up to date."""
     result = GrantResult(plan)
-    admin = admin_for(client)
-    if plan.create:
-        bindings = {g: _binding(g) for g in plan.create}
-        try:
-            futures = admin.create_acls(list(bindings.values()), request_timeout=timeout)
-        except Exception as exc:
-            futures = {}
-            result.problems.append(str(_failed(client, "create ACLs", exc, "ALTER")))
-        for grant, binding in bindings.items():
-            if binding not in futures:
-                continue
-            try:
-                futures[binding].result(timeout=timeout + 5)
-            except Exception as exc:
-                result.problems.append(str(_failed(client, f"create ACL {grant}", exc, "ALTER")))
-                continue
-            result.created.append(grant)
-            audit("acl_create", cluster=client.name, owner=plan.owner, acl=str(grant))
-    if plan.delete:
-        filters = {g: _binding(g, AclBindingFilter) for g in plan.delete}
-        try:
-            futures = admin.delete_acls(list(filters.values()), request_timeout=timeout)
-        except Exception as exc:
-            futures = {}
-            result.problems.append(str(_failed(client, "delete ACLs", exc, "ALTER")))
-        for grant, binding in filters.items():
-            if binding not in futures:
-                continue
-            try:
-                futures[binding].result(timeout=timeout + 5)
-            except Exception as exc:
-                result.problems.append(str(_failed(client, f"delete ACL {grant}", exc, "ALTER")))
-                continue
-            result.deleted.append(grant)
-            audit("acl_delete", cluster=client.name, owner=plan.owner, acl=str(grant),
-                  why=f"gone from {plan.owner}, and mirrorflow made it")
+    admin = admin_for(client)  # kept: a collected client cancels its futures
+    result.created, problems = _each(client, "create", admin.create_acls,
+                                     {g: _binding(g) for g in plan.create}, timeout)
+    result.problems += problems
+    for grant in result.created:
+        audit("acl_create", cluster=client.name, owner=plan.owner, acl=str(grant))
+    result.deleted, problems = _each(client, "delete", admin.delete_acls,
+                                     {g: _binding(g, AclBindingFilter) for g in plan.delete}, timeout)
+    result.problems += problems
+    for grant in result.deleted:
+        audit("acl_delete", cluster=client.name, owner=plan.owner, acl=str(grant),
+              why=f"gone from {plan.owner}, and mirrorflow made it")
     made = (plan.made - set(plan.create) - set(plan.delete)) | set(result.created) \
         | (set(plan.delete) - set(result.deleted))
     records: list[tuple[bytes, bytes | None]] = [(g.key().encode(), b"{}") for g in sorted(made - previous)]
@@ -166,7 +160,6 @@ class GrantOwner:
         self._lock = threading.Lock()
         self._grants: set[Grant] | None = None
         self._unread = unread
-        self._done: dict[str, GrantResult] = {}
 
     def _owner_grants(self) -> set[Grant] | None:
         if self._grants is None and self._unread is None:
@@ -184,14 +177,11 @@ class GrantOwner:
         return self._grants
 
     def sync(self, target: ClusterClient) -> GrantResult:
-        """Bring ``target``'s travelling grants in line with the owner's; once per cluster and plan."""
+        """Bring ``target``'s travelling grants in line with the owner's (call it once per cluster and plan)."""
         with self._lock:
-            if target.name in self._done:
-                return GrantResult()
             grants = self._owner_grants()
             if target.name == self.rules.owner or grants is None:
-                self._done[target.name] = GrantResult()
-                return self._done[target.name]
+                return GrantResult()
             try:
                 have, made = read_grants(target, self._timeout), read_made(target, self._timeout)
             except MirrorflowError as exc:
@@ -203,6 +193,5 @@ class GrantOwner:
                 plan = plan_grants(target.name, self.rules.owner, {g for g in wanted if g.principal != own},
                                    have, made)
                 result = apply_grants(target, plan, made, self._timeout)
-            self._done[target.name] = result
             return result
 

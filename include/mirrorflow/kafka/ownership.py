@@ -172,14 +172,18 @@ class TopicVerdict:
 
     def record(self) -> dict[str, Any]:
         """What to remember on the follower: the owner's values as applied, and the keys it keeps."""
-        return {"owner": self.owner, "applied": dict(sorted(self.owner_values.items())),
-                "local": dict(sorted(self.local.items()))}
+        return record(self.owner, self.owner_values, self.local)
 
     @property
     def record_changed(self) -> bool:
         previous = self.previous or {}
         return (previous.get("owner") != self.owner or dict(previous.get("applied") or {}) != dict(self.owner_values)
                 or dict(previous.get("local") or {}) != dict(self.local))
+
+
+def record(owner: str, applied: Mapping[str, str], local: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+    """A follower topic's record (:mod:`mirrorflow.kafka.config_memory`): whose values it holds, and its own."""
+    return {"owner": owner, "applied": dict(sorted(applied.items())), "local": dict(sorted((local or {}).items()))}
 
 
 def decide(topic: str, owner: str, target: str, owner_values: Mapping[str, str], target_values: Mapping[str, str],

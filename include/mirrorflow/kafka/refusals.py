@@ -32,6 +32,10 @@ def is_refusal(code: Any) -> bool:
     return code in AUTHORIZATION_CODES
 
 
+#: The one name of Kafka's CLUSTER resource, on which cluster-wide operations are granted.
+CLUSTER_RESOURCE = "kafka-cluster"
+
+
 @dataclass(frozen=True)
 class Need:
     """One permission a call needs: ``operation`` (Kafka's name) on a resource of ``resource_type``."""

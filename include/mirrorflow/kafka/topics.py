@@ -50,7 +50,7 @@ from mirrorflow.journal import audit
 from mirrorflow.kafka.admin import list_topics
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.ownership import TRAVELLING_CONFIGS, ConfigOwnership, TopicVerdict, decide
+from mirrorflow.kafka.ownership import TRAVELLING_CONFIGS, ConfigOwnership, TopicVerdict, decide, record
 from mirrorflow.kafka.refusals import Need, call_failed
 from mirrorflow.kafka.shared import admin_for
 
@@ -475,7 +475,7 @@ def plan_shape(source_shapes: Mapping[str, TopicShape], target_shapes: Mapping[s
                             src.max_message_bytes)
             warnings += _warnings(name, wanted, wanted.get(TIMESTAMP_TYPE))
             if owned is not None and owner is not None and owner != owned.target and owned.remembers:
-                records[name] = {"owner": owner, "applied": dict(sorted(wanted.items())), "local": {}}
+                records[name] = record(owner, wanted)
             continue
         if tgt.partitions > src.partitions:
             conflicts[name] = PartitionCountConflict(tgt.cluster or target_cluster, name, tgt.partitions,

@@ -18,13 +18,12 @@ See docs/security.md, "ACLs kept in sync".
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, StrictBool, StrictStr, field_validator
 from pydantic_core import PydanticCustomError
 
-from mirrorflow.topology.base import Model
+from mirrorflow.topology.base import Model, check_patterns
 
 
 class AclSyncConfig(Model):
@@ -39,12 +38,7 @@ class AclSyncConfig(Model):
     @field_validator("groups")
     @classmethod
     def _patterns(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise PydanticCustomError("pattern", "bad regular expression {pattern!r}: {error}",
-                                          {"pattern": pattern, "error": str(exc)}) from None
+        check_patterns(value)
         return value
 
     @field_validator("principals")

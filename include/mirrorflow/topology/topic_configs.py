@@ -21,14 +21,13 @@ docs/topics.md, "Configs kept in sync".
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, StrictBool, StrictStr, field_validator
 from pydantic_core import PydanticCustomError
 
 from mirrorflow.kafka.ownership import TRAVELLING_CONFIGS, ConfigOwnership
-from mirrorflow.topology.base import Model
+from mirrorflow.topology.base import Model, check_patterns
 
 
 class TopicConfigsConfig(Model):
@@ -43,12 +42,7 @@ class TopicConfigsConfig(Model):
     @field_validator("owners")
     @classmethod
     def _patterns(cls, value: dict[str, str]) -> dict[str, str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise PydanticCustomError("pattern", "bad regular expression {pattern!r}: {error}",
-                                          {"pattern": pattern, "error": str(exc)}) from None
+        check_patterns(value)
         return value
 
     @field_validator("exclude")

@@ -1,6 +1,6 @@
 """Which topic ACLs travel, as what, and which go (mirrorflow.kafka.grants): pure, no cluster.
 
-On secured clusters with the authorizer on: tests/integration/test_acl_sync.py.
+On secured clusters with the authorizer on: tests/integration/test_secured_refusals.py.
 """
 
 from __future__ import annotations

@@ -98,13 +98,16 @@ def required_acls(topology: Topology, principals: Mapping[str, str | None] | Non
 
     # Topic ACLs travel from their owner (acl_sync): read there, created and deleted elsewhere, and what
     # mirrorflow made remembered where it made it.
+    # A read-only cluster's guard is kept by the level runs that target it, and moved by failovers.
     grants = topology.grant_rules()
     if grants is not None:
-        g.add("source", grants.owner, "CLUSTER", ("literal", CLUSTER_RESOURCE), "DESCRIBE")
-        for cluster in topology.leaves:
-            if cluster != grants.owner:
-                g.add("target", cluster, "CLUSTER", ("literal", CLUSTER_RESOURCE), "ALTER")
-                g.add("target", cluster, "TOPIC", ("literal", ACL_GRANTS_TOPIC), "CREATE", "READ", "WRITE")
+        guarded = [(role, c) for c in grants.read_only for role in ("target", "failover")]
+        if grants.sync:
+            g.add("source", grants.owner, "CLUSTER", ("literal", CLUSTER_RESOURCE), "DESCRIBE")
+            guarded += [("target", c) for c in topology.leaves if c != grants.owner]
+        for role, cluster in guarded:
+            g.add(role, cluster, "CLUSTER", ("literal", CLUSTER_RESOURCE), "ALTER")
+            g.add(role, cluster, "TOPIC", ("literal", ACL_GRANTS_TOPIC), "CREATE", "READ", "WRITE")
 
     for cluster in topology.leaves:
         for role in ("offsets", "failover"):

@@ -100,7 +100,8 @@ def config_owners(spec: JobSpec, closed: Mapping[str, ClusterUnreachable] | None
 
 def grant_owner(spec: JobSpec, closed: Mapping[str, ClusterUnreachable] | None = None,
                 timeout: float = 30.0) -> GrantOwner | None:
-    """The owner of the travelling topic ACLs (``spec.acl_sync``), one plan's worth; ``None``: ACLs stay."""
+    """The owner of the travelling topic ACLs and the read-only guard (``spec.acl_sync``), one plan's worth;
+    ``None``: ACLs stay as they are."""
     rules = spec.grant_rules()
     if rules is None:
         return None
@@ -457,7 +458,8 @@ def _closed_clusters(spec: JobSpec) -> dict[str, ClusterUnreachable]:
     """
     closed: dict[str, ClusterUnreachable] = {}
     ownership, grants = spec.config_ownership(), spec.grant_rules()
-    owners = {*(ownership.clusters() if ownership is not None else ()), *((grants.owner,) if grants else ())}
+    owners = {*(ownership.clusters() if ownership is not None else ()), *((grants.owner,) if grants and grants.sync
+                                                                          else ())}
     for name in sorted({c for link in spec.links for c in (link.source, link.target)}
                        | {c for c in owners if c in spec.clusters}):
         try:

@@ -275,7 +275,7 @@ def spec_clusters(topology: Topology, links: list[Distributor]) -> list[str]:
     ownership, grants = topology.config_ownership(), topology.grant_rules()
     return sorted({c for link in links for c in (link.source, link.default_target)}
                   | (ownership.clusters() if ownership is not None else set())
-                  | ({grants.owner} if grants is not None else set()))
+                  | ({grants.owner} if grants is not None and grants.sync else set()))
 
 
 def build_spec(topology: Topology, level: int, run_id: str, links: list[Distributor],

@@ -15,8 +15,9 @@ importing this package imports none of them):
   reads the owners for a plan, :mod:`~mirrorflow.kafka.config_memory` keeps what was
   applied on each follower;
 - :mod:`~mirrorflow.kafka.grants`: which topic ACLs travel from their owner and as
-  what (pure); :mod:`~mirrorflow.kafka.grant_sync` creates and deletes them and
-  records what mirrorflow made;
+  what (pure); :mod:`~mirrorflow.kafka.guard`: a read-only cluster's denies (pure);
+  :mod:`~mirrorflow.kafka.grant_sync` creates and deletes both and records what
+  mirrorflow made;
 - :mod:`~mirrorflow.kafka.ranges`: bounded reads, from an offset to an end;
 - :mod:`~mirrorflow.kafka.records`: a consumed record's parts, read safely;
 - :mod:`~mirrorflow.kafka.compacted`: one-partition compacted topics as key-value stores;

@@ -7,13 +7,19 @@ its bindings and its record are read, the difference is created or deleted
 compacted topic ``_mirrorflow.acl-grants`` on that cluster, one record per
 binding mirrorflow made (a tombstone once it deleted it): how mirrorflow knows
 which grants are its own, so a grant someone made by hand is never removed.
+
+On a read-only cluster the same loop applies the guard's denies
+(:mod:`mirrorflow.kafka.guard`), recorded as the guard's; the record also holds
+which topics a failover opened to writers, for which consumer groups
+(:func:`move_groups`), so every later level run leaves them open.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +40,7 @@ from mirrorflow.kafka.admin import list_topics
 from mirrorflow.kafka.compacted import ensure_compacted, read_whole, write_all
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.grants import Grant, GrantPlan, GrantRules, as_on, plan_grants, travels
+from mirrorflow.kafka.guard import GUARD, plan_guard
 from mirrorflow.kafka.principal import principal_of
 from mirrorflow.kafka.refusals import CLUSTER_RESOURCE, Need, call_failed
 from mirrorflow.kafka.shared import admin_for
@@ -58,7 +65,8 @@ def _failed(client: ClusterClient, doing: str, exc: BaseException, operation: st
     error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
     if getattr(error, "code", lambda: None)() == KafkaError.SECURITY_DISABLED:
         return KafkaOperationError(client.name, doing, "the cluster has no authorizer (SECURITY_DISABLED): its "
-                                                       "ACLs cannot be kept in sync; turn acl_sync off for it")
+                                                       "ACLs cannot be kept in sync nor guarded read-only; leave it "
+                                                       "out of acl_sync (turn it off or drop it from read_only)")
     return call_failed(client, doing, error, Need("CLUSTER", CLUSTER_RESOURCE, operation))
 
 
@@ -72,20 +80,54 @@ def read_grants(client: ClusterClient, timeout: float = 30.0) -> set[Grant]:
     return {_grant(b) for b in found if b.restype.name in ("TOPIC", "GROUP")}
 
 
-def read_made(client: ClusterClient, timeout: float = 30.0) -> set[Grant]:
-    """The grants mirrorflow made on this cluster and has not deleted (its record)."""
-    made: set[Grant] = set()
+#: The record's value of a binding, by who wanted it: the owner's sync, or the read-only guard.
+_KINDS = {"sync": b"{}", "guard": json.dumps({"by": GUARD}).encode()}
+_LIFTED = "lifted"
+
+
+@dataclass
+class GrantRecord:
+    """What a cluster's record says: the bindings mirrorflow made there (and for what), the guard's lifted topics."""
+
+    made: dict[Grant, str] = field(default_factory=dict)
+    #: topic -> the consumer groups whose failover to this cluster opened it to writers.
+    lifted: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def made_for(self, kind: str) -> set[Grant]:
+        return {g for g, k in self.made.items() if k == kind}
+
+
+def _lifted_key(topic: str) -> bytes:
+    return json.dumps([_LIFTED, topic]).encode()
+
+
+def read_record(client: ClusterClient, timeout: float = 30.0) -> GrantRecord:
+    """The cluster's record (``_mirrorflow.acl-grants``), read whole; an unreadable entry is named and skipped."""
+    record = GrantRecord()
     for msg in read_whole(client, ACL_GRANTS_TOPIC, ACL_GRANTS_READER_GROUP, timeout):
         try:
-            grant = Grant.from_key((msg.key() or b"").decode())
-        except (ValueError, TypeError) as exc:
+            key = json.loads((msg.key() or b"").decode())
+            value = json.loads(msg.value()) if msg.value() is not None else None
+            if isinstance(key, list) and len(key) == 2 and key[0] == _LIFTED:
+                if value is None:
+                    record.lifted.pop(key[1], None)
+                else:
+                    record.lifted[key[1]] = frozenset(value["groups"])
+                continue
+            grant = Grant(*key)
+        except (ValueError, TypeError, KeyError) as exc:
             log.warning("%s %s@%d: %s; skipped", client.name, ACL_GRANTS_TOPIC, msg.offset(), exc)
             continue
-        if msg.value() is None:
-            made.discard(grant)
+        if value is None:
+            record.made.pop(grant, None)
         else:
-            made.add(grant)
-    return made
+            record.made[grant] = "guard" if value.get("by") == GUARD else "sync"
+    return record
+
+
+def _write_record(client: ClusterClient, records: list[tuple[bytes, bytes | None]], timeout: float) -> None:
+    ensure_compacted(client, ACL_GRANTS_TOPIC, {"cleanup.policy": "compact"}, timeout)
+    write_all(client, ACL_GRANTS_TOPIC, records, timeout=timeout)
 
 
 @dataclass
@@ -118,39 +160,81 @@ def _each(client: ClusterClient, doing: str, call: Any, items: Mapping[Grant, An
     return done, problems
 
 
-def apply_grants(client: ClusterClient, plan: GrantPlan, previous: set[Grant], timeout: float = 30.0) -> GrantResult:
-    """Create and delete what ``plan`` says on ``client``, then bring its record up to date."""
+def apply_grants(client: ClusterClient, plan: GrantPlan, previous: set[Grant], timeout: float = 30.0,
+                 kind: str = "sync") -> GrantResult:
+    """Create and delete what ``plan`` says on ``client``, then bring its record up to date.
+
+    ``kind``: whose plan it is (``sync``: the owner's grants; ``guard``: a read-only
+    cluster's denies); ``previous``: the bindings the record holds for that kind.
+    """
     result = GrantResult(plan)
     admin = admin_for(client)  # kept: a collected client cancels its futures
+    why = "read-only: only mirrorflow writes mirrored topics here" if kind == "guard" else f"as on {plan.owner}"
     result.created, problems = _each(client, "create", admin.create_acls,
                                      {g: _binding(g) for g in plan.create}, timeout)
     result.problems += problems
     for grant in result.created:
-        audit("acl_create", cluster=client.name, owner=plan.owner, acl=str(grant))
+        audit("acl_create", cluster=client.name, owner=plan.owner, acl=str(grant), why=why)
     result.deleted, problems = _each(client, "delete", admin.delete_acls,
                                      {g: _binding(g, AclBindingFilter) for g in plan.delete}, timeout)
     result.problems += problems
     for grant in result.deleted:
         audit("acl_delete", cluster=client.name, owner=plan.owner, acl=str(grant),
-              why=f"gone from {plan.owner}, and mirrorflow made it")
+              why="the guard no longer wants it" if kind == "guard" else
+              f"gone from {plan.owner}, and mirrorflow made it")
     made = (plan.made - set(plan.create) - set(plan.delete)) | set(result.created) \
         | (set(plan.delete) - set(result.deleted))
-    records: list[tuple[bytes, bytes | None]] = [(g.key().encode(), b"{}") for g in sorted(made - previous)]
+    records: list[tuple[bytes, bytes | None]] = [(g.key().encode(), _KINDS[kind]) for g in sorted(made - previous)]
     records += [(g.key().encode(), None) for g in sorted(previous - made)]
     if records:
         try:
-            ensure_compacted(client, ACL_GRANTS_TOPIC, {"cleanup.policy": "compact"}, timeout)
-            write_all(client, ACL_GRANTS_TOPIC, records, timeout=timeout)
+            _write_record(client, records, timeout)
         except MirrorflowError as exc:
             result.problems.append(f"the ACLs just made could not be recorded in {ACL_GRANTS_TOPIC} ({exc}): "
-                                   "until they are, mirrorflow will not delete them when the owner does")
+                                   "until they are, mirrorflow will not delete them when they are no longer wanted")
     for problem in result.problems:
         log.error("cluster %s: ACL sync: %s", client.name, problem)
     return result
 
 
+def _merge(first: GrantResult, second: GrantResult) -> GrantResult:
+    return GrantResult(first.plan or second.plan, first.created + second.created, first.deleted + second.deleted,
+                       first.problems + second.problems)
+
+
+def _mirrored(client: ClusterClient, rules: GrantRules, timeout: float) -> list[str]:
+    return sorted(t for t in list_topics(client, timeout) if rules.mirrors(t))
+
+
+def _guard(client: ClusterClient, rules: GrantRules, have: set[Grant], record: GrantRecord, own: set[str],
+           timeout: float) -> GrantResult:
+    """Bring a read-only cluster's DENY bindings in line with its writers and its lifted topics."""
+    mine = principal_of(client.settings)
+    if mine is None:
+        problem = (f"cannot tell which principal mirrorflow logs in as on {client.name} (its login names no user): "
+                   "the read-only guard would deny mirrorflow itself, so it is not applied there")
+        log.error("cluster %s: %s", client.name, problem)
+        return GrantResult(problems=[problem])
+    guard = plan_guard(client.name, _mirrored(client, rules, timeout), have, own | {mine}, record.lifted)
+    made = record.made_for("guard")
+    plan = plan_grants(client.name, GUARD, guard.denies, have, made)
+    result = apply_grants(client, plan, made, timeout, kind="guard")
+    for line in guard.unguarded:
+        log.error("cluster %s: %s", client.name, line)
+    result.problems += list(guard.unguarded)
+    return result
+
+
+def _own_principals(clients: Mapping[str, ClusterClient]) -> set[str]:
+    return {p for c in clients.values() if (p := principal_of(c.settings)) is not None}
+
+
 class GrantOwner:
-    """The owner's travelling grants, read once; :meth:`sync` brings one cluster in line with them."""
+    """The owner's travelling grants, read once; :meth:`sync` brings one cluster in line with them.
+
+    On a read-only cluster it also applies the guard (:mod:`mirrorflow.kafka.guard`),
+    with or without the owner's grants travelling (``rules.sync``).
+    """
 
     def __init__(self, rules: GrantRules, clients: Mapping[str, ClusterClient], timeout: float = 30.0,
                  unread: str | None = None) -> None:
@@ -159,7 +243,7 @@ class GrantOwner:
         self._timeout = timeout
         self._lock = threading.Lock()
         self._grants: set[Grant] | None = None
-        self._unread = unread
+        self._unread = unread if rules.sync else "acl_sync is off"
 
     def _owner_grants(self) -> set[Grant] | None:
         if self._grants is None and self._unread is None:
@@ -168,8 +252,8 @@ class GrantOwner:
                 if owner is None:
                     raise MirrorflowError(f"no client settings for cluster {self.rules.owner}")
                 topics = list(list_topics(owner, self._timeout))
-                own = {p for c in self._clients.values() if (p := principal_of(c.settings)) is not None}
-                self._grants = {g for g in read_grants(owner, self._timeout) if travels(g, self.rules, topics, own)}
+                self._grants = {g for g in read_grants(owner, self._timeout)
+                                if travels(g, self.rules, topics, _own_principals(self._clients))}
             except MirrorflowError as exc:
                 self._unread = str(exc)
                 log.warning("ACLs are not synced from %s in this run (left as they are everywhere): %s",
@@ -177,21 +261,70 @@ class GrantOwner:
         return self._grants
 
     def sync(self, target: ClusterClient) -> GrantResult:
-        """Bring ``target``'s travelling grants in line with the owner's (call it once per cluster and plan)."""
+        """Bring ``target``'s travelling grants in line with the owner's, and its guard if it is read-only
+        (call it once per cluster and plan)."""
         with self._lock:
-            grants = self._owner_grants()
-            if target.name == self.rules.owner or grants is None:
+            guarded = target.name in self.rules.read_only
+            grants = self._owner_grants() if target.name != self.rules.owner else None
+            if grants is None and not guarded:
                 return GrantResult()
             try:
-                have, made = read_grants(target, self._timeout), read_made(target, self._timeout)
+                have, record = read_grants(target, self._timeout), read_record(target, self._timeout)
             except MirrorflowError as exc:
-                result = GrantResult(problems=[str(exc)])
                 log.error("cluster %s: ACL sync: %s", target.name, exc)
-            else:
+                return GrantResult(problems=[str(exc)])
+            result = GrantResult()
+            if grants is not None:
                 own = principal_of(target.settings)
                 wanted = {as_on(g, self.rules, target.name) for g in grants}
+                made = record.made_for("sync")
                 plan = plan_grants(target.name, self.rules.owner, {g for g in wanted if g.principal != own},
                                    have, made)
                 result = apply_grants(target, plan, made, self._timeout)
+                have = (have | set(result.created)) - set(result.deleted)
+            if guarded:
+                try:
+                    result = _merge(result, _guard(target, self.rules, have, record,
+                                                   _own_principals(self._clients), self._timeout))
+                except MirrorflowError as exc:
+                    log.error("cluster %s: read-only guard: %s", target.name, exc)
+                    result.problems.append(str(exc))
             return result
 
+
+@dataclass(frozen=True)
+class GuardChange:
+    """A failover's effect on a read-only cluster's guard: the topics opened or closed again, and what failed."""
+
+    cluster: str
+    lifted: tuple[str, ...] = ()
+    rearmed: tuple[str, ...] = ()
+    result: GrantResult = field(default_factory=GrantResult)
+
+
+def move_groups(client: ClusterClient, rules: GrantRules, clients: Mapping[str, ClusterClient],
+                topics: Mapping[str, Iterable[str]], arriving: bool, timeout: float = 30.0) -> GuardChange:
+    """Consumer groups failed over to (``arriving``) or away from read-only ``client``: its guard follows them.
+
+    ``topics``: group -> the mirrored topics it consumes. Arriving lifts the guard for
+    those topics (the applications move there); leaving removes the groups from the
+    lifted topics and closes each topic no group holds open any more. The record is
+    written first, then the denies are brought in line at once (as a level run would).
+    """
+    record = read_record(client, timeout)
+    before = dict(record.lifted)
+    for group, consumed in topics.items():
+        for topic in (t for t in consumed if rules.mirrors(t)):
+            held = set(record.lifted.get(topic, frozenset()))
+            held = held | {group} if arriving else held - {group}
+            if held:
+                record.lifted[topic] = frozenset(held)
+            else:
+                record.lifted.pop(topic, None)
+    changed = sorted(t for t in set(before) | set(record.lifted) if before.get(t) != record.lifted.get(t))
+    if changed:
+        _write_record(client, [(_lifted_key(t), json.dumps({"groups": sorted(record.lifted[t])}).encode()
+                                if t in record.lifted else None) for t in changed], timeout)
+    result = _guard(client, rules, read_grants(client, timeout), record, _own_principals(clients), timeout)
+    return GuardChange(client.name, lifted=tuple(t for t in changed if t in record.lifted and t not in before),
+                       rearmed=tuple(t for t in changed if t not in record.lifted), result=result)

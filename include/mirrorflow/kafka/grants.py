@@ -68,10 +68,19 @@ class GrantRules:
     #: cluster -> the owner's principal -> the same principal's name on that cluster.
     principals: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     write: WriteRule = "keep"
+    #: Whether the owner's grants travel at all (``acl_sync.enabled``); read-only clusters work without.
+    sync: bool = True
+    #: Clusters where only mirrorflow writes mirrored topics (:mod:`mirrorflow.kafka.guard`).
+    read_only: tuple[str, ...] = ()
+
+    def mirrors(self, topic: str) -> bool:
+        """Whether ``topic`` is a mirrored topic (not an internal one)."""
+        return not is_internal_topic(topic) and _full(self.topics, topic)
 
     def to_dict(self) -> dict[str, Any]:
         return {"owner": self.owner, "topics": list(self.topics), "groups": list(self.groups),
-                "principals": {c: dict(m) for c, m in self.principals.items()}, "write": self.write}
+                "principals": {c: dict(m) for c, m in self.principals.items()}, "write": self.write,
+                "sync": self.sync, "read_only": list(self.read_only)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GrantRules:
@@ -81,7 +90,8 @@ class GrantRules:
         return cls(owner=str(data["owner"]), topics=tuple(data.get("topics") or ()),
                    groups=tuple(data.get("groups") or ()),
                    principals={str(c): {str(k): str(v) for k, v in m.items()}
-                               for c, m in (data.get("principals") or {}).items()}, write=write)
+                               for c, m in (data.get("principals") or {}).items()}, write=write,
+                   sync=bool(data.get("sync", True)), read_only=tuple(data.get("read_only") or ()))
 
 
 def _full(patterns: Iterable[str], name: str) -> bool:

@@ -10,10 +10,11 @@ other in each level run (:mod:`mirrorflow.kafka.grants` says which and as what):
       principals:                    # a principal named differently on a cluster
         c3: {"User:alice": "User:alice-eu"}
       write: keep                    # or read: WRITE and ALL grants arrive as READ (MirrorMaker 2's way)
+      read_only: [c4]                # only mirrorflow writes mirrored topics there (works without enabled)
 
-Every cluster needs an authorizer; mirrorflow's principal needs ``DESCRIBE`` on
-the owner's cluster resource and ``ALTER`` on the others' (``python -m mirrorflow.acls``).
-See docs/security.md, "ACLs kept in sync".
+Every cluster involved needs an authorizer; mirrorflow's principal needs ``DESCRIBE``
+on the owner's cluster resource and ``ALTER`` on the others' (``python -m mirrorflow.acls``).
+See docs/security.md, "ACLs kept in sync" and "Read-only clusters".
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class AclSyncConfig(Model):
     groups: list[StrictStr] = Field(default_factory=list)
     principals: dict[StrictStr, dict[StrictStr, StrictStr]] = Field(default_factory=dict)
     write: Literal["keep", "read"] = "keep"
+    read_only: list[StrictStr] = Field(default_factory=list)
 
     @field_validator("groups")
     @classmethod

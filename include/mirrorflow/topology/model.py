@@ -331,9 +331,15 @@ class Topology(_Model):
         if self.acl_sync.owner is not None:
             owners["acl_sync.owner"] = self.acl_sync.owner
         owners.update({f"acl_sync.principals.{c}": c for c in self.acl_sync.principals})
+        owners.update({f"acl_sync.read_only[{i}]": c for i, c in enumerate(self.acl_sync.read_only)})
         for path, name in owners.items():
             if name not in self.clusters:
                 problems.append((path, f"unknown cluster {name!r} (clusters: {known})"))
+        grants_owner = self.acl_sync.owner or self.topic_configs.owner or next(iter(self.clusters), None)
+        if self.acl_sync.enabled and grants_owner in self.acl_sync.read_only:
+            problems.append((f"acl_sync.read_only[{self.acl_sync.read_only.index(grants_owner)}]",
+                             f"{grants_owner!r} is the owner of the synced ACLs: the guard's denies there would "
+                             "travel to every cluster; make another cluster the owner (acl_sync.owner)"))
         for i, name in enumerate(self.archive.clusters or []):
             if name not in self.clusters:
                 problems.append((f"archive.clusters[{i}]", f"unknown cluster {name!r} (clusters: {known})"))
@@ -400,13 +406,14 @@ class Topology(_Model):
         return self.topic_configs.ownership(next(iter(self.clusters)))
 
     def grant_rules(self) -> GrantRules | None:
-        """Which topic ACLs travel and as what (``acl_sync``); ``None`` when it is off."""
+        """Which topic ACLs travel and as what, and which clusters are read-only (``acl_sync``); ``None``: neither."""
         sync = self.acl_sync
-        if not sync.enabled:
+        if not sync.enabled and not sync.read_only:
             return None
         return GrantRules(owner=sync.owner or self.topic_configs.owner or next(iter(self.clusters)),
                           topics=tuple(self.topics), groups=tuple(sync.groups),
-                          principals={c: dict(m) for c, m in sync.principals.items()}, write=sync.write)
+                          principals={c: dict(m) for c, m in sync.principals.items()}, write=sync.write,
+                          sync=sync.enabled, read_only=tuple(sync.read_only))
 
     def selects(self, topic: str) -> bool:
         """Whether ``topic`` is mirrored: it full-matches an entry of ``topics`` and is not internal."""
@@ -470,6 +477,8 @@ class Topology(_Model):
         if self.acl_sync.owner == name:
             raise TopologyError("acl_sync.owner", f"{name!r} owns the synced ACLs; name another owner first")
         data.get("acl_sync", {}).get("principals", {}).pop(name, None)
+        if name in self.acl_sync.read_only:
+            data["acl_sync"]["read_only"].remove(name)
         archived = data.get("archive", {}).get("clusters")
         if archived is not None and name in archived:
             archived.remove(name)

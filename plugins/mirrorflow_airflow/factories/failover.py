@@ -14,6 +14,10 @@ Tasks, each with its own log:
    replay), and commits; the groups' owner becomes the target, so
    ``mirror_offsets`` follows the groups there from its next run.
 5. ``verify``: re-reads the target's committed offsets against the table.
+6. ``read_only_guard``: where the target is a read-only cluster (``acl_sync.read_only``),
+   the groups' topics there are opened to writers (the applications move with
+   them); where the source is one, they are closed again. Otherwise it says so
+   and does nothing.
 
 Emergency mode (the source is gone) skips 2 and 3 and uses the last positions
 that reached the target; the table says how old they are: whatever the group
@@ -36,7 +40,14 @@ from mirrorflow.topology import Topology
 from mirrorflow.topology.offsets import PRECISIONS
 from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL, mirror_dag
 from mirrorflow_airflow.sensors.failover import GroupReplicatedSensor
-from mirrorflow_airflow.steps.failover import preflight, publish_final, refusal_is_final, switch, verify_switch
+from mirrorflow_airflow.steps.failover import (
+    preflight,
+    publish_final,
+    read_only_guard,
+    refusal_is_final,
+    switch,
+    verify_switch,
+)
 
 DAG_ID = "mirror_failover_consumer_group"
 
@@ -90,10 +101,16 @@ def build_failover_dag(topology: Topology) -> DAG:
             """The target's committed offsets re-read against the table."""
             return verify_switch(topology, summary)
 
+        @task
+        def read_only_guard_(summary: dict) -> dict:
+            """A read-only cluster's guard follows the groups: lifted for their topics where they arrive."""
+            return read_only_guard(topology, summary)
+
         plan = preflight_.override(task_id="preflight")()
         published = publish_final_.override(task_id="publish_final")(plan)
         wait = GroupReplicatedSensor(task_id="wait_for_replication", plan=plan, poke_interval=15, timeout=1800)
         summary = switch_.override(task_id="switch")(plan, published)
         published >> wait >> summary
-        verify_.override(task_id="verify")(summary)
+        verified = verify_.override(task_id="verify")(summary)
+        verified >> read_only_guard_.override(task_id="read_only_guard")(summary)
     return dag

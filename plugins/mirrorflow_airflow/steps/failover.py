@@ -1,4 +1,4 @@
-"""The steps of ``mirror_failover_consumer_group``: preflight, publish, switch, verify.
+"""The steps of ``mirror_failover_consumer_group``: preflight, publish, switch, verify, read-only guard.
 
 A failover must never skip a message; replaying some is the bounded price of
 an emergency. So every check that can refuse runs before anything is
@@ -16,9 +16,11 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from mirrorflow.errors import ClusterUnreachable
+from mirrorflow.errors import ClusterUnreachable, MirrorflowError
+from mirrorflow.internal_names import ACL_GRANTS_TOPIC
 from mirrorflow.journal import audit
 from mirrorflow.kafka.admin import probe
+from mirrorflow.kafka.grant_sync import move_groups
 from mirrorflow.offsets.distribute import distribute
 from mirrorflow.offsets.failover import (
     MODES,
@@ -176,6 +178,54 @@ def verify_switch(topology: Topology, summary: dict[str, Any]) -> dict[str, Any]
     log.info("verified: %d partitions of %s committed on %s as planned; %s now runs there for mirror_offsets",
              len(result.rows), ", ".join(plan["groups"]), plan["target"], ", ".join(plan["groups"]))
     return {"verified": True, "partitions": len(result.rows)}
+
+
+def read_only_guard(topology: Topology, summary: dict[str, Any]) -> dict[str, Any]:
+    """A failover to a read-only cluster opens the groups' topics to writers there; one away from it closes them.
+
+    After the commit and its check, so a refused or failed failover leaves the
+    guard as it was. Says which topics on which cluster, in the log and an audit line.
+    """
+    rules = topology.grant_rules()
+    result = FailoverPlan.from_dict(summary["plan"])
+    moves = [(c, arriving) for c, arriving in ((result.target, True), (result.source, False))
+             if rules is not None and c in rules.read_only]
+    if not moves:
+        log.info("neither %s nor %s is read-only: no guard to move", result.source, result.target)
+        return {"moved": []}
+    assert rules is not None
+    consumed: dict[str, set[str]] = {}
+    for row in result.rows:
+        consumed.setdefault(row.group, set()).add(row.topic)
+    done = []
+    for cluster, arriving in moves:
+        topics = sorted({t for ts in consumed.values() for t in ts if rules.mirrors(t)})
+        what = "open to writers (guard lifted)" if arriving else "read-only again (guard re-armed)"
+        if summary["dry_run"]:
+            log.info("[dry run] on %s, %s would be %s", cluster, ", ".join(topics) or "no topic", what)
+            continue
+        clients = {name: MirrorClusterHook(topology, name).client() for name in topology.clusters}
+        try:
+            change = move_groups(clients[cluster], rules, clients, consumed, arriving)
+        except MirrorflowError as exc:
+            if arriving:
+                raise AirflowException(f"the groups now consume on {cluster}, but its read-only guard could not be "
+                                       f"lifted for {', '.join(topics)}: {exc}") from exc
+            log.error("the guard on %s could not be re-armed for %s (%s): those topics stay open to writers there "
+                      "until a failover of %s to %s and back again, or until their lifted record in %s is deleted",
+                      cluster, ", ".join(topics), exc, ", ".join(result.groups), cluster, ACL_GRANTS_TOPIC)
+            continue
+        moved = change.lifted if arriving else change.rearmed
+        log.info("%s: %s now %s; %d denies created, %d deleted", cluster, ", ".join(moved) or "no topic", what,
+                 len(change.result.created), len(change.result.deleted))
+        for problem in change.result.problems:
+            log.error("%s: %s", cluster, problem)
+        audit("read_only_lifted" if arriving else "read_only_rearmed", cluster=cluster, groups=result.groups,
+              topics=list(moved), denies_created=[str(g) for g in change.result.created],
+              denies_deleted=[str(g) for g in change.result.deleted])
+        done.append({"cluster": cluster, "lifted" if arriving else "rearmed": list(moved),
+                     "problems": change.result.problems})
+    return {"moved": done}
 
 
 @contextmanager

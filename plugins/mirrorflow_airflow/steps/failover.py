@@ -188,23 +188,22 @@ def read_only_guard(topology: Topology, summary: dict[str, Any]) -> dict[str, An
     """
     rules = topology.grant_rules()
     result = FailoverPlan.from_dict(summary["plan"])
-    moves = [(c, arriving) for c, arriving in ((result.target, True), (result.source, False))
-             if rules is not None and c in rules.read_only]
-    if not moves:
+    read_only = rules.read_only if rules is not None else ()
+    moves = [(c, arriving) for c, arriving in ((result.target, True), (result.source, False)) if c in read_only]
+    if rules is None or not moves:
         log.info("neither %s nor %s is read-only: no guard to move", result.source, result.target)
         return {"moved": []}
-    assert rules is not None
     consumed: dict[str, set[str]] = {}
     for row in result.rows:
         consumed.setdefault(row.group, set()).add(row.topic)
+    topics = sorted({t for ts in consumed.values() for t in ts if rules.mirrors(t)})
+    clients = {name: MirrorClusterHook(topology, name).client() for name in topology.clusters}
     done = []
     for cluster, arriving in moves:
-        topics = sorted({t for ts in consumed.values() for t in ts if rules.mirrors(t)})
         what = "open to writers (guard lifted)" if arriving else "read-only again (guard re-armed)"
         if summary["dry_run"]:
             log.info("[dry run] on %s, %s would be %s", cluster, ", ".join(topics) or "no topic", what)
             continue
-        clients = {name: MirrorClusterHook(topology, name).client() for name in topology.clusters}
         try:
             change = move_groups(clients[cluster], rules, clients, consumed, arriving)
         except MirrorflowError as exc:

@@ -1,4 +1,8 @@
-"""mirror_audit under dag.test(): a converged four-cluster tree under traffic is complete; a loss fails it by name."""
+"""mirror_audit under dag.test(): a converged four-cluster tree under traffic is complete; a loss fails it by name.
+
+Each window proven complete on a cluster is one event of its proven asset, once; a window with a missing
+message is never announced on the cluster that misses it.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,10 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from mirrorflow.assets import proven_uri
+from mirrorflow.completeness.proven import window_key
 from mirrorflow_airflow.factories.audit import build_audit_dag
-from tests.dags.test_level_dags import xcom
+from tests.dags.test_level_dags import asset_events, xcom
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import FOUR, Traffic, clients, converge, run_level, topic_everywhere, topology
 
@@ -50,18 +56,27 @@ def test_the_audit_dag_finds_the_tree_complete_under_traffic_and_fails_naming_a_
     assert complete.state == "success"
     summary = xcom(complete, "count")
     assert summary["judged"] >= 4 and summary["complete"] == summary["judged"] and not summary["differences"]
+    # every final window is proven on every cluster: one asset event each, the window's start its partition key
+    windows = sorted({window_key(ts - ts % 600_000) for ts in range(hour_ago, hour_ago + 30)})
+    for c in NAMES:
+        events = asset_events(proven_uri(c, topic))
+        assert sorted(key for key, _ in events) == windows, (c, events)
+        assert all(extra["audit_run"] == complete.run_id for _, extra in events)
     assert summary["pending"] >= 1  # this minute's windows wait for their grace period
     assert all(summary["read"][c] >= 120 for c in NAMES), summary["read"]
 
     converge(topo, settings)
     again = dag.test()  # reads only what arrived since
     assert again.state == "success"
+    assert not xcom(again, "count")["proven"] and not asset_events(proven_uri("c1", topic), again)  # said once
     read = xcom(again, "count")["read"]
     held = {c: len(read_all(kafka_clusters[c].bootstrap, topic, 2)) for c in NAMES}
     assert {c: summary["read"][c] + read[c] for c in NAMES} == held  # each record read once, over the two runs
 
-    # one more message in an old window reaches every cluster; c4 deletes it before the next audit reads it
-    produce(kafka_clusters["c1"].bootstrap, topic, [(b"c1-late", b"c1|late", None, hour_ago + 5)])
+    # one more message in a later window, final already, reaches every cluster; c4 deletes it before the next
+    # audit reads it: the window is proven on c1, c2 and c3, and never on c4
+    later = hour_ago + 1_200_000
+    produce(kafka_clusters["c1"].bootstrap, topic, [(b"c1-late", b"c1|late", None, later)])
     converge(topo, settings)
     c4 = kafka_clusters["c4"].bootstrap
     [late] = [r for r in read_all(c4, topic, 2) if r.value == b"c1|late"]
@@ -73,8 +88,11 @@ def test_the_audit_dag_finds_the_tree_complete_under_traffic_and_fails_naming_a_
     assert failed.state == "failed"
     [difference] = xcom(failed, "count")["differences"]
     assert (difference["topic"], difference["origin"], difference["cluster"]) == (topic, "c1", "c4")
-    assert difference["window_ms"] == hour_ago - hour_ago % 600_000
+    assert difference["window_ms"] == later - later % 600_000
     assert difference["expected"] - difference["held"] == 1 and difference["missing_count"] >= 1
+    proven = {c: [key for key, _ in asset_events(proven_uri(c, topic), failed)] for c in NAMES}
+    assert proven == {"c1": [window_key(later - later % 600_000)], "c2": [window_key(later - later % 600_000)],
+                      "c3": [window_key(later - later % 600_000)], "c4": []}, proven
 
     # the lag monitor counts the audit's difference as an SLA violation, naming it
     from mirrorflow_airflow.factories.lag_monitor import build_lag_monitor_dag

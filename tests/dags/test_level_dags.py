@@ -37,6 +37,19 @@ def xcom(dag_run, task_id: str):
         return None if row is None else XComModel.deserialize_value(row)
 
 
+def asset_events(uri: str, dag_run=None) -> list[tuple[str | None, dict]]:
+    """The asset events of ``uri`` in the metadata database (of ``dag_run`` only, if given): (partition key, extra)."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    query = select(AssetEvent).join(AssetModel, AssetModel.id == AssetEvent.asset_id).where(AssetModel.uri == uri)
+    if dag_run is not None:
+        query = query.where(AssetEvent.source_dag_id == dag_run.dag_id, AssetEvent.source_run_id == dag_run.run_id)
+    with create_session() as session:
+        return [(e.partition_key, dict(e.extra)) for e in session.scalars(query.order_by(AssetEvent.id))]
+
+
 def run_until_quiescent(dags: dict, levels: list[int], max_rounds: int = 6) -> list[dict]:
     """dag.test() every level DAG, lowest level first, until a whole round copies nothing."""
     summaries = []
@@ -280,6 +293,14 @@ def test_level_dag_runs_on_a_spark_connect_server(airflow_home, kafka_clusters, 
     assert {l["link"]: l["copied"] for l in summary["links"]}["c1.L1"] == 30
     assert summary["spark_tasks"] >= 1
     assert_exactly_once(kafka_clusters, ["c2"], topic, expected)
+    # what arrived is an asset event: the Kafka provider's URI of the topic on c2, and how far it reaches
+    uri = f"kafka://{kafka_clusters['c2'].bootstrap}/{topic}"
+    assert summary["arrived"] == [uri]
+    [(key, extra)] = asset_events(uri, run)
+    assert key is None and extra["records"] == 30 and extra["links"] == ["c1.L1"] and extra["run_id"] == run.run_id
+    assert sorted(extra["partitions"]) == ["0", "1"]
+    assert sum(p["source_offset"] for p in extra["partitions"].values()) == 30
+    assert all(p["newest_ms"] > 0 and p["target_offset"] >= p["source_offset"] for p in extra["partitions"].values())
     assert f"running on the Spark Connect server sc://127.0.0.1:{spark_connect_server.port}" in caplog.text
     audit = [json.loads(r.getMessage()) for r in caplog.records if r.name == "mirrorflow.audit"]
     assert sum(a["copied"] for a in audit if a["event"] == "copy") == 30  # the audit lines are in the task log

@@ -38,7 +38,7 @@ ROOTS = {"mirrorflow": REPO / "include", "mirrorflow_airflow": REPO / "plugins"}
 #: they are leaves that may lean on each other, such as ``journal`` on ``secrets``).
 LAYERS: list[set[str]] = [
     {"errors", "secrets", "internal_names", "copyflags", "subjects", "defaults", "work", "provenance", "journal",
-     "cache_root", "progress", ""},
+     "cache_root", "progress", "assets", ""},
     {"kafka"},
     # spark: how jobs reach Spark and the Spark-job contract, whose specs build cluster clients (kafka.config)
     {"topology", "spark"},
@@ -311,7 +311,7 @@ def test_every_core_module_has_a_layer(module):
 #: hook or at the root; triggers (the waits sensors defer to) read clusters through hooks; hooks turn Airflow
 #: connections into what the core takes.
 PLUGIN_ROOMS: list[set[str]] = [
-    {"", "state", "topology", "spark"},
+    {"", "state", "topology", "spark", "assets"},
     {"hooks"},
     {"triggers"},
     {"steps", "operators", "sensors", "notifiers"},

@@ -21,6 +21,7 @@ from typing import Any
 from mirrorflow.completeness.compare import Comparison, Difference, Verdict, compare
 from mirrorflow.completeness.count import ClusterCount, count_cluster
 from mirrorflow.completeness.drill import Drill, drill
+from mirrorflow.completeness.proven import ProvenWindow, proven_windows
 from mirrorflow.completeness.store import Position, read_state, write_verdicts
 from mirrorflow.completeness.tally import DEFAULT_WINDOW_S, Tallies, WindowKey
 from mirrorflow.errors import MirrorflowError
@@ -47,6 +48,8 @@ class AuditResult:
     drills: list[Drill] = field(default_factory=list)
     #: Per cluster: verdicts stored in this run (new or changed).
     verdicts_written: dict[str, int] = field(default_factory=dict)
+    #: Windows proven complete for the first time in this run and recorded as announced (completeness.proven).
+    proven: list[ProvenWindow] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -64,6 +67,8 @@ class AuditResult:
             "compacted": c.compacted if c else 0,
             "verdicts_written": {name: n for name, n in sorted(self.verdicts_written.items()) if n},
             "differences": [d.to_dict() for d in self.drills] or ([x.to_dict() for x in c.differences] if c else []),
+            "proven": [{"cluster": p.cluster, "topic": p.topic, "window_ms": p.window_ms, "window": p.key,
+                        "messages": p.messages} for p in self.proven],
         }
 
 
@@ -100,6 +105,7 @@ def run_audit(clients: Mapping[str, ClusterClient], selects: Callable[[str], boo
     tallies: dict[str, Tallies] = {}
     horizons: dict[tuple[str, str], int] = {}
     stored: dict[str, dict[WindowKey, dict[str, Any]]] = {}
+    announced: dict[str, set[tuple[str, int]]] = {}
     for name, client in sorted(clients.items()):
         started = time.monotonic()
         try:
@@ -113,6 +119,7 @@ def run_audit(clients: Mapping[str, ClusterClient], selects: Callable[[str], boo
         # only the topics audited now are compared: one that left the topology keeps its history, unjudged
         counted.tallies.cells = {k: v for k, v in counted.tallies.cells.items() if selects(k.topic)}
         positions[name], tallies[name], stored[name] = state.positions, counted.tallies, state.verdicts
+        announced[name] = state.proven
         for topic, ms in counted.horizons.items():
             horizons[(name, topic)] = ms
         log.info("%s: %d new records counted in %.1fs (%s)", name, counted.read, time.monotonic() - started,
@@ -123,7 +130,10 @@ def run_audit(clients: Mapping[str, ClusterClient], selects: Callable[[str], boo
     comparison = compare(tallies, holders, now_ms=now, grace_s=grace_s, horizons=horizons)
     comparison, drills = _drill(comparison, clients, positions, stored, window_s, timeout)
     result.comparison, result.drills = comparison, drills
-    _store_verdicts(result, clients, comparison, stored, window_s, timeout)
+    proven = [] if result.unreachable else proven_windows(
+        tallies, comparison.verdicts, window_s=window_s, now_ms=now, grace_s=grace_s, horizons=horizons,
+        announced=announced)
+    _store_verdicts(result, clients, comparison, stored, window_s, timeout, proven, now)
     line = dict(run_id=run_id, window_s=window_s, grace_s=grace_s, **result.summary())
     if result.ok:
         audit("completeness", **line)
@@ -208,14 +218,24 @@ def compacted_topics(clients: Mapping[str, ClusterClient], topics: set[str], tim
 
 def _store_verdicts(result: AuditResult, clients: Mapping[str, ClusterClient], comparison: Comparison,
                     stored: Mapping[str, Mapping[WindowKey, Mapping[str, Any]]], window_s: int,
-                    timeout: float) -> None:
-    """Each cluster keeps the verdicts of its cells that are new or changed since they were last stored."""
+                    timeout: float, proven: list[ProvenWindow], now_ms: int) -> None:
+    """Each cluster keeps the verdicts of its cells that are new or changed since they were last stored,
+    and, with them, the windows proven there; only a window so recorded is announced (``result.proven``)."""
     changed: dict[str, dict[WindowKey, dict[str, Any]]] = {}
     for (cluster, cell), verdict in comparison.verdicts.items():
         if stored.get(cluster, {}).get(cell) != (value := verdict.to_dict()):
             changed.setdefault(cluster, {})[cell] = value
-    for cluster, verdicts in sorted(changed.items()):
+    windows: dict[str, list[ProvenWindow]] = {}
+    for window in proven:
+        windows.setdefault(window.cluster, []).append(window)
+    for cluster in sorted(set(changed) | set(windows)):
+        mine = windows.get(cluster, [])
         try:
-            result.verdicts_written[cluster] = write_verdicts(clients[cluster], window_s, verdicts, timeout)
+            result.verdicts_written[cluster] = write_verdicts(
+                clients[cluster], window_s, changed.get(cluster, {}), timeout,
+                proven={(w.topic, w.window_ms): now_ms for w in mine})
         except MirrorflowError as exc:  # the comparison stands; the history catches up on the next run
-            log.error("%s: the audit's verdicts were not stored: %s", cluster, exc)
+            log.error("%s: the audit's verdicts were not stored: %s%s", cluster, exc,
+                      f"; the {len(mine)} window(s) proven there are announced by the next run" if mine else "")
+            continue
+        result.proven += mine

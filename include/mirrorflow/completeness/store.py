@@ -11,7 +11,9 @@ tallies, counted from the start, and the old one is simply no longer read.
   counted (its oldest retained record when it was first audited);
 - ``w<s>|verdict|<topic>|<origin>|<window ms>``: how this cluster's cell compared
   with its origin's when last judged (expected, held, complete), written when it
-  changes: the history a status page shows.
+  changes: the history a status page shows;
+- ``w<s>|proven|<topic>|<window ms>``: the window was proven complete on this cluster
+  and announced (:mod:`mirrorflow.completeness.proven`), so it is announced once.
 
 A run writes the new positions and the changed cells of a topic in one Kafka
 transaction, so a run killed half way counts nothing twice: the next one starts
@@ -55,6 +57,8 @@ class AuditState:
     horizons: dict[str, int] = field(default_factory=dict)
     #: The last verdict stored per cell (``Verdict.to_dict()``).
     verdicts: dict[WindowKey, dict[str, Any]] = field(default_factory=dict)
+    #: The windows announced as proven here: (topic, window ms).
+    proven: set[tuple[str, int]] = field(default_factory=set)
 
 
 def read_state(client: ClusterClient, window_s: int = DEFAULT_WINDOW_S, timeout: float = 30.0) -> AuditState:
@@ -89,19 +93,25 @@ def read_state(client: ClusterClient, window_s: int = DEFAULT_WINDOW_S, timeout:
                 state.verdicts.pop(WindowKey.decode(rest), None)
             else:
                 state.verdicts[WindowKey.decode(rest)] = dict(value)
+        elif kind == "proven":
+            topic, _, window = rest.rpartition("|")
+            (state.proven.discard if value is None else state.proven.add)((topic, int(window)))
     return state
 
 
 def write_verdicts(client: ClusterClient, window_s: int, verdicts: Mapping[WindowKey, Mapping[str, Any]],
-                   timeout: float = 30.0) -> int:
-    """Store the changed verdicts of ``client``'s cells in one transaction; returns how many."""
-    if not verdicts:
+                   timeout: float = 30.0, proven: Mapping[tuple[str, int], int] | None = None) -> int:
+    """Store the changed verdicts of ``client``'s cells, and the windows announced as ``proven`` there
+    ((topic, window ms) -> when, epoch ms), in one transaction; returns how many verdicts."""
+    if not verdicts and not proven:
         return 0
     ensure_compacted(client, AUDIT_TOPIC, TOPIC_CONFIG, timeout)
     records: list[tuple[str, dict | None]] = [(f"w{window_s}|verdict|{cell.encode()}", dict(v))
                                                for cell, v in sorted(verdicts.items())]
+    records += [(f"w{window_s}|proven|{topic}|{window}", {"at": at})
+                for (topic, window), at in sorted((proven or {}).items())]
     _write(client, f"{AUDIT_TOPIC}-verdicts.{client.name}", records, timeout, "the audit's verdicts")
-    return len(records)
+    return len(verdicts)
 
 
 def write_topic(client: ClusterClient, window_s: int, topic: str, positions: Mapping[int, Position],

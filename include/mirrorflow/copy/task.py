@@ -139,6 +139,9 @@ class PartitionResult:
     throttled_s: float = 0.0
     #: Records whose CreateTime was 0, copied at 1 ms: librdkafka cannot write 0 (it reads it as "now").
     retimed: int = 0
+    #: The timestamp (epoch ms) of the newest record whose checkpoint was committed: how far the copy reaches
+    #: in time (the asset events of mirrorflow_airflow say it). ``None``: nothing committed in this run.
+    newest_ms: int | None = None
     error: str | None = None
     error_offset: int | None = None
     error_code: int | None = None

@@ -48,7 +48,7 @@ from mirrorflow.topology import tree as _tree
 from mirrorflow.topology.acl_sync import AclSyncConfig
 from mirrorflow.topology.alerts import AlertsConfig
 from mirrorflow.topology.archive import ArchiveConfig
-from mirrorflow.topology.audit import AuditConfig
+from mirrorflow.topology.audit import AuditConfig, plain_name
 from mirrorflow.topology.base import Model
 from mirrorflow.topology.lag import LagConfig
 from mirrorflow.topology.offsets import OffsetsConfig
@@ -340,6 +340,10 @@ class Topology(_Model):
             problems.append((f"acl_sync.read_only[{self.acl_sync.read_only.index(grants_owner)}]",
                              f"{grants_owner!r} is the owner of the synced ACLs: the guard's denies there would "
                              "travel to every cluster; make another cluster the owner (acl_sync.owner)"))
+        for i, name in enumerate(self.audit.assets):
+            if not TopicSelector(patterns).selects(name):
+                problems.append((f"audit.assets[{i}]", f"{name!r} is not a mirrored topic: no entry of topics "
+                                                        "selects it"))
         for i, name in enumerate(self.archive.clusters or []):
             if name not in self.clusters:
                 problems.append((f"archive.clusters[{i}]", f"unknown cluster {name!r} (clusters: {known})"))
@@ -414,6 +418,10 @@ class Topology(_Model):
                           topics=tuple(self.topics), groups=tuple(sync.groups),
                           principals={c: dict(m) for c, m in sync.principals.items()}, write=sync.write,
                           sync=sync.enabled, read_only=tuple(sync.read_only))
+
+    def asset_topics(self) -> list[str]:
+        """The topics whose proven windows are Airflow assets: every plain name in ``topics``, and ``audit.assets``."""
+        return sorted({n for p in self.topics if (n := plain_name(p)) is not None} | set(self.audit.assets))
 
     def selects(self, topic: str) -> bool:
         """Whether ``topic`` is mirrored: it full-matches an entry of ``topics`` and is not internal."""

@@ -12,6 +12,10 @@ Each run (:mod:`mirrorflow.completeness`, docs/audit.md):
   (XCom) and writes one ``completeness`` audit line.
 - ``check``: fails, without retrying, with a table naming topic, window, origin,
   cluster, the counts and the messages missing or duplicated.
+- ``proven_<topic>``, one per topic named in the topology (``Topology.asset_topics``):
+  each window the count proved complete on a cluster for the first time is one
+  event of the asset ``mirrorflow-proven://<cluster>/<topic>``, the window's start
+  as its partition key (docs/assets.md); skipped when there is none.
 
 With an ``alerts`` section in the topology, each difference (per cluster, topic
 and origin) and each cluster not audited is one message when found and one when
@@ -29,9 +33,10 @@ from airflow.sdk import DAG, get_current_context, task
 
 from mirrorflow.topology import Topology
 from mirrorflow.topology.replication import parse_schedule
+from mirrorflow_airflow.assets import proven_asset
 from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.notifiers.alerts import alert_callbacks
-from mirrorflow_airflow.steps.audit import audit_clusters, check_audit
+from mirrorflow_airflow.steps.audit import announce_proven, audit_clusters, check_audit, proven_task_id
 
 DAG_ID = "mirror_audit"
 
@@ -55,5 +60,15 @@ def build_audit_dag(topology: Topology) -> DAG:
             """Fail, without retrying (AuditViolation), naming every difference."""
             return check_audit(summary)
 
-        check(count())
+        counted = count()
+        check(counted)
+        for topic in topology.asset_topics():
+            # One task per topic, so that an audit run that proves nothing of a topic emits nothing for it
+            # (an asset a task lists is marked on every success of that task, partition or not).
+            @task(task_id=proven_task_id(topic), outlets=[proven_asset(c, topic) for c in topology.clusters])
+            def announce(summary: dict[str, Any], topic: str = topic) -> dict[str, list[str]]:
+                """The windows of the topic proven complete for the first time, one asset event each."""
+                return announce_proven(summary, topic, get_current_context())
+
+            announce(counted)
     return dag

@@ -17,10 +17,11 @@ Every decision is an audit line (``gap_resolved``).
 
 from __future__ import annotations
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param, get_current_context, task
 
 from mirrorflow.actions import ACTIONS
 from mirrorflow.topology import Topology
+from mirrorflow_airflow.assets import ARRIVALS
 from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.steps.resolve_gap import run_resolve
 
@@ -52,13 +53,14 @@ def build_resolve_gap_dag(topology: Topology) -> DAG:
         },
     ) as dag:
 
-        @task
+        @task(outlets=[ARRIVALS])
         def resolve(params: dict | None = None) -> dict:
-            """Move the link's checkpoint as decided, fenced, and log an audit line."""
+            """Move the link's checkpoint as decided, fenced, and log an audit line (a restore: an asset event)."""
             p = params or {}
             offset = p.get("offset")
             return run_resolve(topology, p["link"], p["topic"], int(p["partition"]), p["action"],
-                               offset=None if offset is None else int(offset), dry_run=bool(p.get("dry_run")))
+                               offset=None if offset is None else int(offset), dry_run=bool(p.get("dry_run")),
+                               outlet_events=get_current_context()["outlet_events"])
 
         resolve()
     return dag

@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from mirrorflow.assets import arrivals
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.onboard.backfill import BackfillSpec, run_backfill
 from mirrorflow.onboard.plan import OnboardPlan
 from mirrorflow.topology import Topology
+from mirrorflow_airflow.assets import ARRIVALS, emit_arrivals
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator
 from mirrorflow_airflow.spark import SPARK_JOBS
@@ -30,7 +32,7 @@ class BackfillFailed(MirrorflowError):
 class MirrorBackfillOperator(MirrorSparkJobOperator[BackfillSpec]):
     def __init__(self, *, topology: Topology, plan_task_id: str = "preflight", **kwargs: Any) -> None:
         super().__init__(application=str(SPARK_JOBS / "mirror_backfill.py"), name="mirrorflow-backfill",
-                         run=run_backfill, **kwargs)
+                         run=run_backfill, outlets=[ARRIVALS], **kwargs)
         self.topology = topology
         self.plan_task_id = plan_task_id
 
@@ -63,6 +65,9 @@ class MirrorBackfillOperator(MirrorSparkJobOperator[BackfillSpec]):
             log.info("%s[%d]: source %d..%d, %d copied (%d from the archive)%s", p["topic"], p["partition"],
                      p["start_offset"], p["next_offset"], p["copied"], p.get("restored", 0),
                      f"; ERROR {p['error']}" if p["error"] else "")
+        result["arrived"] = emit_arrivals(context["outlet_events"], arrivals(
+            partitions, {name: str(c.settings["bootstrap.servers"]) for name, c in clients.items()},
+            run_id=context["run_id"], by="backfill"))
         if not result["ok"]:
             raise BackfillFailed(f"backfill of {plan.cluster} from {plan.sibling_of}: {len(result['errors'])} "
                                  "partition(s) failed; the others reached the cut; re-run to continue:\n  "

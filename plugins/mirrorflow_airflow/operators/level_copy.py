@@ -15,7 +15,10 @@ see ``MirrorSparkJobOperator``). What this operator adds:
 - the driver writes its result to a private temporary file; this operator logs
   the per-link summary, returns it (the DAG run's return value) and fails the
   task with every failing link, topic, partition, offset and error named, after
-  the other partitions have been copied.
+  the other partitions have been copied;
+- each target cluster and topic that got records is one asset event
+  (``kafka://<bootstrap>/<topic>``, through the alias ``mirrorflow.arrivals``;
+  docs/assets.md), registered when the task succeeds.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ import logging
 import time
 from typing import Any
 
+from mirrorflow.assets import arrivals
 from mirrorflow.copy import JobSpec, build_spec, heals_from_archive, run_job, spec_clusters
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology, effective_links
+from mirrorflow_airflow.assets import ARRIVALS, emit_arrivals
 from mirrorflow_airflow.hooks.archive import archive_location
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator
@@ -46,7 +51,7 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
     def __init__(self, *, topology: Topology, level: int, plan_task_id: str = "plan",
                  spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
         super().__init__(application=str(JOB_SCRIPT), spark_conn_id=spark_conn_id, name=f"mirrorflow-level-{level}",
-                         run=run_job, plans_while_opening=True, **kwargs)
+                         run=run_job, plans_while_opening=True, outlets=[ARRIVALS], **kwargs)
         self.topology = topology
         self.level = level
         self.plan_task_id = plan_task_id
@@ -66,6 +71,8 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
         result = self.submit(context, spec)
         partitions = result.pop("partitions", None) or []
         self._record_totals(partitions, result, context["run_id"])
+        result["arrived"] = emit_arrivals(context["outlet_events"], arrivals(
+            partitions, {c: s["bootstrap.servers"] for c, s in clusters.items()}, run_id=context["run_id"]))
         for link in result["links"]:
             log.info("link %s: %s -> %s: %d copied, %d skipped, %d bytes over %d partitions%s", link["link"],
                      link["source"], link["target"], link["copied"], link["skipped"], link["bytes"],

@@ -11,14 +11,16 @@ it: an audit violation is an SLA violation there too.
 from __future__ import annotations
 
 import logging
+import re
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.completeness.run import difference_lines, run_audit, summary_problems
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
+from mirrorflow_airflow.assets import emit_proven
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.state import set_audit_result
 
@@ -46,6 +48,22 @@ def audit_clusters(topology: Topology, run_id: str = "") -> dict[str, Any]:
     summary["checked_at"] = datetime.now(UTC).isoformat()
     set_audit_result(summary)
     return summary
+
+
+def proven_task_id(topic: str) -> str:
+    """The audit DAG's task that announces ``topic``'s proven windows."""
+    return "proven_" + re.sub(r"[^A-Za-z0-9_-]", "_", topic)
+
+
+def announce_proven(summary: dict[str, Any], topic: str, context: Any) -> dict[str, list[str]]:
+    """One event per window of ``topic`` proven in this run (the count's summary); skipped when there is none."""
+    windows = [w for w in summary.get("proven", []) if w["topic"] == topic]
+    if not windows:
+        raise AirflowSkipException(f"no window of {topic} proven for the first time in this run")
+    keys = emit_proven(context["outlet_events"], windows, str(context["run_id"]))
+    for uri, windows_of in sorted(keys.items()):
+        log.info("%s: proven complete: %s", uri, ", ".join(sorted(windows_of)))
+    return keys
 
 
 def check_audit(summary: dict[str, Any]) -> dict[str, Any]:

@@ -10,11 +10,14 @@ same decision cannot change it.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow.actions import ResolveRefused, resolve
+from mirrorflow.assets import arrivals
 from mirrorflow.topology import Topology, effective_links
+from mirrorflow_airflow.assets import emit_arrivals
 from mirrorflow_airflow.hooks.archive import archive_location
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.state import link_targets
@@ -23,8 +26,11 @@ log = logging.getLogger(__name__)
 
 
 def run_resolve(topology: Topology, link_id: str, topic: str, partition: int, action: str, *,
-                offset: int | None = None, dry_run: bool = False) -> dict:
-    """Resolve ``topic[partition]`` of ``link_id`` with ``action``; returns what was (or would be) done."""
+                offset: int | None = None, dry_run: bool = False, outlet_events: Any = None) -> dict:
+    """Resolve ``topic[partition]`` of ``link_id`` with ``action``; returns what was (or would be) done.
+
+    Records restored from the archive reached the target: one asset event through ``outlet_events``.
+    """
     level = topology.link(link_id).level
     link = next(l for l in effective_links(topology, level, link_targets()) if l.link_id == link_id)
     source = MirrorClusterHook(topology, link.source).client()
@@ -49,6 +55,12 @@ def run_resolve(topology: Topology, link_id: str, topic: str, partition: int, ac
         log.info("%s", done.note)
     if done.restored:
         log.info("%d record(s) restored from the archive of %s", done.restored, done.source)
+        if outlet_events is not None and not dry_run:
+            emit_arrivals(outlet_events, arrivals(
+                [{"link_id": link_id, "source": done.source, "target": done.target, "topic": topic,
+                  "partition": partition, "copied": done.restored, "restored": done.restored,
+                  "next_offset": done.position}],
+                {done.target: str(target.settings["bootstrap.servers"])}, by="restore"))
     if done.missing:
         log.warning("offsets %s are in no archive and %s", ", ".join(f"{a}..{b}" for a, b in done.missing),
                     "would be given up" if dry_run else "were given up")

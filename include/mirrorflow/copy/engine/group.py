@@ -291,6 +291,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
     counts = {p: [0, 0, 0, 0] for p in ranges}
     crc = {p: results[p].checksum for p in ranges}
     last_msg: dict[int, Any] = {}  # the last record read per partition since the last commit
+    newest: dict[int, int] = {}  # per partition, the newest timestamp of a record read before a commit
     failed = _Failure()
 
     # A Python function that calls nothing implemented in C: confluent-kafka may call it while a
@@ -318,6 +319,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
         moved = [p for p in ranges if position[p] != results[p].next_offset or p in unmarked]
         for p, msg in last_msg.items():
             lasts[p] = last_read(msg)
+            newest[p] = max(newest.get(p, -1), msg.timestamp()[1])
         last_msg.clear()
         with during("commit"):
             txn.commit_positions([TopicPartition(topic, p, position[p]) for p in moved], lasts)
@@ -332,6 +334,8 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
             result.checksum = crc[p]
             result.next_offset = position[p]
             result.transactions += 1
+            if newest.get(p, -1) >= 0:
+                result.newest_ms = newest[p]
             counts[p] = [0, 0, 0, 0]
         unmarked.clear()
         in_txn = 0

@@ -630,9 +630,9 @@ class _RangeCopy:
         if self.batch.first_error is not None:
             raise _Abort()
         self.txn.require_acknowledged(unacknowledged)
-        last = self.copy.last
+        last, newest = self.copy.last, None
         if self.last_msg is not None and self.last_msg.offset() < next_offset:
-            last = last_read(self.last_msg)
+            last, newest = last_read(self.last_msg), self.last_msg.timestamp()[1]
         with during("commit"):
             self.txn.commit(next_offset, last)
         self.copy.last, self.last_msg = last, None
@@ -640,6 +640,8 @@ class _RangeCopy:
         note(next_offset - result.next_offset, self.bytes)  # progress, once per commit (mirrorflow.progress)
         result.transactions += 1
         result.next_offset = next_offset
+        if newest is not None and newest >= 0:
+            result.newest_ms = max(result.newest_ms or -1, newest)
         result.checksum = self.crc
         result.copied += self.copied
         result.skipped += self.skipped

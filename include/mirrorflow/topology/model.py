@@ -47,6 +47,7 @@ from mirrorflow.secrets import is_secret_config
 from mirrorflow.topology import tree as _tree
 from mirrorflow.topology.acl_sync import AclSyncConfig
 from mirrorflow.topology.alerts import AlertsConfig
+from mirrorflow.topology.approvals import ApprovalsConfig
 from mirrorflow.topology.archive import ArchiveConfig
 from mirrorflow.topology.audit import AuditConfig, plain_name
 from mirrorflow.topology.base import Model
@@ -243,6 +244,8 @@ class Topology(_Model):
     topic_configs: TopicConfigsConfig = Field(default_factory=TopicConfigsConfig)
     #: Whether topic ACLs travel from one cluster to the others (see acl_sync.py); off by default.
     acl_sync: AclSyncConfig = Field(default_factory=AclSyncConfig)
+    #: Whether failovers, target switches and decommissions wait for an approval (see approvals.py); off by default.
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
 
     _patterns: tuple[re.Pattern[str], ...] = PrivateAttr(default=())
     _leaves: tuple[str, ...] = PrivateAttr(default=())
@@ -435,7 +438,8 @@ class Topology(_Model):
         for cluster in data["clusters"].values():
             if not cluster.get("config"):
                 cluster.pop("config", None)
-        for section in ("replication", "offsets", "lag", "schemas", "archive", "topic_configs", "acl_sync"):
+        for section in ("replication", "offsets", "lag", "schemas", "archive", "topic_configs", "acl_sync",
+                        "approvals"):
             settings = getattr(self, section).model_dump(mode="python", exclude_defaults=True)
             if settings:
                 data[section] = settings

@@ -14,6 +14,10 @@ Steps, each its own task and log:
 4. ``leave``: the cluster leaves the tree (Airflow Variable
    ``mirrorflow_topology_changes``); every DAG drops its links at its next parse.
 5. ``summary``: one audit line.
+
+With ``approvals`` on, ``propose`` (the moves with their cuts, as a dry run) and
+``approve`` (Browse > Required Actions) come between 1 and 2: no link moves until
+someone approves; a rejection or no answer skips every later step, summary included.
 """
 
 from __future__ import annotations
@@ -24,12 +28,22 @@ from airflow.sdk import DAG, Param, task
 
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL, mirror_dag
-from mirrorflow_airflow.steps.decommission import STEPS, drain, leave, run_preflight, summary, switch_links
+from mirrorflow_airflow.operators.approval import PlanApprovalOperator, responder
+from mirrorflow_airflow.steps.decommission import (
+    STEPS,
+    drain,
+    leave,
+    propose,
+    run_preflight,
+    summary,
+    switch_links,
+)
 
 DAG_ID = "mirror_decommission_cluster"
 
 
 def build_decommission_dag(topology: Topology) -> DAG:
+    approvals = topology.approvals
     clusters = sorted(topology.clusters)
     with mirror_dag(
         DAG_ID,
@@ -69,10 +83,20 @@ def build_decommission_dag(topology: Topology) -> DAG:
         @task(trigger_rule="all_done")
         def summary_(run_id: str | None = None, ti: Any = None) -> dict:
             """One audit line; fails if a step did."""
-            return summary({s: ti.xcom_pull(task_ids=s) for s in STEPS}, run_id or "")
+            approved_by = responder(ti.xcom_pull(task_ids="approve")) if approvals.enabled else None
+            return summary({s: ti.xcom_pull(task_ids=s) for s in STEPS}, run_id or "", approved_by)
 
         plan = preflight_.override(task_id="preflight")()
         switched = switch_.override(task_id="switch")(plan)
+        if approvals.enabled:  # the moves and their cuts shown and approved before any link moves
+
+            @task
+            def propose_(plan: dict) -> dict:
+                """The moves with their cuts (a dry run) and what drains, for the approver."""
+                return propose(topology, plan)
+
+            propose_.override(task_id="propose")(plan) >> PlanApprovalOperator(
+                task_id="approve", settings=approvals, action="decommission", plan_task_id="propose") >> switched
         drained = drain_.override(task_id="drain")(plan, switched)
         leave_.override(task_id="leave")(plan, drained) >> summary_.override(task_id="summary")()
     return dag

@@ -14,6 +14,11 @@ Tasks, each with its own log:
    replay), and commits; the groups' owner becomes the target, so
    ``mirror_offsets`` follows the groups there from its next run.
 5. ``verify``: re-reads the target's committed offsets against the table.
+With ``approvals`` on in the topology, ``propose`` (the switch's table as a dry
+run: per group, what it would read again and skip) and ``approve`` (Airflow's
+human-in-the-loop, Browse > Required Actions) come first: nothing is published
+or committed until someone approves; a rejection or no answer skips the rest.
+
 6. ``read_only_guard``: where the target is a read-only cluster (``acl_sync.read_only``),
    the groups' topics there are opened to writers (the applications move with
    them); where the source is one, they are closed again. Otherwise it says so
@@ -33,15 +38,19 @@ next run copies them (docs/exactly-once.md).
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow.sdk import DAG, Param, task
 
 from mirrorflow.offsets.failover import MODES
 from mirrorflow.topology import Topology
 from mirrorflow.topology.offsets import PRECISIONS
 from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL, mirror_dag
+from mirrorflow_airflow.operators.approval import PlanApprovalOperator, responder
 from mirrorflow_airflow.sensors.failover import GroupReplicatedSensor
 from mirrorflow_airflow.steps.failover import (
     preflight,
+    propose,
     publish_final,
     read_only_guard,
     refusal_is_final,
@@ -53,6 +62,7 @@ DAG_ID = "mirror_failover_consumer_group"
 
 
 def build_failover_dag(topology: Topology) -> DAG:
+    approvals = topology.approvals
     clusters = sorted(topology.clusters)
     with mirror_dag(
         DAG_ID,
@@ -91,10 +101,11 @@ def build_failover_dag(topology: Topology) -> DAG:
             return publish_final(topology, plan)
 
         @task(pool=OPERATIONS_POOL)
-        def switch_(plan: dict, published: dict) -> dict:
+        def switch_(plan: dict, published: dict, ti: Any = None) -> dict:
             """The per-partition table, and the commit on the target (a retry recomputes it: idempotent)."""
+            approved_by = responder(ti.xcom_pull(task_ids="approve")) if approvals.enabled else None
             with refusal_is_final():
-                return switch(topology, plan)
+                return switch(topology, plan, approved_by)
 
         @task
         def verify_(summary: dict) -> dict:
@@ -108,6 +119,17 @@ def build_failover_dag(topology: Topology) -> DAG:
 
         plan = preflight_.override(task_id="preflight")()
         published = publish_final_.override(task_id="publish_final")(plan)
+        if approvals.enabled:  # the plan shown and approved before anything is published or committed
+
+            @task
+            def propose_(plan: dict) -> dict:
+                """The switch's table as a dry run, for the approver: per group, what it would replay and skip."""
+                with refusal_is_final():
+                    return propose(topology, plan)
+
+            approve = PlanApprovalOperator(task_id="approve", settings=approvals, action="failover",
+                                           plan_task_id="propose")
+            propose_.override(task_id="propose")(plan) >> approve >> published
         wait = GroupReplicatedSensor(task_id="wait_for_replication", plan=plan, poke_interval=15, timeout=1800)
         summary = switch_.override(task_id="switch")(plan, published)
         published >> wait >> summary

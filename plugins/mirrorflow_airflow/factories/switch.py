@@ -5,21 +5,27 @@ decommissioned. The form offers the topology's clusters and levels as
 drop-downs; the task checks the choice against the tree, cuts the link over
 exactly (see :mod:`mirrorflow.actions.switch`), and records the new effective
 target in the Airflow Variable the level DAGs read at every run: no file edit,
-no restart. A dry run shows the cut without changing anything.
+no restart. A dry run shows the cut without changing anything. With
+``approvals`` on, ``propose`` computes the cut as a dry run and ``approve`` waits
+for someone to approve it (Browse > Required Actions) before the link moves.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL, mirror_dag
-from mirrorflow_airflow.steps.switch import run_switch
+from mirrorflow_airflow.operators.approval import PlanApprovalOperator, responder
+from mirrorflow_airflow.steps.switch import propose_switch, run_switch
 
 DAG_ID = "mirror_switch_target"
 
 
 def build_switch_dag(topology: Topology) -> DAG:
+    approvals = topology.approvals
     clusters = sorted(topology.clusters)
     levels = topology.levels
     with mirror_dag(
@@ -43,11 +49,23 @@ def build_switch_dag(topology: Topology) -> DAG:
     ) as dag:
 
         @task(pool=OPERATIONS_POOL)
-        def switch(params: dict | None = None) -> dict:
+        def switch(params: dict | None = None, ti: Any = None) -> dict:
             """Cut the link over to the new target and record it."""
             p = params or {}
+            approved_by = responder(ti.xcom_pull(task_ids="approve")) if approvals.enabled else None
             return run_switch(topology, p["source_cluster"], int(p["level"]), p["target"],
-                              dry_run=bool(p.get("dry_run")), force=bool(p.get("force")))
+                              dry_run=bool(p.get("dry_run")), force=bool(p.get("force")), approved_by=approved_by)
 
-        switch()
+        switched = switch()
+        if approvals.enabled:  # the cut shown and approved before the link moves
+
+            @task
+            def propose(params: dict | None = None) -> dict:
+                """The cut as a dry run computes it, for the approver."""
+                p = params or {}
+                return propose_switch(topology, p["source_cluster"], int(p["level"]), p["target"],
+                                      force=bool(p.get("force")))
+
+            propose() >> PlanApprovalOperator(task_id="approve", settings=approvals, action="switch_target",
+                                              plan_task_id="propose") >> switched
     return dag

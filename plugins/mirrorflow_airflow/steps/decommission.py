@@ -84,6 +84,23 @@ def switch_links(topology: Topology, raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def propose(topology: Topology, raw: dict[str, Any]) -> dict[str, Any]:
+    """The plan an approver reads (``approvals``): the moves with their cuts (a dry run), and what drains."""
+    cuts = switch_links(topology, {**raw, "dry_run": True})
+    plan = DecommissionPlan.from_dict(raw)
+    lines = [f"Take **{plan.cluster}** out of the tree.", "", "| link | from | to | cut (topic[partition]: the new "
+             "target starts at source offset) |", "|---|---|---|---|"]
+    for move in plan.moves:
+        found = cuts.get(move.link_id) or "not planned"
+        cut = found if isinstance(found, str) else ", ".join(
+            f"{t}[{p}]: {'the beginning' if c is None else c}" for t, ps in sorted(found["cuts"].items())
+            for p, c in sorted(ps.items())) or "nothing to cut"
+        lines.append(f"| {move.link_id} | {move.old_target} | {move.new_target} | {cut} |")
+    lines += ["", *(f"Level {level}: {plan.cluster} drains through {', '.join(links)}."
+                    for level, links in sorted(plan.drain.items()))]
+    return {"subject": f"Decommission {plan.cluster}?", "text": "\n".join(lines), "cuts": cuts}
+
+
 def drain(topology: Topology, raw: dict[str, Any], run_id: str) -> dict[str, Any]:
     """The cluster's own links copy what it still holds, in passes, until a pass finds nothing new.
 
@@ -137,11 +154,12 @@ def leave(topology: Topology, raw: dict[str, Any], run_id: str) -> dict[str, Any
     return {"left": True, "targets": kept}
 
 
-def summary(results: dict[str, Any], run_id: str) -> dict[str, Any]:
+def summary(results: dict[str, Any], run_id: str, approved_by: str | None = None) -> dict[str, Any]:
     """One audit line for the whole decommission; fails when a step did, so the run shows as failed."""
     missing = [s for s in STEPS if results.get(s) is None]
     cluster = (results.get("preflight") or {}).get("cluster")
-    audit("decommission", run_id=run_id, cluster=cluster, steps=results, failed_steps=missing)
+    audit("decommission", run_id=run_id, cluster=cluster, steps=results, failed_steps=missing,
+          approved_by=approved_by)
     if missing:
         raise AirflowFailException(f"decommissioning did not complete: step(s) {', '.join(missing)} failed or "
                                    "did not run; re-run the DAG to continue")

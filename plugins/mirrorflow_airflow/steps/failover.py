@@ -1,4 +1,4 @@
-"""The steps of ``mirror_failover_consumer_group``: preflight, publish, switch, verify, read-only guard.
+"""The steps of ``mirror_failover_consumer_group``: preflight, (propose,) publish, switch, verify, read-only guard.
 
 A failover must never skip a message; replaying some is the bounded price of
 an emergency. So every check that can refuse runs before anything is
@@ -123,7 +123,32 @@ def publish_final(topology: Topology, plan: dict[str, Any]) -> dict[str, Any]:
     return {"published": len(positions), "distributed": report.copied}
 
 
-def switch(topology: Topology, plan: dict[str, Any]) -> dict[str, Any]:
+def propose(topology: Topology, plan: dict[str, Any]) -> dict[str, Any]:
+    """The plan an approver reads (``approvals``): the switch's own table, computed as a dry run, changing nothing.
+
+    Per group: what it would read again on the target (replay) and skip (none in
+    ``exact`` precision: the cut is proven; unknown in ``timestamp``).
+    """
+    summary = switch(topology, {**plan, "dry_run": True})
+    result = FailoverPlan.from_dict(summary["plan"])
+    replay: dict[str, int] = {}
+    for row in result.rows:
+        replay[row.group] = replay.get(row.group, 0) + row.expected_replay
+    skip = "none (exact: the cut is proven)" if plan["precision"] == "exact" else "unknown (timestamp precision)"
+    lines = [f"Fail over **{', '.join(plan['groups'])}** from **{plan['source']}** to **{plan['target']}** "
+             f"({plan['mode']}, {plan['precision']}).", "",
+             "| group | partitions | would read again | would skip |", "|---|---:|---:|---|"]
+    lines += [f"| {g} | {sum(1 for r in result.rows if r.group == g)} | {n} | {skip} |"
+              for g, n in sorted(replay.items())]
+    if result.missing:
+        lines += ["", f"{plan['target']} does not hold yet the last message consumed of: "
+                      f"{', '.join(sorted(result.missing))}; the failover waits for it first."]
+    lines += ["", "```", table(result), "```"]
+    return {"subject": f"Fail over {', '.join(plan['groups'])} from {plan['source']} to {plan['target']}?",
+            "text": "\n".join(lines), "replay": replay}
+
+
+def switch(topology: Topology, plan: dict[str, Any], approved_by: str | None = None) -> dict[str, Any]:
     """Each position resolved on the target, the table logged, then committed; the target becomes the owner.
 
     Active members on the target are checked again right before the commit: a
@@ -159,7 +184,7 @@ def switch(topology: Topology, plan: dict[str, Any]) -> dict[str, Any]:
     owners.update({g: target for g in groups})
     set_group_owners(owners)
     audit("failover", groups=groups, source=source, target=target, mode=plan["mode"], precision=plan["precision"],
-          force=plan["force"], oldest_position_s=oldest,
+          force=plan["force"], oldest_position_s=oldest, approved_by=approved_by,
           partitions=[{"group": r.group, "topic": r.topic, "partition": r.partition, "source": r.source_offset,
                        "target": r.target_offset, "replay": r.expected_replay} for r in result.rows])
     return summary

@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 
 def run_switch(topology: Topology, source_cluster: str, level: int, target: str, *, dry_run: bool = False,
-               force: bool = False) -> dict:
+               force: bool = False, approved_by: str | None = None) -> dict:
     """The choice checked against the tree, the link cut over exactly, the new target recorded.
 
     The target is recorded only after the cut, and not in a dry run or when
@@ -47,6 +47,19 @@ def run_switch(topology: Topology, source_cluster: str, level: int, target: str,
         log.warning("%s", warning)
     if not dry_run and report.mode != "noop":
         targets = set_link_target(link.link_id, target, topology.link(link.link_id).default_target)
-        audit("link_target", link=link.link_id, target=target, targets=targets)
+        audit("link_target", link=link.link_id, target=target, targets=targets, approved_by=approved_by)
         log.info("link %s now copies to %s from the next mirror_level_%d run", link.link_id, target, link.level)
     return report.to_dict()
+
+
+def propose_switch(topology: Topology, source_cluster: str, level: int, target: str, *, force: bool = False) -> dict:
+    """The plan an approver reads (``approvals``): the cut as a dry run computes it, changing nothing."""
+    report = run_switch(topology, source_cluster, level, target, dry_run=True, force=force)
+    lines = [f"Switch link **{report['link']}** from **{report['old_target']}** to **{report['new_target']}** "
+             f"(cut from the {report['mode']}).", "", "| topic | partition | the new target starts at source offset |",
+             "|---|---:|---:|"]
+    lines += [f"| {topic} | {p} | {'the beginning' if cut is None else cut} |"
+              for topic, cuts in sorted(report["cuts"].items()) for p, cut in sorted(cuts.items())]
+    lines += [f"\n{w}" for w in report["warnings"]]
+    return {"subject": f"Switch {report['link']} from {report['old_target']} to {report['new_target']}?",
+            "text": "\n".join(lines), "report": report}

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 from mirrorflow.assets import proven_uri
 from mirrorflow.completeness.proven import window_key
 from mirrorflow_airflow.factories.audit import build_audit_dag
-from tests.dags.test_level_dags import asset_events, xcom
+from tests.dags.test_level_dags import asset_events, parsed, xcom
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import FOUR, Traffic, clients, converge, run_level, topic_everywhere, topology
 
@@ -45,7 +45,7 @@ def test_the_audit_dag_finds_the_tree_complete_under_traffic_and_fails_naming_a_
         produce(kafka_clusters[c].bootstrap, topic,
                 [(f"{c}-k{i % 5}".encode(), f"{c}|{i}".encode(), None, hour_ago + i) for i in range(30)])
     converge(topo, settings)
-    dag = build_audit_dag(topo)
+    dag = parsed(build_audit_dag(topo))
 
     with Traffic(kafka_clusters, topic, NAMES, batch=5, interval=0.2) as flowing:  # new messages keep coming
         flowing.wait_for(40)

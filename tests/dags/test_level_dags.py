@@ -50,6 +50,24 @@ def asset_events(uri: str, dag_run=None) -> list[tuple[str | None, dict]]:
         return [(e.partition_key, dict(e.extra)) for e in session.scalars(query.order_by(AssetEvent.id))]
 
 
+def parsed(dag):
+    """``dag`` written to the metadata database as the dag-processor writes a parsed file: its assets are then
+    known, so the events of its outlets register (``dag.test()`` runs a DAG object, parsed from no file)."""
+    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+
+    from airflow.utils.session import create_session
+
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+
+    with create_session() as session:
+        DagBundlesManager().sync_bundles_to_db(session=session)
+    with create_session() as session:
+        update_dag_parsing_results_in_db("dags-folder", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(),
+                                         session=session)
+    return dag
+
+
 def run_until_quiescent(dags: dict, levels: list[int], max_rounds: int = 6) -> list[dict]:
     """dag.test() every level DAG, lowest level first, until a whole round copies nothing."""
     summaries = []

@@ -1,15 +1,21 @@
-"""The failover form, used from the Airflow UI: headless Chromium against ``airflow standalone``.
+"""The operator's UI and the scheduler, for real: headless Chromium against ``airflow standalone``.
 
 A user logs in, opens ``mirror_failover_consumer_group``, fills its form (the
-cluster fields are drop-downs of the topology's clusters), triggers it, and
-watches the run succeed; the consumer group then stands on the other cluster
-exactly where it stood on the first one.
+cluster fields are drop-downs of the topology's clusters) and triggers it. The
+topology asks for approvals (docs/approvals.md): the run stops at ``approve``,
+whose Required Action shows the plan. Rejected, the run skips every change and
+the group stays where it was; triggered again and approved, the run succeeds and
+the group then stands on the other cluster exactly where it stood on the first.
 
 The set-up is real throughout: the session's Kafka clusters c1..c4 in the
 four-cluster tree, a topic only c1 produces to, mirrored to every cluster by
 the same copy job the level DAGs run, and a consumer group ``ui-orders`` that
-consumed part of it on c1, committed, and left (no members). Standalone runs
-this repo's dags/ and plugins/ on a topology file that names these clusters.
+consumed part of it on c1, committed, and left (no members). Standalone runs a
+copy of this repo's dags/ (and its plugins/) on a topology file that names these
+clusters, next to a DAG of a user's, scheduled on the audit's proven asset
+(docs/assets.md): the second test lets the scheduler alone start ``mirror_audit``
+and then that DAG, once per window proven complete on c4, never for the window
+c4 lost a message of.
 """
 
 from __future__ import annotations
@@ -17,15 +23,18 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from mirrorflow.completeness.proven import window_key
 from mirrorflow.topology import Topology, parse_topology
+from mirrorflow_dev.process import wait_until
 from tests.fixtures.browser import AirflowUI
 from tests.fixtures.kafka import wait_for_topic
-from tests.fixtures.standalone import Standalone
+from tests.fixtures.standalone import REPO, Standalone
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import FOUR, clients, converge
 
@@ -46,11 +55,17 @@ def failover_topic() -> str:
 
 
 @pytest.fixture(scope="module")
-def failover_topology(kafka_clusters, failover_topic, tmp_path_factory) -> tuple[Path, Topology]:
-    """The four-cluster tree on the session clusters, selecting only this module's topic: as a file and parsed."""
+def assets_topic() -> str:
+    return f"ui-assets-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def failover_topology(kafka_clusters, failover_topic, assets_topic, tmp_path_factory) -> tuple[Path, Topology]:
+    """The four-cluster tree on the session clusters, selecting only this module's topics, approvals on."""
     lines = ["name: ui-failover", "clusters:"]
     lines += [f'  {n}: {{bootstrap: "{kafka_clusters[n].bootstrap}"}}' for n in CLUSTERS]
-    text = "\n".join(lines) + f"\ntree:{FOUR}topics: [\"{failover_topic}\"]\n"
+    text = "\n".join(lines) + f"\ntree:{FOUR}topics: [\"{failover_topic}\", \"{assets_topic}\"]\n"
+    text += "approvals: {enabled: true, timeout_minutes: 30}\naudit: {window_minutes: 10, grace_minutes: 1}\n"
     path = tmp_path_factory.mktemp("ui-failover") / "topology.yaml"
     path.write_text(text)
     return path, parse_topology(text, source=str(path))
@@ -61,9 +76,36 @@ def standalone_topology(failover_topology) -> Path:
     return failover_topology[0]
 
 
+USER_DAG = "orders_proven_on_c4"
+USER_DAG_FILE = '''\
+"""A user's DAG: one run per window of {topic} proven complete on c4 (docs/assets.md)."""
+from airflow.sdk import DAG, PartitionedAssetTimetable, task
+
+from mirrorflow_airflow.assets import proven
+
+with DAG("{dag_id}", schedule=PartitionedAssetTimetable(assets=proven("c4", "{topic}")), catchup=False):
+
+    @task
+    def load(**context):
+        return context["partition_key"]
+
+    load()
+'''
+
+
+@pytest.fixture(scope="module")
+def standalone_dags_folder(tmp_path_factory, assets_topic) -> Path:
+    """This repo's DAG files, and a user's DAG on the audit's proven asset of c4."""
+    dags = tmp_path_factory.mktemp("ui-dags")
+    for path in (REPO / "dags").glob("*.py"):
+        (dags / path.name).write_text(path.read_text())
+    (dags / f"{USER_DAG}.py").write_text(USER_DAG_FILE.format(topic=assets_topic, dag_id=USER_DAG))
+    return dags
+
+
 @pytest.fixture(scope="module")
 def standalone_dag_ids() -> tuple[str, ...]:
-    return (DAG_ID,)
+    return (DAG_ID, "mirror_audit")
 
 
 @pytest.fixture(scope="module")
@@ -115,14 +157,8 @@ def committed(bootstrap: str, topic: str) -> dict[int, int]:
     return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
 
 
-# Argument order matters: standalone boots while the group is prepared and the topic mirrored.
-def test_failover_form_moves_the_group_from_the_ui(standalone_launched, consumed_group, airflow_standalone: Standalone,
-                                                    failover_topic, kafka_clusters, ui_page, tmp_path):
-    topic = failover_topic
-    ui = AirflowUI(ui_page, airflow_standalone.base)
-    started = time.monotonic()
-
-    ui.log_in(airflow_standalone.user, airflow_standalone.password)
+def _trigger_failover(ui: AirflowUI) -> str:
+    """The form filled as a user would, triggered; returns the run id."""
     ui.open_dag(DAG_ID)
     form = ui.open_trigger_form(DAG_ID)
     assert form.options("from_cluster") == list(CLUSTERS)
@@ -135,21 +171,67 @@ def test_failover_form_moves_the_group_from_the_ui(standalone_launched, consumed
     form.switch("dry_run", False)
     form.switch("force", False)
     form.unpause_on_trigger(True)
-    ui.screenshot(tmp_path / "form.png")
     dag_id, run_id = form.trigger()
     assert dag_id == DAG_ID
+    return run_id
 
+
+def _awaiting_input(standalone: Standalone, run_id: str) -> None:
+    def waiting() -> bool:
+        states = {t["task_id"]: t["state"] for t in standalone.task_instances(DAG_ID, run_id)}
+        assert states.get("publish_final") in (None, "scheduled", "queued"), f"published before approval: {states}"
+        return states.get("approve") == "awaiting_input"
+    wait_until("the failover to wait for its approval", waiting, RUN_TIMEOUT, 2,
+               lambda: standalone.task_logs(DAG_ID, run_id) + standalone.logged_errors())
+
+
+def _finished(ui: AirflowUI, standalone: Standalone, run_id: str, started: float) -> str:
     state = ui.wait_for_run_state(RUN_TIMEOUT)
     # The task table may stop refreshing with the header (it showed "Running" under a "Success" header):
     # reload the run page, so the table and the screenshot show the final states.
     ui.page.reload()
     assert ui.wait_for_run_state(60) == state
-    ui.screenshot(tmp_path / "run.png")
     assert state == "success", (
         f"run {run_id} ended {state!r} in the UI after {time.monotonic() - started:.0f}s; task logs:\n"
-        + airflow_standalone.task_logs(DAG_ID, run_id) + "\n" + airflow_standalone.logged_errors())
+        + standalone.task_logs(DAG_ID, run_id) + "\n" + standalone.logged_errors())
+    return state
+
+
+# Argument order matters: standalone boots while the group is prepared and the topic mirrored.
+def test_failover_form_rejected_changes_nothing_and_approved_moves_the_group(
+        standalone_launched, consumed_group, airflow_standalone: Standalone, failover_topic, kafka_clusters, ui_page,
+        tmp_path):
+    topic = failover_topic
+    ui = AirflowUI(ui_page, airflow_standalone.base)
+    started = time.monotonic()
+    ui.log_in(airflow_standalone.user, airflow_standalone.password)
+
+    # first the approver says no: the plan was shown, nothing is published or committed
+    rejected = _trigger_failover(ui)
+    _awaiting_input(airflow_standalone, rejected)
+    shown = ui.answer(DAG_ID, rejected, "approve", "Reject")
+    assert f"Fail over {GROUP} from c1 to c2?" in shown and "would read again" in shown, shown
+    ui.page.goto(f"{airflow_standalone.base}/dags/{DAG_ID}/runs/{quote(rejected, safe='')}")
+    _finished(ui, airflow_standalone, rejected, started)
+    states = {t["task_id"]: t["state"] for t in airflow_standalone.task_instances(DAG_ID, rejected)}
+    assert states == {"preflight": "success", "propose": "success", "approve": "success", "publish_final": "skipped",
+                      "wait_for_replication": "skipped", "switch": "skipped", "verify": "skipped",
+                      "read_only_guard": "skipped"}, states
+    assert committed(kafka_clusters["c2"].bootstrap, topic) == {}, "the rejected failover committed on c2"
+    assert '"event":"approval"' in airflow_standalone.task_logs(DAG_ID, rejected)
+
+    # then the same failover, approved
+    run_id = _trigger_failover(ui)
+    _awaiting_input(airflow_standalone, run_id)
+    ui.answer(DAG_ID, run_id, "approve", "Approve")
+    ui.page.goto(f"{airflow_standalone.base}/dags/{DAG_ID}/runs/{quote(run_id, safe='')}")
+    state = _finished(ui, airflow_standalone, run_id, started)
+    ui.screenshot(tmp_path / "run.png")
     tasks = airflow_standalone.task_instances(DAG_ID, run_id)
     assert ui.task_states(len(tasks)) == ["success"] * len(tasks)
+    assert state == "success"
+    logs = airflow_standalone.task_logs(DAG_ID, run_id)
+    assert f'"approved_by":"{airflow_standalone.user}"' in logs, "the failover's audit line names no approver"
 
     # The UI showed it; the REST API agrees, with the form's values as the run's conf.
     run = next(r for r in airflow_standalone.dag_runs(DAG_ID) if r["dag_run_id"] == run_id)
@@ -167,3 +249,55 @@ def test_failover_form_moves_the_group_from_the_ui(standalone_launched, consumed
         nxt = next(r for r in values if r.value == f"c1|{p}|{n:04d}".encode())
         expected[p] = nxt.offset
     assert committed(kafka_clusters["c2"].bootstrap, topic) == expected == consumed_group
+
+
+def test_the_scheduler_runs_a_users_dag_once_per_window_the_audit_proves_on_c4_never_for_a_lost_one(
+        standalone_launched, kafka_clusters, failover_topology, assets_topic, airflow_standalone: Standalone):
+    """Two final windows of the topic: ``W1`` everywhere, and ``W2`` whose one message c4 lost (deleted before
+    the audit read it). Unpaused, the scheduler starts ``mirror_audit``, which proves ``W1`` everywhere and ``W2``
+    on c1..c3 only, then the user's DAG once, for ``W1``."""
+    topic, topology = assets_topic, failover_topology[1]
+    for name in CLUSTERS:
+        admin = AdminClient({"bootstrap.servers": kafka_clusters[name].bootstrap})  # kept while its futures run
+        admin.create_topics([NewTopic(topic, 2, 1)], operation_timeout=30)[topic].result(timeout=60)
+        wait_for_topic(admin, topic, 2)
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    w1 = hour_ago - hour_ago % 600_000
+    w2 = w1 + 1_200_000  # final too: twenty minutes later, forty minutes ago
+    for i, name in enumerate(CLUSTERS):  # W1 on partition 0 of every cluster
+        produce(kafka_clusters[name].bootstrap, topic,
+                [(f"{name}-k".encode(), f"{name}|w1|{n}".encode(), None, w1 + 1000 * i + n) for n in range(5)],
+                partition=0)
+    produce(kafka_clusters["c1"].bootstrap, topic, [(b"c1-late", b"c1|w2", None, w2 + 5)], partition=1)
+    converge(topology, clients(kafka_clusters, topology))
+    c4 = kafka_clusters["c4"].bootstrap
+    [lost] = [r for r in read_all(c4, topic, 2) if r.value == b"c1|w2"]
+    admin = AdminClient({"bootstrap.servers": c4})  # referenced until its futures are done
+    for future in admin.delete_records([TopicPartition(topic, lost.partition, lost.offset + 1)],
+                                       request_timeout=30).values():
+        future.result(timeout=30)
+
+    def listed() -> bool:
+        try:
+            return airflow_standalone.api("GET", f"/dags/{USER_DAG}")["dag_id"] == USER_DAG
+        except Exception:  # noqa: BLE001 - not parsed yet
+            return False
+    wait_until(f"{USER_DAG} to be listed", listed, 300, 3, airflow_standalone.import_errors)
+    for dag_id in (USER_DAG, "mirror_audit"):  # from here on, the scheduler alone starts runs
+        airflow_standalone.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
+
+    def audited() -> bool:
+        return any(r["state"] in ("success", "failed") for r in airflow_standalone.dag_runs("mirror_audit"))
+    wait_until("the scheduler's audit run to end", audited, RUN_TIMEOUT, 2,
+               lambda: airflow_standalone.task_logs("mirror_audit") + airflow_standalone.logged_errors())
+    # it fails, naming c4's loss; the windows it proved are announced all the same
+    assert [r["state"] for r in airflow_standalone.dag_runs("mirror_audit")][-1] == "failed"
+    wait_until(f"a run of {USER_DAG} to succeed",
+               lambda: any(r["state"] == "success" for r in airflow_standalone.dag_runs(USER_DAG)), RUN_TIMEOUT, 2,
+               lambda: airflow_standalone.task_logs(USER_DAG) + airflow_standalone.logged_errors())
+    runs = airflow_standalone.dag_runs(USER_DAG)
+    assert [r.get("partition_key") for r in runs] == [window_key(w1)], runs
+    events = airflow_standalone.api("GET", "/assets/events?limit=200")["asset_events"]
+    proven = {(e["uri"], e.get("partition_key")) for e in events if e["uri"].endswith(f"/{topic}")}
+    assert proven == {(f"mirrorflow-proven://{c}/{topic}", window_key(w)) for c in CLUSTERS for w in (w1, w2)
+                      if (c, w) != ("c4", w2)}, proven

@@ -12,10 +12,11 @@ Each run (:mod:`mirrorflow.completeness`, docs/audit.md):
   (XCom) and writes one ``completeness`` audit line.
 - ``check``: fails, without retrying, with a table naming topic, window, origin,
   cluster, the counts and the messages missing or duplicated.
-- ``proven_<topic>``, one per topic named in the topology (``Topology.asset_topics``):
-  each window the count proved complete on a cluster for the first time is one
-  event of the asset ``mirrorflow-proven://<cluster>/<topic>``, the window's start
-  as its partition key (docs/assets.md); skipped when there is none.
+- ``proven_<topic>.<cluster>``, one per topic named in the topology
+  (``Topology.asset_topics``) and cluster: each window the count proved complete
+  there for the first time is one event of the asset
+  ``mirrorflow-proven://<cluster>/<topic>``, the window's start as its partition
+  key (docs/assets.md); skipped when there is none.
 
 With an ``alerts`` section in the topology, each difference (per cluster, topic
 and origin) and each cluster not audited is one message when found and one when
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import DAG, get_current_context, task
+from airflow.sdk import DAG, TaskGroup, get_current_context, task
 
 from mirrorflow.topology import Topology
 from mirrorflow.topology.replication import parse_schedule
@@ -63,12 +64,15 @@ def build_audit_dag(topology: Topology) -> DAG:
         counted = count()
         check(counted)
         for topic in topology.asset_topics():
-            # One task per topic, so that an audit run that proves nothing of a topic emits nothing for it
-            # (an asset a task lists is marked on every success of that task, partition or not).
-            @task(task_id=proven_task_id(topic), outlets=[proven_asset(c, topic) for c in topology.clusters])
-            def announce(summary: dict[str, Any], topic: str = topic) -> dict[str, list[str]]:
-                """The windows of the topic proven complete for the first time, one asset event each."""
-                return announce_proven(summary, topic, get_current_context())
+            # One task per topic and cluster, skipped when the run proved nothing there: an asset a task
+            # lists is marked on every success of that task, with a window or without one.
+            with TaskGroup(group_id=proven_task_id(topic)):
+                for cluster in topology.clusters:
+                    @task(task_id=cluster, outlets=[proven_asset(cluster, topic)])
+                    def announce(summary: dict[str, Any], topic: str = topic,
+                                 cluster: str = cluster) -> dict[str, list[str]]:
+                        """The windows of the topic first proven complete on the cluster, one event each."""
+                        return announce_proven(summary, topic, cluster, get_current_context())
 
-            announce(counted)
+                    announce(counted)
     return dag

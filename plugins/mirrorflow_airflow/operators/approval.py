@@ -56,16 +56,16 @@ class PlanApprovalOperator(ApprovalOperator):
         return super().execute(context)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
-        answer = super().execute_complete(context, event)
-        approved = answer["chosen_options"] == [self.APPROVE]
-        who = responder(answer)
-        why = "approved" if approved else ("rejected" if who else
-                                           "no answer in time: rejected by default")
-        audit("approval", action=self.action, dag_id=context["dag"].dag_id, run_id=context["run_id"],
-              decision="approve" if approved else "reject", by=who, why=why)
-        if approved:
-            log.info("%s approved by %s: going ahead", self.action, who)
-        else:
-            log.warning("%s %s%s: nothing was changed, and the tasks that would have are skipped", self.action, why,
-                        f" by {who}" if who else "")
-        return answer
+        # Said before the operator acts on it: on a rejection it skips the rest by raising, and returns nothing.
+        if "error" not in event:
+            approved = list(event.get("chosen_options") or []) == [self.APPROVE]
+            who = responder(event)
+            why = "approved" if approved else ("rejected" if who else "no answer in time: rejected by default")
+            audit("approval", action=self.action, dag_id=context["dag"].dag_id, run_id=context["run_id"],
+                  decision="approve" if approved else "reject", by=who, why=why)
+            if approved:
+                log.info("%s approved by %s: going ahead", self.action, who)
+            else:
+                log.warning("%s %s%s: nothing was changed, and the tasks that would have are skipped", self.action,
+                            why, f" by {who}" if who else "")
+        return super().execute_complete(context, event)

@@ -51,15 +51,16 @@ def audit_clusters(topology: Topology, run_id: str = "") -> dict[str, Any]:
 
 
 def proven_task_id(topic: str) -> str:
-    """The audit DAG's task that announces ``topic``'s proven windows."""
+    """The audit DAG's task group that announces ``topic``'s proven windows (one task per cluster in it)."""
     return "proven_" + re.sub(r"[^A-Za-z0-9_-]", "_", topic)
 
 
-def announce_proven(summary: dict[str, Any], topic: str, context: Any) -> dict[str, list[str]]:
-    """One event per window of ``topic`` proven in this run (the count's summary); skipped when there is none."""
-    windows = [w for w in summary.get("proven", []) if w["topic"] == topic]
+def announce_proven(summary: dict[str, Any], topic: str, cluster: str, context: Any) -> dict[str, list[str]]:
+    """One event per window of ``topic`` proven on ``cluster`` in this run (the count's summary); skipped when
+    there is none."""
+    windows = [w for w in summary.get("proven", []) if w["topic"] == topic and w["cluster"] == cluster]
     if not windows:
-        raise AirflowSkipException(f"no window of {topic} proven for the first time in this run")
+        raise AirflowSkipException(f"no window of {topic} proven on {cluster} for the first time in this run")
     keys = emit_proven(context["outlet_events"], windows, str(context["run_id"]))
     for uri, windows_of in sorted(keys.items()):
         log.info("%s: proven complete: %s", uri, ", ".join(sorted(windows_of)))

@@ -20,6 +20,7 @@ c4 lost a message of.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from pathlib import Path
@@ -157,8 +158,8 @@ def committed(bootstrap: str, topic: str) -> dict[int, int]:
     return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
 
 
-def _trigger_failover(ui: AirflowUI) -> str:
-    """The form filled as a user would, triggered; returns the run id."""
+def _trigger_failover(ui: AirflowUI, paused: bool) -> str:
+    """The form filled as a user would, triggered (unpausing the DAG if ``paused``); returns the run id."""
     ui.open_dag(DAG_ID)
     form = ui.open_trigger_form(DAG_ID)
     assert form.options("from_cluster") == list(CLUSTERS)
@@ -170,19 +171,37 @@ def _trigger_failover(ui: AirflowUI) -> str:
     form.choose("precision", "exact")
     form.switch("dry_run", False)
     form.switch("force", False)
-    form.unpause_on_trigger(True)
+    if paused:  # the box shows only while the DAG is paused
+        form.unpause_on_trigger(True)
     dag_id, run_id = form.trigger()
     assert dag_id == DAG_ID
     return run_id
 
 
 def _awaiting_input(standalone: Standalone, run_id: str) -> None:
+    """``approve`` waits for its answer, and the scheduler has taken in that its first part ended.
+
+    An answer the scheduler gets before its executor reported the parked part's end
+    (Airflow 3.3.2, LocalExecutor: seen 6 s late) makes it take that late report for
+    the resumed part's: the task is failed, retried, and asks again. A person answers
+    later than that; the test waits for the report in the scheduler's log.
+    """
     def waiting() -> bool:
         states = {t["task_id"]: t["state"] for t in standalone.task_instances(DAG_ID, run_id)}
         assert states.get("publish_final") in (None, "scheduled", "queued"), f"published before approval: {states}"
         return states.get("approve") == "awaiting_input"
     wait_until("the failover to wait for its approval", waiting, RUN_TIMEOUT, 2,
                lambda: standalone.task_logs(DAG_ID, run_id) + standalone.logged_errors())
+    reported = (f"Received executor event with state success for task instance TaskInstanceKey(dag_id='{DAG_ID}', "
+                f"task_id='approve', run_id='{run_id}'")
+    wait_until("the scheduler to take in that the approval's first part ended",
+               lambda: reported in standalone.log_file.read_text(errors="replace"), 120, 1, standalone.log_tail)
+
+
+def _task_log(standalone: Standalone, run_id: str, task_id: str) -> str:
+    """Every attempt's log of one task of one run, whole."""
+    root = standalone.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / f"task_id={task_id}"
+    return "\n".join(f.read_text(errors="replace") for f in sorted(root.rglob("*.log")))
 
 
 def _finished(ui: AirflowUI, standalone: Standalone, run_id: str, started: float) -> str:
@@ -207,7 +226,7 @@ def test_failover_form_rejected_changes_nothing_and_approved_moves_the_group(
     ui.log_in(airflow_standalone.user, airflow_standalone.password)
 
     # first the approver says no: the plan was shown, nothing is published or committed
-    rejected = _trigger_failover(ui)
+    rejected = _trigger_failover(ui, paused=True)
     _awaiting_input(airflow_standalone, rejected)
     shown = ui.answer(DAG_ID, rejected, "approve", "Reject")
     assert f"Fail over {GROUP} from c1 to c2?" in shown and "would read again" in shown, shown
@@ -218,10 +237,12 @@ def test_failover_form_rejected_changes_nothing_and_approved_moves_the_group(
                       "wait_for_replication": "skipped", "switch": "skipped", "verify": "skipped",
                       "read_only_guard": "skipped"}, states
     assert committed(kafka_clusters["c2"].bootstrap, topic) == {}, "the rejected failover committed on c2"
-    assert '"event":"approval"' in airflow_standalone.task_logs(DAG_ID, rejected)
+    # the audit line, as the task log file holds it (JSON inside the log record's JSON)
+    assert re.search(r'decision\\?":\\?"reject\\?",\\?"event\\?":\\?"approval',
+                     _task_log(airflow_standalone, rejected, "approve")), "no approval audit line"
 
     # then the same failover, approved
-    run_id = _trigger_failover(ui)
+    run_id = _trigger_failover(ui, paused=False)
     _awaiting_input(airflow_standalone, run_id)
     ui.answer(DAG_ID, run_id, "approve", "Approve")
     ui.page.goto(f"{airflow_standalone.base}/dags/{DAG_ID}/runs/{quote(run_id, safe='')}")
@@ -230,8 +251,9 @@ def test_failover_form_rejected_changes_nothing_and_approved_moves_the_group(
     tasks = airflow_standalone.task_instances(DAG_ID, run_id)
     assert ui.task_states(len(tasks)) == ["success"] * len(tasks)
     assert state == "success"
-    logs = airflow_standalone.task_logs(DAG_ID, run_id)
-    assert f'"approved_by":"{airflow_standalone.user}"' in logs, "the failover's audit line names no approver"
+    logs = _task_log(airflow_standalone, run_id, "switch")
+    assert re.search(rf'approved_by\\?":\\?"{airflow_standalone.user}\\?"', logs), \
+        "the failover's audit line names no approver"
 
     # The UI showed it; the REST API agrees, with the form's values as the run's conf.
     run = next(r for r in airflow_standalone.dag_runs(DAG_ID) if r["dag_run_id"] == run_id)
@@ -253,9 +275,10 @@ def test_failover_form_rejected_changes_nothing_and_approved_moves_the_group(
 
 def test_the_scheduler_runs_a_users_dag_once_per_window_the_audit_proves_on_c4_never_for_a_lost_one(
         standalone_launched, kafka_clusters, failover_topology, assets_topic, airflow_standalone: Standalone):
-    """Two final windows of the topic: ``W1`` everywhere, and ``W2`` whose one message c4 lost (deleted before
-    the audit read it). Unpaused, the scheduler starts ``mirror_audit``, which proves ``W1`` everywhere and ``W2``
-    on c1..c3 only, then the user's DAG once, for ``W1``."""
+    """Unpaused, the scheduler starts ``mirror_audit``, which proves window ``W1`` of the topic on every cluster,
+    then the user's DAG for ``W1``. A message of a later window ``W2`` reaches every cluster, and c4 loses it
+    before the next audit reads it: that audit fails naming it, proves ``W2`` on c1..c3 only, and the user's
+    DAG does not run for ``W2``."""
     topic, topology = assets_topic, failover_topology[1]
     for name in CLUSTERS:
         admin = AdminClient({"bootstrap.servers": kafka_clusters[name].bootstrap})  # kept while its futures run
@@ -268,6 +291,21 @@ def test_the_scheduler_runs_a_users_dag_once_per_window_the_audit_proves_on_c4_n
         produce(kafka_clusters[name].bootstrap, topic,
                 [(f"{name}-k".encode(), f"{name}|w1|{n}".encode(), None, w1 + 1000 * i + n) for n in range(5)],
                 partition=0)
+    converge(topology, clients(kafka_clusters, topology))
+
+    def listed() -> bool:
+        try:
+            return airflow_standalone.api("GET", f"/dags/{USER_DAG}")["dag_id"] == USER_DAG
+        except Exception:  # noqa: BLE001 - not parsed yet
+            return False
+    wait_until(f"{USER_DAG} to be listed", listed, 300, 3, airflow_standalone.import_errors)
+    for dag_id in (USER_DAG, "mirror_audit"):  # from here on, the scheduler starts the runs
+        airflow_standalone.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
+    first = _audit_run(airflow_standalone)
+    assert first["state"] == "success", airflow_standalone.task_logs("mirror_audit", first["dag_run_id"])
+    wait_until(f"{USER_DAG} to run for W1", lambda: _user_runs(airflow_standalone) == [(window_key(w1), "success")],
+               RUN_TIMEOUT, 2, lambda: airflow_standalone.task_logs(USER_DAG) + airflow_standalone.logged_errors())
+
     produce(kafka_clusters["c1"].bootstrap, topic, [(b"c1-late", b"c1|w2", None, w2 + 5)], partition=1)
     converge(topology, clients(kafka_clusters, topology))
     c4 = kafka_clusters["c4"].bootstrap
@@ -276,28 +314,31 @@ def test_the_scheduler_runs_a_users_dag_once_per_window_the_audit_proves_on_c4_n
     for future in admin.delete_records([TopicPartition(topic, lost.partition, lost.offset + 1)],
                                        request_timeout=30).values():
         future.result(timeout=30)
-
-    def listed() -> bool:
-        try:
-            return airflow_standalone.api("GET", f"/dags/{USER_DAG}")["dag_id"] == USER_DAG
-        except Exception:  # noqa: BLE001 - not parsed yet
-            return False
-    wait_until(f"{USER_DAG} to be listed", listed, 300, 3, airflow_standalone.import_errors)
-    for dag_id in (USER_DAG, "mirror_audit"):  # from here on, the scheduler alone starts runs
-        airflow_standalone.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
-
-    def audited() -> bool:
-        return any(r["state"] in ("success", "failed") for r in airflow_standalone.dag_runs("mirror_audit"))
-    wait_until("the scheduler's audit run to end", audited, RUN_TIMEOUT, 2,
-               lambda: airflow_standalone.task_logs("mirror_audit") + airflow_standalone.logged_errors())
-    # it fails, naming c4's loss; the windows it proved are announced all the same
-    assert [r["state"] for r in airflow_standalone.dag_runs("mirror_audit")][-1] == "failed"
-    wait_until(f"a run of {USER_DAG} to succeed",
-               lambda: any(r["state"] == "success" for r in airflow_standalone.dag_runs(USER_DAG)), RUN_TIMEOUT, 2,
-               lambda: airflow_standalone.task_logs(USER_DAG) + airflow_standalone.logged_errors())
-    runs = airflow_standalone.dag_runs(USER_DAG)
-    assert [r.get("partition_key") for r in runs] == [window_key(w1)], runs
+    second = _audit_run(airflow_standalone, trigger=True)
+    assert second["state"] == "failed", "the audit did not find c4's loss"  # it names the lost message
     events = airflow_standalone.api("GET", "/assets/events?limit=200")["asset_events"]
     proven = {(e["uri"], e.get("partition_key")) for e in events if e["uri"].endswith(f"/{topic}")}
     assert proven == {(f"mirrorflow-proven://{c}/{topic}", window_key(w)) for c in CLUSTERS for w in (w1, w2)
                       if (c, w) != ("c4", w2)}, proven
+    # the W2 events of c1..c3 came with the failed audit's success of their tasks; none for c4
+    assert _user_runs(airflow_standalone) == [(window_key(w1), "success")]
+
+
+def _audit_run(standalone: Standalone, trigger: bool = False) -> dict:
+    """The scheduler's next ``mirror_audit`` run (one triggered through the REST API if ``trigger``), once ended."""
+    before = {r["dag_run_id"] for r in standalone.dag_runs("mirror_audit")}
+    if trigger:
+        before.discard(standalone.api("POST", "/dags/mirror_audit/dagRuns", {"logical_date": None})["dag_run_id"])
+    found: dict = {}
+
+    def ended() -> bool:
+        runs = [r for r in standalone.dag_runs("mirror_audit") if r["dag_run_id"] not in before]
+        found.update(next((r for r in runs if r["state"] in ("success", "failed")), {}))
+        return bool(found)
+    wait_until("an audit run to end", ended, RUN_TIMEOUT, 2,
+               lambda: standalone.task_logs("mirror_audit") + standalone.logged_errors())
+    return found
+
+
+def _user_runs(standalone: Standalone) -> list[tuple[str | None, str]]:
+    return sorted((r.get("partition_key"), r["state"]) for r in standalone.dag_runs(USER_DAG))

@@ -13,7 +13,8 @@ The package, by room (the providers' split; lowest layer last):
 - ``ui/``: the Mirror page, its JSON API and the Prometheus metrics (docs/status.md);
 - ``steps/``: what each DAG's tasks do, ``<family>.py`` one DAG family each;
 - ``operators/``: tasks that submit a Spark job (``spark_job.py``, the base; the
-  level copy, the onboarding's backfill, the archive);
+  level copy, the onboarding's backfill, the archive), and the approval that
+  holds an operator action until a person agrees (``approval.py``);
 - ``sensors/``: waits on the clusters (``base.py``: ``PollingSensor``; lag, failover);
 - ``notifiers/``: the alert notifier the factories attach to the tasks whose
   failures are incidents (docs/alerts.md);
@@ -25,7 +26,8 @@ The package, by room (the providers' split; lowest layer last):
   (``alerts.py``); ``masking.py`` hands every secret they read to the log masker;
 - at the root, what every room may use: ``state.py`` (every Airflow Variable
   mirrorflow keeps), ``topology.py`` (the topology file plus the operators'
-  cluster changes), ``spark.py`` (how a job reaches Spark).
+  cluster changes), ``spark.py`` (how a job reaches Spark), ``assets.py`` (the
+  Airflow assets mirrorflow marks, and the names users' DAGs schedule on).
 
 Imports point down that list, never up, and rooms of one layer (factories and
 ui; steps, operators, sensors and notifiers) do not import each other: a step

@@ -23,7 +23,7 @@ from mirrorflow.offsets.topic import ensure_topic
 from mirrorflow.topology.changes import apply_changes
 from mirrorflow_airflow.factories.onboard import build_onboard_dag
 from mirrorflow_airflow.state import CHANGES_VARIABLE, ONBOARDING_VARIABLE, OWNERS_VARIABLE, TARGETS_VARIABLE
-from tests.dags.test_level_dags import xcom
+from tests.dags.test_level_dags import asset_events, xcom
 from tests.integration.groups import consume_and_commit, read_from_committed
 from tests.integration.kafka_io import stable_end_offsets
 from tests.integration.mirroring import (
@@ -251,6 +251,10 @@ def test_onboarding_from_the_archive_restores_history_the_peers_deleted(kafka_cl
     backfill = xcom(run, "backfill")
     # the archive restores its whole range (up to where it ends), then Kafka continues on c3
     assert backfill["restored"] == 300 and backfill["lost_to_retention"] == 0
+    # what reached c4 is an asset event of the backfill, saying how far each partition reaches there
+    uri = f"kafka://{kafka_clusters['c4'].bootstrap}/{topic}"
+    [(_, extra)] = asset_events(uri, run)
+    assert backfill["arrived"] == [uri] and extra["by"] == "backfill" and sorted(extra["partitions"]) == ["0", "1"]
     # verify counts what only c4 holds now (offsets deleted on c3 include transaction markers)
     assert 0 < xcom(run, "verify")["history_only_on_new"] <= deleted["c3"]
 

@@ -13,7 +13,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow_airflow.factories.resolve_gap import build_resolve_gap_dag
-from tests.dags.test_level_dags import xcom
+from tests.dags.test_level_dags import asset_events, xcom
 from tests.integration.kafka_io import produce, read_all, stable_end_offsets
 from tests.integration.mirroring import (
     FOUR,
@@ -148,6 +148,10 @@ def test_on_gap_restore_heals_from_the_archive_and_a_gap_it_lacks_stops_by_name_
         done = xcom(run, "resolve")
         assert done["missing"] == [[archive_end[1], cuts[1] - 1]] and done["position"] == cuts[1]
         assert done["restored"] > 0
+        # the restored records reached the link's target: an asset event of the restore
+        target = topo.link(link).default_target
+        [(_, extra)] = asset_events(f"kafka://{kafka_clusters[target].bootstrap}/{topic}", run)
+        assert extra["by"] == "restore" and extra["records"] == done["restored"]
     converge(topo, settings, archive=location)
     # c1 itself lost what retention took; everywhere else holds every message but the 3 no archive held, once
     assert_exactly_once(kafka_clusters, ["c2", "c3", "c4"], topic, [m for m in every if m not in lost])

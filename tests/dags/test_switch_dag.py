@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from mirrorflow.topology import Topology
 from mirrorflow_airflow.factories.switch import build_switch_dag
 from mirrorflow_airflow.state import TARGETS_VARIABLE
 from tests.dags.test_level_dags import xcom
@@ -51,6 +52,15 @@ def test_switch_dag_moves_the_link_and_the_level_runs_follow(kafka_clusters, mak
     dry_cuts = xcom(dry, "switch")["cuts"]
     assert set(dry_cuts) == {topic} and sum(dry_cuts[topic].values()) == 40
     assert stored_targets() == {}  # a dry run changes nothing
+
+    # with approvals on, the plan is proposed first; a dry run asks nobody, goes through, and changes nothing
+    approving = build_switch_dag(Topology.parse({**topo.to_dict(), "approvals": {"enabled": True}}))
+    dry = approving.test(run_conf={"source_cluster": "c1", "level": 3, "target": "c4", "dry_run": True})
+    assert dry.state == "success"
+    proposed = xcom(dry, "propose")
+    assert proposed["subject"] == "Switch c1.L3 from c3 to c4?" and f"| {topic} | 0 |" in proposed["text"]
+    assert xcom(dry, "approve")["dry_run"] is True and xcom(dry, "switch")["cuts"] == dry_cuts
+    assert stored_targets() == {}
 
     # dag.test() merges run_conf into the DAG object's params in place, so a key set by the
     # dry run above would stick: say dry_run explicitly.

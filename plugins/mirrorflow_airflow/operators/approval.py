@@ -9,7 +9,8 @@ Approve or Reject. What this adds:
   answer is Reject), skips every task that would change something, and says so
   in the log and in an ``approval`` audit line, as does an approval, each naming
   who answered (``approved_by`` then also appears in the action's own audit line);
-- a dry run asks nobody: the proposing task already showed the plan.
+- a dry run asks nobody: it goes through at once, and the steps behind run as
+  the dry run they are, changing nothing (as without approvals).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
-from airflow.sdk.exceptions import AirflowSkipException
 
 from mirrorflow.journal import audit
 from mirrorflow.topology.approvals import ApprovalsConfig
@@ -51,7 +51,9 @@ class PlanApprovalOperator(ApprovalOperator):
 
     def execute(self, context: Any) -> Any:
         if (context["params"] or {}).get("dry_run"):
-            raise AirflowSkipException("dry run: the plan is shown above and nothing changes, so nobody is asked")
+            # the steps behind run as the dry run they are, changing nothing, exactly as without approvals
+            log.info("dry run: nothing changes, so nobody is asked to approve the %s", self.action)
+            return {"dry_run": True, "chosen_options": [], "responded_by_user": None}
         log.info("waiting for an approval of: %s", self.action)
         return super().execute(context)
 

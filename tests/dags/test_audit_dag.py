@@ -9,14 +9,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from mirrorflow.assets import proven_uri
 from mirrorflow.completeness.proven import window_key
 from mirrorflow_airflow.factories.audit import build_audit_dag
 from tests.dags.test_level_dags import asset_events, parsed, xcom
-from tests.integration.kafka_io import produce, read_all
+from tests.integration.kafka_io import lose, produce, read_all
 from tests.integration.mirroring import FOUR, Traffic, clients, converge, run_level, topic_everywhere, topology
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
@@ -78,12 +76,7 @@ def test_the_audit_dag_finds_the_tree_complete_under_traffic_and_fails_naming_a_
     later = hour_ago + 1_200_000
     produce(kafka_clusters["c1"].bootstrap, topic, [(b"c1-late", b"c1|late", None, later)])
     converge(topo, settings)
-    c4 = kafka_clusters["c4"].bootstrap
-    [late] = [r for r in read_all(c4, topic, 2) if r.value == b"c1|late"]
-    admin = AdminClient({"bootstrap.servers": c4})  # referenced until its futures are done
-    for future in admin.delete_records([TopicPartition(topic, late.partition, late.offset + 1)],
-                                       request_timeout=30).values():
-        future.result(timeout=30)
+    lose(kafka_clusters["c4"].bootstrap, topic, 2, b"c1|late")
     failed = dag.test()
     assert failed.state == "failed"
     [difference] = xcom(failed, "count")["differences"]

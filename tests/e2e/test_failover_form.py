@@ -36,7 +36,7 @@ from mirrorflow_dev.process import wait_until
 from tests.fixtures.browser import AirflowUI
 from tests.fixtures.kafka import wait_for_topic
 from tests.fixtures.standalone import REPO, ApiError, Standalone
-from tests.integration.kafka_io import produce, read_all
+from tests.integration.kafka_io import lose, produce, read_all
 from tests.integration.mirroring import FOUR, clients, converge
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.timeout(1200)]
@@ -311,12 +311,7 @@ def test_the_scheduler_runs_a_users_dag_once_per_window_the_audit_proves_on_c4_n
 
     produce(kafka_clusters["c1"].bootstrap, topic, [(b"c1-late", b"c1|w2", None, w2 + 5)], partition=1)
     converge(topology, clients(kafka_clusters, topology))
-    c4 = kafka_clusters["c4"].bootstrap
-    [lost] = [r for r in read_all(c4, topic, 2) if r.value == b"c1|w2"]
-    admin = AdminClient({"bootstrap.servers": c4})  # referenced until its futures are done
-    for future in admin.delete_records([TopicPartition(topic, lost.partition, lost.offset + 1)],
-                                       request_timeout=30).values():
-        future.result(timeout=30)
+    lose(kafka_clusters["c4"].bootstrap, topic, 2, b"c1|w2")
     second = _audit_run(airflow_standalone, trigger=True)
     assert second["state"] == "failed", "the audit did not find c4's loss"  # it names the lost message
     events = airflow_standalone.api("GET", "/assets/events?limit=200")["asset_events"]

@@ -111,3 +111,17 @@ def read_all(bootstrap: str | Mapping[str, Any], topic: str, partitions: int, ti
     if not records and any(ends):
         raise AssertionError(f"{topic}: nothing read below ends {ends}; events: {events}")
     return sorted(records, key=lambda r: (r.partition, r.offset))
+
+
+def lose(bootstrap: str, topic: str, partitions: int, value: bytes) -> Record:
+    """The record whose value is ``value`` deleted on one cluster, with everything before it in its partition
+    (``delete_records``): a message the cluster lost. Returns the record as it was."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    [record] = [r for r in read_all(bootstrap, topic, partitions) if r.value == value]
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # referenced until its futures are done
+    for future in admin.delete_records([TopicPartition(topic, record.partition, record.offset + 1)],
+                                       request_timeout=30).values():
+        future.result(timeout=30)
+    return record

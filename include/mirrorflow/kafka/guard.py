@@ -64,8 +64,8 @@ def plan_guard(cluster: str, topics: Iterable[str], have: Iterable[Grant], own: 
     ``topics``: the mirrored topics the cluster has; ``have``: its bindings now;
     ``lifted``: topics a failover opened (left out, and said).
     """
-    own, lifted = set(own), dict(lifted or {})
-    guarded = sorted(set(topics) - set(lifted))
+    topics, own, lifted = set(topics), set(own), dict(lifted or {})
+    guarded = sorted(topics - set(lifted))
     denies: set[Grant] = set()
     unguarded: list[str] = []
     for grant in sorted(have):
@@ -79,4 +79,4 @@ def plan_guard(cluster: str, topics: Iterable[str], have: Iterable[Grant], own: 
             else:
                 denies.add(deny(grant.principal, topic))
     return Guard(cluster, frozenset(denies), tuple(unguarded),
-                 {t: gs for t, gs in lifted.items() if t in set(topics)})
+                 {t: gs for t, gs in lifted.items() if t in topics})

@@ -63,4 +63,5 @@ pytest_plugins = [
     "tests.fixtures.secured",
     "tests.fixtures.prometheus",
     "tests.fixtures.workers",
+    "tests.fixtures.receivers",
 ]

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from email import message_from_bytes
 from email.message import Message
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from mirrorflow_airflow.factories.lag_monitor import build_lag_monitor_dag
 from mirrorflow_airflow.state import INCIDENTS_VARIABLE, LAG_SNAPSHOT_VARIABLE, open_incidents
 from tests.dags.test_lag_monitor_dag import pending, states, task_output  # noqa: F401 (pending is a fixture)
+from tests.fixtures.receivers import Inbox
 from tests.integration.mirroring import clients, converge
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka,
@@ -47,25 +46,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-class Inbox:
-    """What a receiver got, with a wait that ends at a deadline (never a sleep)."""
-
-    def __init__(self) -> None:
-        self.items: list = []
-        self._cond = threading.Condition()
-
-    def add(self, item) -> None:
-        with self._cond:
-            self.items.append(item)
-            self._cond.notify_all()
-
-    def wait_for(self, count: int, timeout: float = 10.0) -> list:
-        with self._cond:
-            assert self._cond.wait_for(lambda: len(self.items) >= count, timeout), (
-                f"got {len(self.items)} of {count}: {self.items}")
-            return list(self.items)
 
 
 @pytest.fixture
@@ -96,33 +76,6 @@ def mailbox():
         yield inbox
     finally:
         controller.stop()
-
-
-@pytest.fixture
-def receiver():
-    """A real HTTP server in a thread on a free loopback port: every POST's path, headers and JSON body."""
-    inbox = Inbox()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 (http.server's name)
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            inbox.add({"path": self.path, "headers": dict(self.headers), "body": body})
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    inbox.port = server.server_address[1]
-    try:
-        yield inbox
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
 
 
 @pytest.fixture

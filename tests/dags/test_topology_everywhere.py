@@ -33,7 +33,13 @@ def _airflow(*args: str, env: dict, timeout: float = 600) -> subprocess.Complete
 
 
 def test_an_onboarded_cluster_is_in_the_tree_of_every_parse_and_its_link_runs_under_airflow_dags_test(
-        kafka_clusters, make_topic, operator_state, tmp_path, monkeypatch):
+        kafka_clusters, make_topic, operator_state, tmp_path, monkeypatch, receiver):
+    """Also the lineage of that level run, as the OpenLineage provider sends it to a real HTTP receiver.
+
+    OpenLineage is switched on the way docs/lineage.md tells a user (a transport in the
+    environment) for the ``airflow dags test`` process only: its listener is a plugin,
+    registered when a process loads Airflow's plugins.
+    """
     from airflow.dag_processing.dagbag import DagBag
     from airflow.models import Variable
 
@@ -62,10 +68,45 @@ def test_an_onboarded_cluster_is_in_the_tree_of_every_parse_and_its_link_runs_un
     assert "(4 links)" in details.stdout, details.stdout[-2000:]
 
     # and a level run under airflow dags test copies over the new link c3.L1 -> c4
-    run = _airflow("dags", "test", "mirror_level_1", env=env, timeout=900)
+    run = _airflow("dags", "test", "mirror_level_1", env={**env, **_lineage_to(receiver)}, timeout=900)
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     on_c4 = sorted(r.value.decode() for r in read_all(c4, topic, 1) if r.value.startswith(b"c3-"))
     assert on_c4 == sorted(f"c3-{i}" for i in range(20))
+
+    # every link of the run: its source topic an input, its target topic an output written by that link
+    [event] = _completed(receiver, "mirror_level_1.copy")
+    ns = _namespaces(kafka_clusters)
+    assert sorted((d["namespace"], d["name"]) for d in event["inputs"]) == sorted((ns[c], topic) for c in ns)
+    outputs = {d["namespace"]: d for d in event["outputs"]}
+    assert sorted(outputs) == sorted(ns.values())
+    for source, target in (("c1", "c2"), ("c2", "c1"), ("c3", "c4"), ("c4", "c3")):
+        out = outputs[ns[target]]
+        assert out["name"] == topic
+        assert out["outputFacets"]["mirrorflow_copy"]["links"] == [f"{source}.L1"]
+        assert out["outputFacets"]["mirrorflow_copy"]["sources"] == [
+            {"namespace": ns[source], "name": topic, "cluster": source}]
+        assert out["facets"]["symlinks"]["identifiers"][0]["name"] == f"{target}/{topic}"
+    assert outputs[ns["c4"]]["outputFacets"]["outputStatistics"]["rowCount"] == 20
+    assert outputs[ns["c2"]]["outputFacets"]["outputStatistics"]["rowCount"] == 0
+
+
+def _lineage_to(receiver) -> dict[str, str]:
+    """The environment that switches OpenLineage on, sending to ``receiver`` (as docs/lineage.md shows)."""
+    return {"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+        {"type": "http", "url": f"http://127.0.0.1:{receiver.port}", "endpoint": "api/v1/lineage"}),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "mirrorflow-tests"}
+
+
+def _completed(receiver, job: str) -> list[dict]:
+    """The OpenLineage COMPLETE events of ``job`` (``<dag id>.<task id>``) the receiver got, waited for."""
+    def matching(items: list) -> list:
+        return [i["body"] for i in items if i["path"] == "/api/v1/lineage" and i["body"].get("eventType") ==
+                "COMPLETE" and i["body"].get("job", {}).get("name") == job]
+    return matching(receiver.wait_until(matching, timeout=60))
+
+
+def _namespaces(kafka_clusters) -> dict[str, str]:
+    return {c: f"kafka://{kafka_clusters[c].bootstrap.split(',')[0]}" for c in ("c1", "c2", "c3", "c4")}
 
 
 def _copied(output: str) -> int:
@@ -77,8 +118,11 @@ def _copied(output: str) -> int:
 
 
 def test_onboarding_a_fourth_cluster_under_traffic_with_every_dag_run_by_airflow_dags_test(
-        kafka_clusters, make_topic, operator_state, tmp_path):
-    """c4 joins next to c3 while c1..c3 produce; the onboarding and every level run are ``airflow dags test``."""
+        kafka_clusters, make_topic, operator_state, tmp_path, receiver):
+    """c4 joins next to c3 while c1..c3 produce; the onboarding and every level run are ``airflow dags test``.
+
+    The backfill's lineage (c3's topic in, c4's out) goes to a real HTTP receiver.
+    """
     from tests.dags.test_onboard_dag import form
     from tests.integration.mirroring import Traffic, assert_exactly_once, clients, converge, traffic
 
@@ -92,10 +136,16 @@ def test_onboarding_a_fourth_cluster_under_traffic_with_every_dag_run_by_airflow
 
     with Traffic(kafka_clusters, topic, ["c1", "c2", "c3"], batch=5, interval=0.2) as flowing:
         onboard = _airflow("dags", "test", "mirror_onboard_cluster", "-c", json.dumps(form(kafka_clusters)),
-                           env=env, timeout=900)
+                           env={**env, **_lineage_to(receiver)}, timeout=900)
         assert onboard.returncode == 0, (onboard.stdout + onboard.stderr)[-4000:]
         flowing.wait_for(len(flowing.ids) + 30)
     expected += flowing.ids
+    [backfill] = _completed(receiver, "mirror_onboard_cluster.backfill")
+    ns = _namespaces(kafka_clusters)
+    assert (ns["c3"], topic) in {(d["namespace"], d["name"]) for d in backfill["inputs"]}
+    [out] = [d for d in backfill["outputs"] if (d["namespace"], d["name"]) == (ns["c4"], topic)]
+    assert out["outputFacets"]["mirrorflow_copy"]["links"] == ["c3.L1"]
+    assert out["outputFacets"]["outputStatistics"]["rowCount"] >= 300  # the three clusters' 100 each, and more
     assert [e["cluster"] for e in operator_state(CHANGES_VARIABLE, "[]")] == ["c4"]
 
     # the grown tree's level runs, each one airflow dags test: c4's own traffic and what flowed meanwhile

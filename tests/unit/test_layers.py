@@ -44,7 +44,7 @@ LAYERS: list[set[str]] = [
     {"topology", "spark"},
     {"archive", "schemas"},
     {"copy"},
-    {"offsets", "lag", "actions", "completeness"},
+    {"offsets", "lag", "actions", "completeness", "lineage"},
     {"onboard", "alerts", "status"},
     {"acls"},
 ]
@@ -311,7 +311,7 @@ def test_every_core_module_has_a_layer(module):
 #: hook or at the root; triggers (the waits sensors defer to) read clusters through hooks; hooks turn Airflow
 #: connections into what the core takes.
 PLUGIN_ROOMS: list[set[str]] = [
-    {"", "state", "topology", "spark", "assets"},
+    {"", "state", "topology", "spark", "assets", "lineage"},
     {"hooks"},
     {"triggers"},
     {"steps", "operators", "sensors", "notifiers"},

@@ -86,10 +86,14 @@ def _date_text(value: str | date) -> str:
     return text
 
 
+def topic_prefix(prefix: str, cluster: str, topic: str) -> str:
+    """``<prefix>/data/cluster=<c>/topic=<t>`` (no trailing slash): a topic's data, as lineage names it."""
+    return _join(prefix, "data", f"cluster={_name('cluster', cluster)}", f"topic={_name('topic', topic)}")
+
+
 def partition_prefix(prefix: str, cluster: str, topic: str, partition: int) -> str:
     """``<prefix>/data/cluster=<c>/topic=<t>/partition=<p>/`` (with the trailing slash, for listing)."""
-    return _join(prefix, "data", f"cluster={_name('cluster', cluster)}", f"topic={_name('topic', topic)}",
-                 f"partition={int(partition)}") + "/"
+    return f"{topic_prefix(prefix, cluster, topic)}/partition={int(partition)}/"
 
 
 def data_key(prefix: str, cluster: str, topic: str, partition: int, day: str | date, start: int) -> str:

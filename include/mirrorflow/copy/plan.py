@@ -155,6 +155,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int 
     step("source_topics")
     tps = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
     report.partitions = len(tps)
+    report.topics = sorted(topics)
     if not tps:
         return plan
     checkpoints = attempt_checkpoints(target, link.link_id, tps, timeout)

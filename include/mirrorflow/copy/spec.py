@@ -177,6 +177,8 @@ class LinkReport:
     source: str
     target: str
     partitions: int = 0
+    #: The source topics the link selected in this run (what it read and wrote, records or not: its lineage).
+    topics: list[str] = field(default_factory=list)
     planned_records: int = 0
     copied: int = 0
     skipped: int = 0

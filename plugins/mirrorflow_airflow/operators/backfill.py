@@ -4,7 +4,9 @@ The plan comes from the ``preflight`` task (XCom); both clusters' client
 settings come from the cluster hook, on the topology as the plan grows it (the
 new cluster joins only later). The job spec, with those settings and, for
 ``archive``, the archive's credentials, goes to ``spark-submit`` in
-``MIRRORFLOW_BACKFILL`` only.
+``MIRRORFLOW_BACKFILL`` only. With OpenLineage configured, its events name the
+source topics (and the archive, for what it restored) as inputs and the new cluster's
+topics as outputs (docs/lineage.md).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from mirrorflow.assets import arrivals
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.lineage import Edge, copy_lineage
 from mirrorflow.onboard.backfill import BackfillSpec, run_backfill
 from mirrorflow.onboard.plan import OnboardPlan
 from mirrorflow.topology import Topology
@@ -65,9 +68,12 @@ class MirrorBackfillOperator(MirrorSparkJobOperator[BackfillSpec]):
             log.info("%s[%d]: source %d..%d, %d copied (%d from the archive)%s", p["topic"], p["partition"],
                      p["start_offset"], p["next_offset"], p["copied"], p.get("restored", 0),
                      f"; ERROR {p['error']}" if p["error"] else "")
+        bootstraps = {name: str(c.settings["bootstrap.servers"]) for name, c in clients.items()}
+        self.lineage = copy_lineage([Edge(plan.link_id, plan.sibling_of, plan.cluster, t) for t in sorted(plan.topics)],
+                                    bootstraps, partitions,
+                                    archive=(location["bucket"], location["prefix"]) if location else None)
         result["arrived"] = emit_arrivals(context["outlet_events"], arrivals(
-            partitions, {name: str(c.settings["bootstrap.servers"]) for name, c in clients.items()},
-            run_id=context["run_id"], by="backfill"))
+            partitions, bootstraps, run_id=context["run_id"], by="backfill"))
         if not result["ok"]:
             raise BackfillFailed(f"backfill of {plan.cluster} from {plan.sibling_of}: {len(result['errors'])} "
                                  "partition(s) failed; the others reached the cut; re-run to continue:\n  "

@@ -18,7 +18,9 @@ see ``MirrorSparkJobOperator``). What this operator adds:
   the other partitions have been copied;
 - each target cluster and topic that got records is one asset event
   (``kafka://<bootstrap>/<topic>``, through the alias ``mirrorflow.arrivals``;
-  docs/assets.md), registered when the task succeeds.
+  docs/assets.md), registered when the task succeeds;
+- with OpenLineage configured, the task's events carry every link's source topics
+  as inputs and target topics as outputs (docs/lineage.md).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 from mirrorflow.assets import arrivals
 from mirrorflow.copy import JobSpec, build_spec, heals_from_archive, run_job, spec_clusters
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.lineage import copy_lineage, level_edges
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.assets import ARRIVALS, emit_arrivals
 from mirrorflow_airflow.hooks.archive import archive_location
@@ -71,8 +74,11 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
         result = self.submit(context, spec)
         partitions = result.pop("partitions", None) or []
         self._record_totals(partitions, result, context["run_id"])
+        bootstraps = {c: s["bootstrap.servers"] for c, s in clusters.items()}
+        self.lineage = copy_lineage(level_edges(result["links"]), bootstraps, partitions,
+                                    archive=(archive["bucket"], archive["prefix"]) if archive else None)
         result["arrived"] = emit_arrivals(context["outlet_events"], arrivals(
-            partitions, {c: s["bootstrap.servers"] for c, s in clusters.items()}, run_id=context["run_id"]))
+            partitions, bootstraps, run_id=context["run_id"]))
         for link in result["links"]:
             log.info("link %s: %s -> %s: %d copied, %d skipped, %d bytes over %d partitions%s", link["link"],
                      link["source"], link["target"], link["copied"], link["skipped"], link["bytes"],

@@ -32,8 +32,10 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.providers.common.compat.sdk import BaseHook
 
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.lineage import Lineage
 from mirrorflow.spark import SparkJobResult, SparkJobSpec, job_failure, opening, redact
 from mirrorflow.spark import session as connect_session
+from mirrorflow_airflow.lineage import operator_lineage
 from mirrorflow_airflow.spark import core_zip, spark_conf
 
 log = logging.getLogger(__name__)
@@ -57,9 +59,16 @@ class MirrorSparkJobOperator(SparkSubmitOperator, Generic[SpecT]):
         #: ``run`` takes the Connect session as a future and plans while it opens (mirrorflow.spark.opening).
         self.plans_while_opening = plans_while_opening
         self._connect: tuple[str, str] | None = None  # (URL, tag) of a job running on Spark Connect
+        #: What the job read and wrote, set from its result (OpenLineage reads it when the task ends).
+        self.lineage: Lineage | None = None
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The copy's input and output datasets (the OpenLineage provider calls this; failures fall back to it)."""
+        return operator_lineage(self.lineage) if self.lineage is not None else None
 
     def submit(self, context: Any, spec: SpecT) -> dict[str, Any]:
         """Run the job on ``spec``; return its result (raise if there is none)."""
+        self.lineage = None  # a previous run's, in a process that runs the task again (dag.test())
         if BaseHook.get_connection(self._conn_id).conn_type == SparkConnectHook.conn_type:
             return self._run_on_connect(context, spec)
         return self._spark_submit(context, {spec.env: spec.to_json()})

@@ -15,7 +15,9 @@ The package, by what each module holds:
 - :mod:`~mirrorflow.lag.ages`: seconds behind, from the first pending message's timestamp;
 - :mod:`~mirrorflow.lag.sla`: violations of the topology's ``lag`` bounds;
 - :mod:`~mirrorflow.lag.snapshot`: :class:`LagSnapshot` and :func:`measure`, which takes one;
-- :mod:`~mirrorflow.lag.report`: fixed-width tables for logs.
+- :mod:`~mirrorflow.lag.report`: fixed-width tables for logs;
+- :mod:`~mirrorflow.lag.waiting`: whether records waiting on a level's links start a run
+  (:class:`DataWatch`, the ``on_data`` watcher's rules).
 
 Offsets and committed offsets are read through :mod:`mirrorflow.kafka.admin`,
 checkpoints through :mod:`mirrorflow.copy.state`. Import from here: these
@@ -32,16 +34,20 @@ from mirrorflow.lag.report import group_table, link_table
 from mirrorflow.lag.rows import WHOLE, GroupPartitionLag, LinkPartitionLag, Violation
 from mirrorflow.lag.sla import evaluate, group_violations, link_violations
 from mirrorflow.lag.snapshot import LagSnapshot, measure
+from mirrorflow.lag.waiting import DataWatch, Decision, Waiting, waiting
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "LAG_READER_GROUP",
     "WHOLE",
     "Clusters",
+    "DataWatch",
+    "Decision",
     "GroupPartitionLag",
     "LagSnapshot",
     "LinkPartitionLag",
     "Violation",
+    "Waiting",
     "evaluate",
     "group_lag",
     "group_table",
@@ -50,4 +56,5 @@ __all__ = [
     "link_table",
     "link_violations",
     "measure",
+    "waiting",
 ]

@@ -28,7 +28,8 @@ from mirrorflow.topology import Distributor, Topology
 def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters, links: Iterable[Distributor],
              topics: Iterable[str] | None = None, now: datetime | None = None, *,
              timeout: float = DEFAULT_TIMEOUT,
-             had_checkpoint: Callable[[str, str, int], bool] | None = None) -> list[LinkPartitionLag]:
+             had_checkpoint: Callable[[str, str, int], bool] | None = None,
+             ages: bool = True) -> list[LinkPartitionLag]:
     """Lag of each link on each selected topic-partition of its source.
 
     ``links`` carry their *effective* target (see
@@ -37,7 +38,9 @@ def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters
     topology's topics. A link whose source or target cannot be measured gets one
     row with ``topic == "*"`` and the reason in ``error``. ``had_checkpoint(link, topic,
     partition)`` says whether the previous measurement found a checkpoint there (or
-    already missed one): a checkpoint that vanished since is flagged.
+    already missed one): a checkpoint that vanished since is flagged. ``ages=False``
+    reads no message (offsets and checkpoints only): ``seconds`` and the open
+    transactions' ages stay unknown (the ``on_data`` watcher's cheap poll).
     """
     now_ms = epoch_ms(now)
     reach = Clusters.of(clients, timeout)
@@ -108,6 +111,8 @@ def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters
                 pending.append(row)
             if row.held:
                 held.append(row)
+    if not ages:
+        return rows
     fill_ages(reach, pending, lambda r: r.source, lambda r: r.start, now_ms, timeout)
     fill_open_transactions(reach, held, lambda r: r.source, now_ms, timeout)
     for row in held:

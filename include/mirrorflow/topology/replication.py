@@ -9,7 +9,10 @@ Windows are ``[DAYS ]HH:MM-HH:MM[ ZONE]``, UTC unless a zone is named; one that
 ends before it starts crosses midnight (``22:00-06:00``); see
 :mod:`mirrorflow.topology.windows`. Schedules are a duration (``30s``, ``5m``, ``1h``),
 a cron expression (``*/10 * * * *``), an Airflow preset (``@hourly``) or
-``manual`` (no schedule: the DAG runs only when triggered).
+``manual`` (no schedule: the DAG runs only when triggered). A level's schedule may
+also be ``on_data``: a watcher in Airflow's triggerer starts a run when a link of
+the level has records its checkpoint has not passed (``replication.on_data`` says
+how often it looks and the least time between two runs it starts; docs/levels.md).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ PositiveInt = Annotated[StrictInt, Field(gt=0)]
 
 DEFAULT_SCHEDULE = "5m"
 MIN_INTERVAL = timedelta(seconds=10)
+#: A level schedule: runs start when data waits on a link's source, not on a clock.
+ON_DATA = "on_data"
 
 _DURATION = re.compile(r"^(\d+)(s|m|h)$")
 _CRON_FIELD = re.compile(r"^[0-9*/,A-Za-z-]+$")
@@ -79,6 +84,28 @@ def _check_schedule(value: str) -> str:
     except ValueError as exc:
         raise PydanticCustomError("schedule", "{problem}", {"problem": str(exc)}) from None
     return value
+
+
+def _check_level_schedule(value: str) -> str:
+    """A level's schedule: any schedule, or ``on_data``."""
+    if value.strip() == ON_DATA:
+        return ON_DATA
+    try:
+        parse_schedule(value)
+    except ValueError as exc:
+        raise PydanticCustomError("schedule", "{problem}, or 'on_data'", {"problem": str(exc)}) from None
+    return value
+
+
+def parse_seconds(text: str, *, least: float = 1.0, most: float = 3600.0) -> float:
+    """A short duration (``500ms``, ``2s``, ``1m``) in seconds, within ``[least, most]``."""
+    match = re.fullmatch(r"(\d+)(ms|s|m)", text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration such as 500ms, 2s or 1m")
+    seconds = int(match.group(1)) * {"ms": 0.001, "s": 1.0, "m": 60.0}[match.group(2)]
+    if not least <= seconds <= most:
+        raise ValueError(f"{text!r} is outside {least:g}s..{most:g}s")
+    return seconds
 
 
 # --------------------------------------------------------------------------- windows
@@ -146,7 +173,33 @@ class LevelSettings(Model):
     @field_validator("schedule")
     @classmethod
     def _schedule(cls, value: str | None) -> str | None:
-        return value if value is None else _check_schedule(value)
+        return value if value is None else _check_level_schedule(value)
+
+
+class OnDataSettings(Model):
+    """How the watcher of ``on_data`` levels looks for waiting records (``replication.on_data``)."""
+
+    #: How often it asks each source for its end offsets and each target for the links' checkpoints.
+    poll: StrictStr = "2s"
+    #: The least time between two runs it starts for a level: a busy topic does not start a run per record.
+    floor: StrictStr = "5s"
+
+    @field_validator("poll", "floor")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        try:
+            parse_seconds(value, least=0.2)
+        except ValueError as exc:
+            raise PydanticCustomError("duration", "{problem}", {"problem": str(exc)}) from None
+        return value
+
+    @property
+    def poll_seconds(self) -> float:
+        return parse_seconds(self.poll, least=0.2)
+
+    @property
+    def floor_seconds(self) -> float:
+        return parse_seconds(self.floor, least=0.2)
 
 
 class ReplicationConfig(Model):
@@ -155,6 +208,8 @@ class ReplicationConfig(Model):
     #: Schedule of every ``mirror_level_<L>`` DAG unless ``levels.<L>.schedule`` says otherwise.
     schedule: StrictStr = DEFAULT_SCHEDULE
     levels: dict[StrictInt, LevelSettings] = Field(default_factory=dict)
+    #: The watcher of the levels whose schedule is ``on_data``.
+    on_data: OnDataSettings = Field(default_factory=OnDataSettings)
     defaults: LinkSettings = Field(default_factory=LinkSettings)
     links: dict[StrictStr, LinkSettings] = Field(default_factory=dict)
     #: Partitions each Spark task copies at the same time, each on its own thread.
@@ -167,15 +222,20 @@ class ReplicationConfig(Model):
     @field_validator("schedule")
     @classmethod
     def _schedule(cls, value: str) -> str:
-        return _check_schedule(value)
+        return _check_level_schedule(value)
 
     def schedule_text(self, level: int) -> str:
-        """The level's schedule as the topology writes it (``5m``, a cron line, ``manual``)."""
+        """The level's schedule as the topology writes it (``5m``, a cron line, ``manual``, ``on_data``)."""
         own = self.levels.get(level)
         return own.schedule if own is not None and own.schedule else self.schedule
 
+    def on_data_at(self, level: int) -> bool:
+        """Whether the level's runs start when data waits (``on_data``) rather than on a clock."""
+        return self.schedule_text(level) == ON_DATA
+
     def schedule_for(self, level: int) -> timedelta | str | None:
-        return parse_schedule(self.schedule_text(level))
+        """The level's clock schedule as Airflow takes it; ``None`` for ``manual`` (and ``on_data``: no clock)."""
+        return None if self.on_data_at(level) else parse_schedule(self.schedule_text(level))
 
     def link_settings(self, link_id: str) -> LinkSettings:
         own = self.links.get(link_id)

@@ -17,18 +17,24 @@ a truncated source, any copy error) is one message when it starts failing and on
 when a later run copies it (:mod:`mirrorflow_airflow.notifiers.alerts`, docs/alerts.md).
 
 Schedule: ``replication.schedule`` or ``replication.levels.<L>.schedule`` of the
-topology (default every 5 minutes); one run at a time, no catch-up.
+topology (default every 5 minutes); one run at a time, no catch-up. ``on_data``:
+no clock; the DAG is scheduled on the asset ``mirrorflow-pending://level/<L>``,
+whose watcher in the triggerer starts a run when records wait on a link of the
+level (:mod:`mirrorflow_airflow.triggers.data`, docs/levels.md).
 """
 
 from __future__ import annotations
 
-from airflow.sdk import DAG, task
+from typing import Any
+
+from airflow.sdk import DAG, Asset, AssetWatcher, task
 
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.notifiers.alerts import alert_callbacks
 from mirrorflow_airflow.operators.level_copy import MirrorLevelCopyOperator
 from mirrorflow_airflow.steps.levels import plan_level
+from mirrorflow_airflow.triggers.data import LevelDataTrigger, pending_uri
 
 
 def level_dag_id(level: int) -> str:
@@ -36,12 +42,23 @@ def level_dag_id(level: int) -> str:
     return f"mirror_level_{level}"
 
 
+def level_schedule(topology: Topology, level: int) -> Any:
+    """The level DAG's schedule: its clock, or for ``on_data`` the asset its data watcher marks."""
+    if not topology.replication.on_data_at(level):
+        return topology.replication.schedule_for(level)
+    watch = topology.replication.on_data
+    trigger = LevelDataTrigger(level=level, dag_id=level_dag_id(level), poll_s=watch.poll_seconds,
+                               floor_s=watch.floor_seconds)
+    return [Asset(name=f"mirrorflow.pending.level_{level}", uri=pending_uri(level),
+                  watchers=[AssetWatcher(name=f"mirrorflow_level_{level}_data", trigger=trigger)])]
+
+
 def build_level_dag(topology: Topology, level: int) -> DAG:
     links = topology.links(level)
     with mirror_dag(
         level_dag_id(level),
         description=f"One micro-batch of every level-{level} link ({len(links)} links)",
-        schedule=topology.replication.schedule_for(level),
+        schedule=level_schedule(topology, level),
         tags=("replication", f"level-{level}"),
         doc_md=__doc__,
     ) as dag:

@@ -285,4 +285,7 @@ def test_faults_under_the_scheduler_lose_nothing_and_duplicate_nothing(platform)
     logs = [p.read_text(errors="replace") for p in (platform.run_dir / "airflow" / "logs").rglob("attempt=*.log")]
     failure = next((text for text in logs if f'"ti_id":"{connect_hit}"' in text and "Task failed" in text), "")
     server = f"Spark Connect server sc://127.0.0.1:{platform.env['MIRRORFLOW_PLATFORM_SPARK_CONNECT_PORT']}"
-    assert server in failure and "stopped or restarted during the job" in failure, failure[-3000:]
+    # A kill that lands while the copy still opens its session (its plan and the session's opening overlap, and a
+    # loaded machine stretches both) fails it at the open; one that lands later, during the job. Both name the server.
+    said = ("stopped or restarted during the job", "does not answer")
+    assert server in failure and any(s in failure for s in said), failure[-3000:]

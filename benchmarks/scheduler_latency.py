@@ -51,7 +51,7 @@ RUN_ROWS = """
     SELECT r.dag_id, r.run_after, r.start_date, r.end_date, p.queued_dttm, p.start_date, p.end_date,
            c.queued_dttm, c.start_date, c.end_date
     FROM dag_run r
-    JOIN task_instance p ON p.dag_id = r.dag_id AND p.run_id = r.run_id AND p.task_id = 'plan'
+    LEFT JOIN task_instance p ON p.dag_id = r.dag_id AND p.run_id = r.run_id AND p.task_id = 'plan'
     JOIN task_instance c ON c.dag_id = r.dag_id AND c.run_id = r.run_id AND c.task_id = 'copy'
     WHERE r.dag_id LIKE 'mirror_level_%' AND r.state = 'success'
 """
@@ -191,7 +191,7 @@ def duplicates(bootstrap: str, topic: str, partitions: int) -> int:
 #: For ``on_data`` levels (issue 34): the goal p99, and the interval the warm-up and the window are sized by
 #: (the watcher's default floor).
 ON_DATA_GOAL_P99_S = 15.0
-ON_DATA_EVERY_S = 5.0
+ON_DATA_EVERY_S = 2.0
 
 
 def interval(schedule: str) -> float:
@@ -221,12 +221,23 @@ def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress) -> d
         producers = [_Produce(n, bootstraps[n], topic, rate, produced, lock, stop_produce) for n in NAMES]
         for thread in (*watches, *producers):
             thread.start()
-        warm_up = 2 * every  # the level runs find the new topic at their next plan
+        # The window opens once the tree carries the new topic: the first messages readable everywhere (the
+        # first runs create the topic on every target, and platform mode's first Spark job starts its
+        # executors), and not before two intervals.
+        first = time.time()
+        ready_by = time.monotonic() + 600
+        while True:
+            counted, done = converged(lock, produced, seen, first, first + 2)
+            if counted and len(done) == len(counted):
+                break
+            if time.monotonic() > ready_by:
+                raise TimeoutError(f"schedule {schedule}: the first messages did not reach every cluster in 600 s")
+            stop_all.wait(1.0)
         window = max(4 * every, 180.0)
-        window_start = time.time() + warm_up
+        window_start = max(time.time(), first + 2 * every)
         window_end = window_start + window
         progress(f"schedule {schedule}: producing {rate:g}/s on each cluster; measuring a {window:.0f}s window "
-                 f"after {warm_up:.0f}s")
+                 f"after {window_start - first:.0f}s")
         stop_produce.wait(max(0.0, window_end - time.time()))
         stop_produce.set()
         for thread in producers:

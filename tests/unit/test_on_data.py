@@ -30,7 +30,7 @@ def test_a_level_or_every_level_may_be_on_data_with_its_watcher_settings():
     assert (topo.replication.on_data.poll_seconds, topo.replication.on_data.floor_seconds) == (0.5, 3.0)
     every = parse_topology(BASE + "replication: {schedule: on_data}")
     assert all(every.replication.on_data_at(level) for level in every.levels)
-    assert (every.replication.on_data.poll_seconds, every.replication.on_data.floor_seconds) == (2.0, 5.0)
+    assert (every.replication.on_data.poll_seconds, every.replication.on_data.floor_seconds) == (1.0, 2.0)
 
 
 @pytest.mark.parametrize("replication, path, problem", [

@@ -104,7 +104,7 @@ def test_a_switched_link_is_drawn_to_its_effective_target():
 
 def test_a_failed_partition_is_a_problem_naming_its_error_with_the_run_log_and_the_gap_form():
     failed = RunInfo("mirror_level_1", "manual__1", "failed", NOW - timedelta(minutes=2), NOW,
-                     result={"errors": ["x"]}, tasks={"plan": "success", "copy": "failed"},
+                     result={"errors": ["x"]}, tasks={"copy": "failed"},
                      task_logs={"copy": "/dags/mirror_level_1/runs/manual__1/tasks/copy"})
     totals = {"partitions": {"c1.L1|orders|2": {
         "link": "c1.L1", "source": "c1", "target": "c2", "topic": "orders", "partition": 2, "records": 10,

@@ -180,9 +180,9 @@ class OnDataSettings(Model):
     """How the watcher of ``on_data`` levels looks for waiting records (``replication.on_data``)."""
 
     #: How often it asks each source for its end offsets and each target for the links' checkpoints.
-    poll: StrictStr = "2s"
+    poll: StrictStr = "1s"
     #: The least time between two runs it starts for a level: a busy topic does not start a run per record.
-    floor: StrictStr = "5s"
+    floor: StrictStr = "2s"
 
     @field_validator("poll", "floor")
     @classmethod

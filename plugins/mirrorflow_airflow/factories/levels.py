@@ -3,14 +3,14 @@
 Each run is one micro-batch of every level-L link (a source cluster's level-L
 distributor and its effective target leaf):
 
-- ``plan`` applies the operator's target switches (Airflow Variable
-  ``mirrorflow_link_targets``) and the replication windows; it logs each link's
-  effective target and, for a link outside its windows, when the next window
-  opens. With no link open the run is skipped.
-- ``copy`` submits the level job to Spark (``spark_jobs/mirror_level.py``): the
-  driver shapes target topics, reads checkpoints and end offsets and packs the
-  work; executors copy exactly once. It logs one audit line per partition and
-  returns the batch summary, the DAG run's return value.
+- ``copy``, the one task, first applies the operator's target switches (Airflow
+  Variable ``mirrorflow_link_targets``) and the replication windows; it logs each
+  link's effective target and, for a link outside its windows, when the next
+  window opens; with no link open the run is skipped. Then it submits the level
+  job to Spark (``spark_jobs/mirror_level.py``): the driver shapes target topics,
+  reads checkpoints and end offsets and packs the work; executors copy exactly
+  once. It logs one audit line per partition and returns the batch summary, the
+  DAG run's return value.
 
 With an ``alerts`` section in the topology, a failed partition (a retention gap,
 a truncated source, any copy error) is one message when it starts failing and one
@@ -27,13 +27,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import DAG, Asset, AssetWatcher, task
+from airflow.sdk import DAG, Asset, AssetWatcher
 
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.notifiers.alerts import alert_callbacks
 from mirrorflow_airflow.operators.level_copy import MirrorLevelCopyOperator
-from mirrorflow_airflow.steps.levels import plan_level
 from mirrorflow_airflow.triggers.data import LevelDataTrigger, pending_uri
 
 
@@ -62,14 +61,7 @@ def build_level_dag(topology: Topology, level: int) -> DAG:
         tags=("replication", f"level-{level}"),
         doc_md=__doc__,
     ) as dag:
-
-        @task
-        def plan(run_id: str | None = None) -> dict:
-            """Effective targets and replication windows of this level's links."""
-            return plan_level(topology, level, run_id or "")
-
-        plan() >> MirrorLevelCopyOperator(task_id="copy", topology=topology, level=level,
-                                          **alert_callbacks(topology, "copy"))
+        MirrorLevelCopyOperator(task_id="copy", topology=topology, level=level, **alert_callbacks(topology, "copy"))
     return dag
 
 

@@ -1,4 +1,4 @@
-"""The copy step of ``mirror_level_<L>``: submit the level job to Spark, read its result, report.
+"""The one task of ``mirror_level_<L>``: pick the run's links, submit the level job to Spark, read its result, report.
 
 A thin layer over the Spark provider's ``SparkSubmitOperator``: the Airflow Spark
 connection (``spark_default``) says where the job runs, so the same job runs on
@@ -6,8 +6,12 @@ connection (``spark_default``) says where the job runs, so the same job runs on
 Spark Connect server that stays up between runs (no Spark start per micro-batch;
 see ``MirrorSparkJobOperator``). What this operator adds:
 
-- it builds the job spec at run time from the topology, the links the ``plan``
-  task let through, and each cluster's client settings resolved from Airflow
+- it picks the run's links at run time (:func:`plan_level`: the operator's target
+  switches and the replication windows apply from the next run, without a restart;
+  with every link outside its windows the run is skipped, saying when the next
+  opens). Planning here rather than in a task of its own saves a task start per
+  run (docs/benchmarks.md);
+- it builds the job spec from the topology, those links and each cluster's client settings resolved from Airflow
   connections (and, for links with ``on_gap: restore``, the archive's location from
   its AWS connection). The spec (credentials included) goes to ``spark-submit`` in the
   ``MIRRORFLOW_JOB`` environment variable only: never in the command line, the
@@ -27,21 +31,51 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import UTC, datetime
 from typing import Any
+
+from airflow.sdk.exceptions import AirflowSkipException
 
 from mirrorflow.assets import arrivals
 from mirrorflow.copy import JobSpec, build_spec, heals_from_archive, run_job, spec_clusters
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.journal import audit
 from mirrorflow.lineage import copy_lineage, level_edges
-from mirrorflow.topology import Topology, effective_links
+from mirrorflow.topology import Distributor, Topology, effective_links, split_by_window
 from mirrorflow_airflow.assets import ARRIVALS, emit_arrivals
 from mirrorflow_airflow.hooks.archive import archive_location
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator
 from mirrorflow_airflow.spark import JOB_SCRIPT
-from mirrorflow_airflow.state import COPY_TOTALS_PREFIX, record_copy_totals
+from mirrorflow_airflow.state import COPY_TOTALS_PREFIX, link_targets, record_copy_totals
 
 log = logging.getLogger(__name__)
+
+
+def plan_level(topology: Topology, level: int, run_id: str, now: datetime | None = None) -> list[Distributor]:
+    """The level-``level`` links that copy in this run, at their effective targets (logged and audited).
+
+    Raises ``AirflowSkipException`` when every link is outside its replication windows.
+    """
+    now = now or datetime.now(UTC)
+    links = effective_links(topology, level, link_targets())
+    open_links, closed = split_by_window(topology, links, now)
+    for link in links:
+        switched = link.default_target != topology.link(link.link_id).default_target
+        log.info("link %s: %s -> %s (level %d)%s", link.link_id, link.source, link.default_target, level,
+                 " [switched by an operator; topology default " + topology.link(link.link_id).default_target + "]"
+                 if switched else "")
+    for c in closed:
+        log.info("link %s: outside its replication window(s) %s; skipped this run; next window opens at %s",
+                 c.link_id, ", ".join(c.windows), c.next_open.isoformat())
+    audit("plan", run_id=run_id, level=level,
+          links={l.link_id: {"source": l.source, "target": l.default_target} for l in open_links},
+          closed={c.link_id: c.next_open.isoformat() for c in closed})
+    if not open_links:
+        first = min(c.next_open for c in closed)
+        raise AirflowSkipException(f"every level-{level} link is outside its replication windows; "
+                                   f"the next window opens at {first.isoformat()}")
+    return open_links
 
 
 class CopyFailed(MirrorflowError):
@@ -51,18 +85,15 @@ class CopyFailed(MirrorflowError):
 class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
     """Submit one micro-batch of a level to Spark and report its result."""
 
-    def __init__(self, *, topology: Topology, level: int, plan_task_id: str = "plan",
-                 spark_conn_id: str = "spark_default", **kwargs: Any) -> None:
+    def __init__(self, *, topology: Topology, level: int, spark_conn_id: str = "spark_default",
+                 **kwargs: Any) -> None:
         super().__init__(application=str(JOB_SCRIPT), spark_conn_id=spark_conn_id, name=f"mirrorflow-level-{level}",
                          run=run_job, plans_while_opening=True, outlets=[ARRIVALS], **kwargs)
         self.topology = topology
         self.level = level
-        self.plan_task_id = plan_task_id
 
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the result is the XCom
-        plan = context["ti"].xcom_pull(task_ids=self.plan_task_id) or {}
-        links = [l for l in effective_links(self.topology, self.level, plan.get("targets"))
-                 if l.link_id in set(plan.get("links", []))]
+        links = plan_level(self.topology, self.level, context["run_id"])
         if not links:
             log.info("no level-%d link to copy in this run", self.level)
             return {"level": self.level, "ok": True, "links": [], "copied": 0, "errors": []}

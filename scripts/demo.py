@@ -787,8 +787,8 @@ def active_runs(api: AirflowApi, dag_id: str) -> list[dict]:
 class RunWatch:
     """Polls one of our runs and prints each change of state, and a heartbeat while it lasts.
 
-    The DAGs also run every 5 minutes with ``max_active_runs=1``, so our run may
-    first queue behind a scheduled one; the watch names it.
+    The DAGs also run on their schedule, one copy at a time, so our run may first
+    queue or wait behind a scheduled one; the watch names it.
     """
 
     def __init__(self, api: AirflowApi, dag_id: str, run_id: str) -> None:

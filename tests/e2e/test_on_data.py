@@ -5,8 +5,9 @@ this repo's DAG files on a four-cluster topology whose levels are ``on_data``,
 with ``spark_default`` on the session's Spark Connect server (a warm Spark, as the
 demo has). Only the two level DAGs are unpaused; the test triggers nothing. Messages
 produced on every cluster reach every cluster exactly once; every level run was
-started by the watcher's asset event; once the tree has converged the watcher goes
-quiet (no run starts for copies already skipped, nor for transaction markers).
+started by the watcher's asset event; no two copies of a level overlapped; once
+the tree has converged the watcher goes quiet (no run starts for copies already
+skipped, nor for transaction markers).
 """
 
 from __future__ import annotations
@@ -98,6 +99,11 @@ def test_on_data_levels_started_by_the_watcher_alone_bring_every_message_everywh
     for dag_id, dag_runs in runs.items():
         assert {r["run_type"] for r in dag_runs} == {"asset_triggered"}, (dag_id, dag_runs)
         assert all(r["state"] == "success" for r in dag_runs), (dag_id, dag_runs)
+        # one copy at a time per level, though a second run may wait for it (docs/levels.md)
+        copies = sorted((ti["start_date"], ti["end_date"]) for ti in airflow.api(
+            "GET", f"/dags/{dag_id}/dagRuns/~/taskInstances?task_id=copy&limit=100")["task_instances"])
+        assert len(copies) == len(dag_runs)
+        assert all(end <= later for (_, end), (later, _) in zip(copies, copies[1:])), (dag_id, copies)
     started = sum(len(r) for r in runs.values())
 
     # converged: the watcher sees nothing waiting (the copies were skipped, markers and all) and starts nothing

@@ -41,7 +41,8 @@ def tags(*extra: str) -> list[str]:
 
 
 def mirror_dag(dag_id: str, *, description: str, schedule: Any, doc_md: str | None, tags: tuple[str, ...] = (),
-               params: Mapping[str, Any] | None = None, retries: int | None = None) -> DAG:
+               params: Mapping[str, Any] | None = None, retries: int | None = None,
+               max_active_runs: int = 1) -> DAG:
     """A DAG with the house header; ``tags`` come after ``mirrorflow``, ``retries`` overrides the default one."""
     default_args = DEFAULT_ARGS if retries is None else {**DEFAULT_ARGS, "retries": retries}
     return DAG(
@@ -50,7 +51,7 @@ def mirror_dag(dag_id: str, *, description: str, schedule: Any, doc_md: str | No
         schedule=schedule,
         start_date=START_DATE,
         catchup=False,
-        max_active_runs=1,
+        max_active_runs=max_active_runs,
         default_args=default_args,
         tags=[TAG, *tags],
         doc_md=doc_md,

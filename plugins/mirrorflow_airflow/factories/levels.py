@@ -17,7 +17,12 @@ a truncated source, any copy error) is one message when it starts failing and on
 when a later run copies it (:mod:`mirrorflow_airflow.notifiers.alerts`, docs/alerts.md).
 
 Schedule: ``replication.schedule`` or ``replication.levels.<L>.schedule`` of the
-topology (default every 5 minutes); one run at a time, no catch-up. ``on_data``:
+topology (default every 5 minutes); no catch-up; one copy at a time. That last is
+the ``copy`` task's ``max_active_tis_per_dag=1``, with a second run allowed to wait
+(``max_active_runs=2``): with ``max_active_runs=1`` alone, Airflow 3.3's
+dag-processor can store "at its maximum" for a run that ends while it parses the
+file, and the scheduler then starts no run until the next parse, about 30 s later
+(docs/levels.md, "One copy at a time"). ``on_data``:
 no clock; the DAG is scheduled on the asset ``mirrorflow-pending://level/<L>``,
 whose watcher in the triggerer starts a run when records wait on a link of the
 level (:mod:`mirrorflow_airflow.triggers.data`, docs/levels.md).
@@ -60,8 +65,10 @@ def build_level_dag(topology: Topology, level: int) -> DAG:
         schedule=level_schedule(topology, level),
         tags=("replication", f"level-{level}"),
         doc_md=__doc__,
+        max_active_runs=2,
     ) as dag:
-        MirrorLevelCopyOperator(task_id="copy", topology=topology, level=level, **alert_callbacks(topology, "copy"))
+        MirrorLevelCopyOperator(task_id="copy", topology=topology, level=level, max_active_tis_per_dag=1,
+                                **alert_callbacks(topology, "copy"))
     return dag
 
 

@@ -8,8 +8,9 @@ on its effective target, no message read (:func:`mirrorflow.lag.link_lag` with
 ``ages=False``). :class:`mirrorflow.lag.DataWatch` decides whether that starts a
 run (a floor between two runs, nothing asked twice for the same offsets, nothing
 while a run of the level is already queued); a run is one event, which Airflow
-records on the asset and turns into a run of the DAG. The level DAG keeps
-``max_active_runs=1``. docs/levels.md, "Runs started by data".
+records on the asset and turns into a run of the DAG. The level copies one run
+at a time all the same (docs/levels.md, "One copy at a time"). docs/levels.md,
+"Runs started by data".
 
 Like every mirrorflow trigger, the kwargs hold no secret: the topology and the
 clusters' client settings are resolved in the triggerer at each poll

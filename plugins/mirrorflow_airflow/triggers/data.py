@@ -80,27 +80,30 @@ class LevelDataTrigger(BaseEventTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         dag_id = self.dag_id
         watch = DataWatch(self.floor_s, self.resend_s)
-        said = ""
+        said = ""  # the last problem logged, and the links last logged as not measured: each is said once
+        unmeasured: dict[str, str] = {}
         while True:
             started = time.monotonic()
             try:
                 found = await asyncio.to_thread(measure_level, self.level)
                 queued = await asyncio.to_thread(self._queued, dag_id) if found.total else 0
+                said = ""
             except Exception as exc:  # a topology being edited, a connection missing: the next poll tries again
                 found, queued = Waiting(), 0
                 message = f"level {self.level}: not measured ({type(exc).__name__}: {exc}); polling on"
                 if message != said:
                     log.warning("%s", message)
                     said = message
-            for link, why in sorted(found.unmeasured.items()):
-                log.warning("level %d: link %s not measured: %s", self.level, link, why)
+            if found.unmeasured != unmeasured:
+                for link, why in sorted(found.unmeasured.items()):
+                    log.warning("level %d: link %s not measured: %s", self.level, link, why)
+                unmeasured = found.unmeasured
             decision = watch.decide(time.time(), found, queued=queued)
             if decision.run:
                 log.info("level %d: starting a run of %s: %s", self.level, dag_id, decision.why)
                 yield TriggerEvent({"level": self.level, "records": found.records, "why": decision.why})
-            elif decision.why != said and found.total:
-                log.info("level %d: no run yet: %s", self.level, decision.why)
-            said = decision.why if found.total else said
+            else:
+                log.debug("level %d: no run yet: %s", self.level, decision.why)
             await asyncio.sleep(max(0.0, self.poll_s - (time.monotonic() - started)))
 
     def _queued(self, dag_id: str) -> int:

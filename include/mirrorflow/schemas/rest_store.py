@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import importlib
 import os
 import shutil
 import ssl
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from mirrorflow.errors import MirrorflowError
@@ -158,14 +159,12 @@ class RestStore:
         and an untrusted certificate; anything else (a registry that is down)
         is left to the calls that follow and their retries.
         """
-        import httpx
-
         rest = self.client._rest_client
         base = rest.base_urls[0].rstrip("/")
         try:
             response = rest.session.get(f"{base}/config", headers={"Accept": "application/json"},
                                         timeout=rest.timeout or 30.0)
-        except httpx.TransportError as exc:
+        except _transport_error(rest.session) as exc:
             verify = _cause(exc, ssl.SSLCertVerificationError)
             if verify is not None:
                 raise self._untrusted(verify) from None
@@ -329,6 +328,16 @@ class RestStore:
             sr.delete_mode(subject)
         else:
             sr.update_mode(subject, value["mode"], force=True)
+
+
+def _transport_error(session: Any) -> type[BaseException]:
+    """``TransportError`` of the HTTP library the registry client's session comes from.
+
+    confluent-kafka takes ``httpx2`` when it is installed (the OpenLineage provider brings it), else
+    ``httpx``; the two have separate exception classes.
+    """
+    package = importlib.import_module(type(session).__module__.split(".")[0])
+    return cast(type[BaseException], package.TransportError)
 
 
 def _cause(exc: BaseException, kind: type[BaseException]) -> Any:

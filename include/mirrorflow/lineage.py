@@ -7,7 +7,7 @@ so a topic's lineage dataset and its asset name the same thing. An archive read 
 a restore is ``s3://<bucket>`` and ``<prefix>/data/cluster=<source>/topic=<topic>``.
 
 A level run's datasets come from its link reports (every topic each link selected
-this run, records or not); a backfill's from its partitions. Each output says which
+this run, records or not); a backfill's from its plan's topics. Each output says which
 links wrote it, from which source, and how many records and bytes arrived. The
 Airflow side (``mirrorflow_airflow.lineage``) turns :class:`Lineage` into the
 OpenLineage provider's objects; docs/lineage.md says what a receiver gets.
@@ -72,12 +72,6 @@ def level_edges(links: Iterable[Mapping[str, Any]]) -> list[Edge]:
     """The edges of a level run, from its link reports (``JobResult.summary()["links"]``)."""
     return [Edge(link["link"], link["source"], link["target"], topic)
             for link in links for topic in link.get("topics") or ()]
-
-
-def partition_edges(partitions: Iterable[Mapping[str, Any]]) -> list[Edge]:
-    """The edges of a backfill or restore, from its per-partition results."""
-    return sorted({Edge(p["link_id"], p["source"], p["target"], p["topic"]) for p in partitions},
-                  key=lambda e: (e.link_id, e.topic))
 
 
 def copy_lineage(edges: Iterable[Edge], bootstraps: Mapping[str, str],

@@ -94,9 +94,6 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
 
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the result is the XCom
         links = plan_level(self.topology, self.level, context["run_id"])
-        if not links:
-            log.info("no level-%d link to copy in this run", self.level)
-            return {"level": self.level, "ok": True, "links": [], "copied": 0, "errors": []}
         clusters = {c: dict(MirrorClusterHook(self.topology, c).client().settings)
                     for c in spec_clusters(self.topology, links)}
         archive = archive_location(self.topology).to_dict() if heals_from_archive(self.topology, links) else None

@@ -93,3 +93,25 @@ def test_the_tasks_that_write_shared_state_share_the_one_slot_operations_pool(da
     assert pooled == STATE_WRITERS
     # The pool they wait for is the one deploy/pools.json creates (the demo, platform mode, compose), with one slot.
     assert json.loads((REPO / "deploy" / "pools.json").read_text())[OPERATIONS_POOL]["slots"] == 1
+
+
+#: The tasks that emit arrival assets: each is followed by ``announce``, which emits the assets new to Airflow.
+ARRIVAL_EMITTERS = {("mirror_level_1", "copy"), ("mirror_level_2", "copy"), ("mirror_level_3", "copy"),
+                    ("mirror_onboard_cluster", "backfill"), ("mirror_resolve_gap", "resolve")}
+
+
+def test_every_task_that_emits_arrivals_hands_new_assets_to_one_slot_announce_tasks(dagbag):
+    """Two tasks creating the same new asset at once: Airflow 3.3's API server fails one (docs/assets.md)."""
+    import json
+
+    from mirrorflow_airflow.assets import ANNOUNCE_POOL, ANNOUNCE_TASK, ARRIVALS
+    from tests.conftest import REPO
+
+    emitters = {(dag_id, t.task_id) for dag_id, dag in dagbag.dags.items() for t in dag.tasks
+                if ARRIVALS in t.outlets and t.task_id != ANNOUNCE_TASK}
+    assert emitters == {e for e in ARRIVAL_EMITTERS if e[0] in dagbag.dags}
+    for dag_id, task_id in emitters:
+        announce = dagbag.dags[dag_id].get_task(ANNOUNCE_TASK)
+        assert announce.upstream_task_ids == {task_id} and announce.pool == ANNOUNCE_POOL, (dag_id, announce)
+        assert ARRIVALS in announce.outlets and announce.trigger_rule == "all_success"
+    assert json.loads((REPO / "deploy" / "pools.json").read_text())[ANNOUNCE_POOL]["slots"] == 1

@@ -37,8 +37,9 @@ def xcom(dag_run, task_id: str):
         return None if row is None else XComModel.deserialize_value(row)
 
 
-def asset_events(uri: str, dag_run=None) -> list[tuple[str | None, dict]]:
-    """The asset events of ``uri`` in the metadata database (of ``dag_run`` only, if given): (partition key, extra)."""
+def asset_events(uri: str, dag_run=None, by_task: bool = False) -> list[tuple]:
+    """The asset events of ``uri`` in the metadata database (of ``dag_run`` only, if given): (partition key, extra),
+    and with ``by_task`` the emitting task's id last."""
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
@@ -47,7 +48,12 @@ def asset_events(uri: str, dag_run=None) -> list[tuple[str | None, dict]]:
     if dag_run is not None:
         query = query.where(AssetEvent.source_dag_id == dag_run.dag_id, AssetEvent.source_run_id == dag_run.run_id)
     with create_session() as session:
-        return [(e.partition_key, dict(e.extra)) for e in session.scalars(query.order_by(AssetEvent.id))]
+        return [(e.partition_key, dict(e.extra), *([e.source_task_id] if by_task else []))
+                for e in session.scalars(query.order_by(AssetEvent.id))]
+
+
+def task_state(dag_run, task_id: str) -> str | None:
+    return next(ti.state for ti in dag_run.get_task_instances() if ti.task_id == task_id)
 
 
 def parsed(dag):
@@ -268,7 +274,7 @@ replication:
     dag = build_level_dags(topo)["mirror_level_1"]
     run = dag.test()
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
-    assert states == {"copy": "skipped"}
+    assert states == {"copy": "skipped", "announce": "skipped"}
     assert f"outside its replication window(s) {window}" in caplog.text
     assert f"next window opens at {start.replace(second=0, microsecond=0).isoformat()}" in caplog.text
 
@@ -311,17 +317,25 @@ def test_level_dag_runs_on_a_spark_connect_server(airflow_home, kafka_clusters, 
     assert {l["link"]: l["copied"] for l in summary["links"]}["c1.L1"] == 30
     assert summary["spark_tasks"] >= 1
     assert_exactly_once(kafka_clusters, ["c2"], topic, expected)
-    # what arrived is an asset event: the Kafka provider's URI of the topic on c2, and how far it reaches
+    # what arrived is an asset event: the Kafka provider's URI of the topic on c2, and how far it reaches;
+    # new to Airflow, so ``announce`` emits it (one such task at a time: two tasks creating it at once fail one)
     uri = f"kafka://{kafka_clusters['c2'].bootstrap}/{topic}"
-    assert summary["arrived"] == [uri]
-    [(key, extra)] = asset_events(uri, run)
+    assert summary["arrived"] == [uri] and [h["uri"] for h in summary["announce"]] == [uri]
+    [(key, extra, by_task)] = asset_events(uri, run, by_task=True)
+    assert by_task == "announce" and task_state(run, "announce") == "success"
     assert key is None and extra["records"] == 30 and extra["links"] == ["c1.L1"] and extra["run_id"] == run.run_id
     assert sorted(extra["partitions"]) == ["0", "1"]
     assert sum(p["source_offset"] for p in extra["partitions"].values()) == 30
     assert all(p["newest_ms"] > 0 and p["target_offset"] >= p["source_offset"] for p in extra["partitions"].values())
+    # known now: the next run's copy emits it itself, and skips ``announce`` without starting it
+    traffic(kafka_clusters, "c1", topic, 5, start=30)
+    again = build_level_dags(topo)["mirror_level_1"].test()
+    assert xcom(again, "copy")["announce"] == [] and task_state(again, "announce") == "skipped"
+    [(_, extra, by_task)] = asset_events(uri, again, by_task=True)
+    assert by_task == "copy" and extra["records"] == 5 and again.state == "success"
     assert f"running on the Spark Connect server sc://127.0.0.1:{spark_connect_server.port}" in caplog.text
     audit = [json.loads(r.getMessage()) for r in caplog.records if r.name == "mirrorflow.audit"]
-    assert sum(a["copied"] for a in audit if a["event"] == "copy") == 30  # the audit lines are in the task log
+    assert sum(a["copied"] for a in audit if a["event"] == "copy") == 35  # the audit lines (both runs) are in the task log
     assert "spark_submit" not in caplog.text
 
 

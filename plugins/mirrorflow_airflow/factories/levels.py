@@ -3,14 +3,17 @@
 Each run is one micro-batch of every level-L link (a source cluster's level-L
 distributor and its effective target leaf):
 
-- ``copy``, the one task, first applies the operator's target switches (Airflow
+- ``copy``, the task that copies, first applies the operator's target switches (Airflow
   Variable ``mirrorflow_link_targets``) and the replication windows; it logs each
   link's effective target and, for a link outside its windows, when the next
   window opens; with no link open the run is skipped. Then it submits the level
   job to Spark (``spark_jobs/mirror_level.py``): the driver shapes target topics,
   reads checkpoints and end offsets and packs the work; executors copy exactly
   once. It logs one audit line per partition and returns the batch summary, the
-  DAG run's return value.
+  DAG run's return value, and emits an asset event per cluster and topic that got records.
+- ``announce``, skipped unless the copy reached a cluster and topic Airflow has no
+  asset for yet: emits those events, one such task at a time across DAGs
+  (:mod:`mirrorflow_airflow.factories.announce`).
 
 With an ``alerts`` section in the topology, a failed partition (a retention gap,
 a truncated source, any copy error) is one message when it starts failing and one
@@ -35,6 +38,7 @@ from typing import Any
 from airflow.sdk import DAG, Asset, AssetWatcher
 
 from mirrorflow.topology import Topology
+from mirrorflow_airflow.factories.announce import announce_task
 from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.notifiers.alerts import alert_callbacks
 from mirrorflow_airflow.operators.level_copy import MirrorLevelCopyOperator
@@ -67,8 +71,9 @@ def build_level_dag(topology: Topology, level: int) -> DAG:
         doc_md=__doc__,
         max_active_runs=2,
     ) as dag:
-        MirrorLevelCopyOperator(task_id="copy", topology=topology, level=level, max_active_tis_per_dag=1,
-                                **alert_callbacks(topology, "copy"))
+        copy = MirrorLevelCopyOperator(task_id="copy", topology=topology, level=level, max_active_tis_per_dag=1,
+                                       **alert_callbacks(topology, "copy"))
+        copy >> announce_task("copy")
     return dag
 
 

@@ -9,7 +9,9 @@ Steps, each its own task and log (the audit record of the onboarding):
 2. ``create_topics``: the mirrored topics with the sibling's partitions and
    travelling configs (and ``_mirrorflow.offsets``).
 3. ``schemas``: the primary registry's registrations, subjects translated.
-4. ``backfill``: the Spark job of :mod:`mirrorflow.onboard.backfill`, exactly once.
+4. ``backfill``: the Spark job of :mod:`mirrorflow.onboard.backfill`, exactly once;
+   its asset events new to Airflow are emitted by ``announce`` beside the next steps
+   (:mod:`mirrorflow_airflow.factories.announce`).
 5. ``positions``: consumer groups positioned on the new cluster from the owners'
    distributed positions (never a group active there).
 6. ``join``: the cluster joins the tree durably (Airflow Variable
@@ -31,6 +33,7 @@ from airflow.sdk import DAG, Param, task
 
 from mirrorflow.onboard.plan import BACKFILL_MODES, OnboardPlan
 from mirrorflow.topology import Topology
+from mirrorflow_airflow.factories.announce import announce_task
 from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL, mirror_dag
 from mirrorflow_airflow.operators.backfill import MirrorBackfillOperator
 from mirrorflow_airflow.steps.onboard import (
@@ -121,7 +124,7 @@ def build_onboard_dag(topology: Topology) -> DAG:
         created = create_topics_.override(task_id="create_topics")(plan)
         schemas = schemas_.override(task_id="schemas")(plan, created)
         backfill = MirrorBackfillOperator(task_id="backfill", topology=topology)
-        created >> backfill
+        created >> backfill >> announce_task("backfill")
         positioned = positions_.override(task_id="positions")(plan, backfill.output)
         joined_ = join_.override(task_id="join")(plan, positioned, schemas)
         verify_.override(task_id="verify")(plan, joined_) >> summary_.override(task_id="summary")()

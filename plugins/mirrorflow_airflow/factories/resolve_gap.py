@@ -21,7 +21,8 @@ from airflow.sdk import DAG, Param, get_current_context, task
 
 from mirrorflow.actions import ACTIONS
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.assets import ARRIVALS
+from mirrorflow_airflow.assets import ARRIVALS, finish_with_arrivals
+from mirrorflow_airflow.factories.announce import announce_task
 from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.steps.resolve_gap import run_resolve
 
@@ -58,9 +59,11 @@ def build_resolve_gap_dag(topology: Topology) -> DAG:
             """Move the link's checkpoint as decided, fenced, and log an audit line (a restore: an asset event)."""
             p = params or {}
             offset = p.get("offset")
-            return run_resolve(topology, p["link"], p["topic"], int(p["partition"]), p["action"],
-                               offset=None if offset is None else int(offset), dry_run=bool(p.get("dry_run")),
-                               outlet_events=get_current_context()["outlet_events"])
+            context = get_current_context()
+            result = run_resolve(topology, p["link"], p["topic"], int(p["partition"]), p["action"],
+                                 offset=None if offset is None else int(offset), dry_run=bool(p.get("dry_run")),
+                                 outlet_events=context["outlet_events"])
+            return finish_with_arrivals(context, result, result.pop("announce", []))
 
-        resolve()
+        resolve() >> announce_task("resolve")
     return dag

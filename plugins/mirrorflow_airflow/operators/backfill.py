@@ -20,7 +20,7 @@ from mirrorflow.lineage import Edge, copy_lineage
 from mirrorflow.onboard.backfill import BackfillSpec, run_backfill
 from mirrorflow.onboard.plan import OnboardPlan
 from mirrorflow.topology import Topology
-from mirrorflow_airflow.assets import ARRIVALS, emit_arrivals
+from mirrorflow_airflow.assets import ARRIVALS, emit_arrivals, finish_with_arrivals
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator
 from mirrorflow_airflow.spark import SPARK_JOBS
@@ -72,10 +72,10 @@ class MirrorBackfillOperator(MirrorSparkJobOperator[BackfillSpec]):
         self.lineage = copy_lineage([Edge(plan.link_id, plan.sibling_of, plan.cluster, t) for t in sorted(plan.topics)],
                                     bootstraps, partitions,
                                     archive=(location["bucket"], location["prefix"]) if location else None)
-        result["arrived"] = emit_arrivals(context["outlet_events"], arrivals(
+        result["arrived"], held = emit_arrivals(context["outlet_events"], arrivals(
             partitions, bootstraps, run_id=context["run_id"], by="backfill"))
         if not result["ok"]:
             raise BackfillFailed(f"backfill of {plan.cluster} from {plan.sibling_of}: {len(result['errors'])} "
                                  "partition(s) failed; the others reached the cut; re-run to continue:\n  "
                                  + "\n  ".join(result["errors"]))
-        return result
+        return finish_with_arrivals(context, result, held)

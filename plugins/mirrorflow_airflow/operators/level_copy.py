@@ -42,7 +42,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.journal import audit
 from mirrorflow.lineage import copy_lineage, level_edges
 from mirrorflow.topology import Distributor, Topology, effective_links, split_by_window
-from mirrorflow_airflow.assets import ARRIVALS, emit_arrivals
+from mirrorflow_airflow.assets import ARRIVALS, emit_arrivals, finish_with_arrivals
 from mirrorflow_airflow.hooks.archive import archive_location
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator
@@ -105,7 +105,7 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
         bootstraps = {c: s["bootstrap.servers"] for c, s in clusters.items()}
         self.lineage = copy_lineage(level_edges(result["links"]), bootstraps, partitions,
                                     archive=(archive["bucket"], archive["prefix"]) if archive else None)
-        result["arrived"] = emit_arrivals(context["outlet_events"], arrivals(
+        result["arrived"], held = emit_arrivals(context["outlet_events"], arrivals(
             partitions, bootstraps, run_id=context["run_id"]))
         for link in result["links"]:
             log.info("link %s: %s -> %s: %d copied, %d skipped, %d bytes over %d partitions%s", link["link"],
@@ -126,7 +126,7 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
             lines = "\n  ".join(result["errors"])
             raise CopyFailed(f"level {self.level} run {context['run_id']}: {len(result['errors'])} failure(s); "
                              f"every other partition was copied:\n  {lines}")
-        return result
+        return finish_with_arrivals(context, result, held)
 
     def _record_totals(self, partitions: list[dict[str, Any]], result: dict[str, Any], run_id: str) -> None:
         """Keep the running totals the status page and the metrics read; the copy stands even if this fails."""

@@ -29,7 +29,8 @@ def run_resolve(topology: Topology, link_id: str, topic: str, partition: int, ac
                 offset: int | None = None, dry_run: bool = False, outlet_events: Any = None) -> dict:
     """Resolve ``topic[partition]`` of ``link_id`` with ``action``; returns what was (or would be) done.
 
-    Records restored from the archive reached the target: one asset event through ``outlet_events``.
+    Records restored from the archive reached the target: one asset event through ``outlet_events``, or, if
+    Airflow has no asset for it yet, held under ``"announce"`` for the ``announce`` task.
     """
     level = topology.link(link_id).level
     link = next(l for l in effective_links(topology, level, link_targets()) if l.link_id == link_id)
@@ -53,10 +54,11 @@ def run_resolve(topology: Topology, link_id: str, topic: str, partition: int, ac
              done.earliest, done.end, lost)
     if done.note:
         log.info("%s", done.note)
+    held: list[dict] = []
     if done.restored:
         log.info("%d record(s) restored from the archive of %s", done.restored, done.source)
         if outlet_events is not None and not dry_run:
-            emit_arrivals(outlet_events, arrivals(
+            _, held = emit_arrivals(outlet_events, arrivals(
                 [{"link_id": link_id, "source": done.source, "target": done.target, "topic": topic,
                   "partition": partition, "copied": done.restored, "restored": done.restored,
                   "next_offset": done.position}],
@@ -64,4 +66,4 @@ def run_resolve(topology: Topology, link_id: str, topic: str, partition: int, ac
     if done.missing:
         log.warning("offsets %s are in no archive and %s", ", ".join(f"{a}..{b}" for a, b in done.missing),
                     "would be given up" if dry_run else "were given up")
-    return done.to_dict()
+    return {**done.to_dict(), "announce": held}

@@ -233,6 +233,18 @@ replication:
     [interrupted] = results
     assert any(e.link == "c1.L1" for e in interrupted.errors), interrupted.summary()["errors"]
     started = time.monotonic()
-    converge(topo, settings)
+    while True:
+        try:
+            converge(topo, settings)
+            break
+        except AssertionError as exc:
+            # Once in a CI run the restarted broker (KRaft, its old registration still alive for a few seconds)
+            # kept the link's checkpoints behind the dead attempt's transaction past the planner's fence and
+            # re-read: that run fails by name and changes nothing, as an Airflow retry then finds. Anything else,
+            # or the same for two minutes, fails the test.
+            if "read checkpoints of link c1.L1" not in str(exc) or time.monotonic() - started > 120:
+                raise
+            print(f"a run {time.monotonic() - started:.1f}s after the restart could not read the checkpoints yet: "
+                  f"{exc}")
     print(f"converged {time.monotonic() - started:.1f}s after the restart")
     assert_exactly_once(kafka_clusters, ["c1", "c2"], topic, expected)

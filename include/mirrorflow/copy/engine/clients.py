@@ -49,6 +49,11 @@ READER_FETCH_WAIT_MS = 20
 #: fetches (docs/benchmarks.md); the raw client loop it is measured against uses 10 MiB as well.
 READER_PARTITION_FETCH_BYTES = 10 * 1024 * 1024
 
+#: How much the reader may hold fetched ahead of the copy (librdkafka's default is 64 MiB). The
+#: copy stops reading while it commits; with room for about a second of fetches the source keeps
+#: being read meanwhile, so reading and writing overlap instead of taking turns (docs/benchmarks.md).
+READER_QUEUE_KBYTES = 128 * 1024
+
 
 def _unless_set(settings: Any, **defaults: Any) -> dict[str, Any]:
     """``defaults`` the cluster's own settings (its ``config`` in the topology) do not set."""
@@ -107,7 +112,8 @@ class CopyClients:
             # by librdkafka (mirrorflow.copy.state.checkpoints.moved_under_copy). Not a cluster's to change.
             "auto.offset.reset": "error",
             **_unless_set(source.settings, **{"fetch.wait.max.ms": READER_FETCH_WAIT_MS,
-                                              "max.partition.fetch.bytes": READER_PARTITION_FETCH_BYTES}),
+                                              "max.partition.fetch.bytes": READER_PARTITION_FETCH_BYTES,
+                                              "queued.max.messages.kbytes": READER_QUEUE_KBYTES}),
         })), False
 
     def checkpoint(self, task: PartitionTask, target: ClusterClient) -> Consumer:

@@ -452,6 +452,9 @@ def merge_same_day(results: dict[str, Any], out_dir: Path) -> dict[str, Any]:
         return {**results, "commands": [results["command"]], "minutes": {results["command"]: results["total_minutes"]}}
     earlier = json.loads(path.read_text())
     merged = {**earlier, **{k: v for k, v in results.items() if k not in ("command", "total_minutes")}}
+    for section in ("throughput", "volume"):  # contenders run separately: one case, all of their runs
+        if section in earlier and section in results:
+            merged[section] = _merge_cases(earlier[section], results[section])
     merged["commands"] = [*earlier.get("commands", [earlier.get("command", "?")]), results["command"]]
     merged["minutes"] = {**earlier.get("minutes", {}), results["command"]: results["total_minutes"]}
     merged["total_minutes"] = round(sum(merged["minutes"].values()), 1)
@@ -461,6 +464,16 @@ def merge_same_day(results: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     else:
         merged.pop("carried", None)
     return merged
+
+
+def _merge_cases(earlier: list[dict[str, Any]], now: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cases of both runs; a case in both keeps the earlier run's contenders that this run did not run."""
+    key = lambda case: (case["size"], case["partitions"], case["records"])  # noqa: E731
+    cases = {key(c): c for c in earlier}
+    for case in now:
+        old = cases.get(key(case))
+        cases[key(case)] = case if old is None else {**case, "runs": {**old["runs"], **case["runs"]}}
+    return sorted(cases.values(), key=key)
 
 
 def carry(results: dict[str, Any], earlier_path: Path, sections: tuple[str, ...]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,22 @@ class Rest:
         return [r["dag_run_id"] for r in runs]
 
     def trigger(self, dag_id: str) -> str:
-        return self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None})["dag_run_id"]
+        """A new run of ``dag_id``; its id is chosen here, so asking again after a failed answer is safe.
+
+        The demo's SQLite answers "database is locked" (HTTP 500) now and then under CI load; a second POST
+        of the same run id creates the run, or says 409 when the first one had.
+        """
+        run_id = f"manual__test_{uuid.uuid4().hex[:12]}"
+        for attempt in range(3):
+            try:
+                self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None})
+                return run_id
+            except urllib.error.HTTPError as exc:
+                if exc.code == 409 and attempt:
+                    return run_id
+                if exc.code != 500 or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def state(self, dag_id: str, run_id: str) -> str:
         return self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}")["state"]

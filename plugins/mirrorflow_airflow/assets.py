@@ -107,13 +107,9 @@ def emit_arrivals(outlet_events: Any, found: Iterable[Arrival],
     found = list(found)
     if known is None:
         known = known_arrivals() if found else frozenset()
-    held: list[dict[str, Any]] = []
-    for arrival in found:
-        if arrival.uri in known:
-            outlet_events[ARRIVALS].add(Asset(uri=arrival.uri), extra=dict(arrival.extra))
-        else:
-            held.append({"uri": arrival.uri, "extra": dict(arrival.extra)})
-    return [arrival.uri for arrival in found], held
+    events: list[dict[str, Any]] = [{"uri": arrival.uri, "extra": dict(arrival.extra)} for arrival in found]
+    announce(outlet_events, [e for e in events if e["uri"] in known])
+    return [e["uri"] for e in events], [e for e in events if e["uri"] not in known]
 
 
 def finish_with_arrivals(context: Any, result: dict[str, Any], held: list[dict[str, Any]]) -> dict[str, Any]:

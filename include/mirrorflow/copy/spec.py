@@ -195,6 +195,9 @@ class LinkReport:
     acls_created: list[str] = field(default_factory=list)
     acls_deleted: list[str] = field(default_factory=list)
     acl_problems: list[str] = field(default_factory=list)
+    #: Changes a sync declined to make on the target (:class:`mirrorflow.declined.Declined` as dicts):
+    #: reported every run, never applied unless the topology allows them.
+    declined: list[dict[str, str]] = field(default_factory=list)
     error: str | None = None
     #: Seconds of each planning step (target shapes, source topics, checkpoints, offsets, topic ids): a slow
     #: plan says where it waited (rare slow plans were seen in benchmarks; docs/benchmarks.md).

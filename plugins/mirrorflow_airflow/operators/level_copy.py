@@ -121,6 +121,8 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
                     log.info("link %s: ACL %s on %s as on its owner: %s", link["link"], what, link["target"], acl)
             for problem in link.get("acl_problems") or []:
                 log.warning("link %s: ACL sync on %s: %s", link["link"], link["target"], problem)
+            for declined in link.get("declined") or []:  # every run, not once: it is still not done
+                log.warning("link %s: DECLINED %s", link["link"], declined["message"])
         if not result["ok"]:
             context["ti"].xcom_push(key="return_value", value=result)
             lines = "\n  ".join(result["errors"])

@@ -93,6 +93,7 @@ def run_until_quiescent(dags: dict, levels: list[int], max_rounds: int = 6) -> l
 SECRET = "s3cr3t-never-in-a-log"
 JAVA = Path(__file__).parents[1] / "integration" / "java" / "ProduceAt.java"
 OTHERS = ("c2", "c3", "c4")
+DAYS_90 = "7776000000"
 _pause = threading.Event()  # never set: .wait(t) paces a watch loop
 
 
@@ -152,13 +153,23 @@ def test_level_dags_mirror_real_traffic_on_the_four_cluster_tree_exactly_once(
     assert by_link["c1.L1"]["target"] == "c2"
     assert sorted(by_link["c1.L1"]["created_topics"]) == sorted([orders, large, compacted, stamps])  # source's shape
     expected_derived = _derive_on_c2(kafka_clusters, raw, derived)
+    # The topics made by hand on c3 and c4 are first seen by the config sync now: reported only, their baseline
+    assert dags["mirror_level_3"].test().state == "success"
     # Topic configs follow their owner, c1 (the first cluster listed): a retention and a record-size change there
-    # reach every cluster in one run of each level, a cluster-owned setting stays behind, and a value changed on
-    # c3 is overwritten by the owner's (which leaves retention to its broker)
+    # reach every cluster in one run of each level (a shorter retention too: the followers held the owner's
+    # previous value), a cluster-owned setting stays behind, and a value changed on c3 is overwritten by the
+    # owner's (which leaves retention to its broker, a longer one); c4's own 90 days are never shortened
     alter(kafka_clusters["c1"], orders, retention_ms="7200000", max_message_bytes="2097152", min_insync_replicas="1")
     alter(kafka_clusters["c3"], raw, retention_ms="120000")
+    alter(kafka_clusters["c4"], raw, retention_ms=DAYS_90)
+    declined = []
     for level in topo.levels:
-        assert dags[f"mirror_level_{level}"].test().state == "success"
+        run = dags[f"mirror_level_{level}"].test()
+        assert run.state == "success"
+        declined += [d for link in xcom(run, "copy")["links"] for d in link["declined"]]
+    assert {(d["area"], d["cluster"], d["subject"], d["action"], d["allow"]) for d in declined} == {
+        ("topic_configs", "c4", f"{raw} retention.ms", "remove retention.ms",
+         "topic_configs.allow_keeping_less: [retention.ms]")}, declined
     owned = {"retention.ms": "7200000", "max.message.bytes": str(with_headroom(2097152))}
 
     def configs_follow_the_owner() -> None:
@@ -167,10 +178,16 @@ def test_level_dags_mirror_real_traffic_on_the_four_cluster_tree_exactly_once(
         for name in OTHERS:
             assert _configs(kafka_clusters[name], orders) == owned, name
         assert "retention.ms" not in _configs(kafka_clusters["c3"], raw)
+        assert _configs(kafka_clusters["c4"], raw)["retention.ms"] == DAYS_90
 
     configs_follow_the_owner()
     run_until_quiescent(dags, topo.levels)
     configs_follow_the_owner()  # and they stay: nothing flips back over the following rounds
+    assert _configs(kafka_clusters["c4"], raw)["retention.ms"] == DAYS_90  # declined every round, kept
+    # with the topology's permission in so many words, the same change is made
+    data["topic_configs"] = {"allow_keeping_less": ["retention.ms"]}
+    assert build_level_dags(Topology.parse(data))["mirror_level_1"].test().state == "success"  # c3.L1 -> c4
+    assert "retention.ms" not in _configs(kafka_clusters["c4"], raw)
 
     assert_exactly_once(kafka_clusters, topo.leaves, orders, expected_orders)
     # derived: to c1, c3 and c4; raw: c1's 30 to c3 and c4, c3's 20 to c1 and c2, and never back

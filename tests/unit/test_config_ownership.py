@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mirrorflow.errors import TopologyError
-from mirrorflow.kafka.ownership import TRAVELLING_CONFIGS, ConfigOwnership, decide
+from mirrorflow.kafka.ownership import TRAVELLING_CONFIGS, ConfigOwnership, decide, keeps_less
 from mirrorflow.kafka.topics import OwnedConfigs, TopicShape, plan_shape, with_headroom
 from mirrorflow.topology import Topology
 
@@ -51,7 +51,8 @@ def test_a_value_changed_locally_is_overwritten_kept_or_reported_per_policy():
 
 
 def test_a_kept_value_stays_kept_when_the_owner_changes_again_and_is_audited_once():
-    first = decide("t", "c1", "c3", {RET: "1000"}, {RET: "5"}, {"applied": {RET: "1000"}}, "keep_target")
+    first = decide("t", "c1", "c3", {RET: "1000"}, {RET: "5"}, {"owner": "c1", "applied": {RET: "1000"}},
+                   "keep_target")
     assert [k.key for k in first.newly_local] == [RET]
     again = decide("t", "c1", "c3", {RET: "2000"}, {RET: "5"}, first.record(), "keep_target")
     assert again.keys[0].action == "keep" and not again.newly_local
@@ -59,16 +60,85 @@ def test_a_kept_value_stays_kept_when_the_owner_changes_again_and_is_audited_onc
 
 
 def test_a_key_the_owner_drops_is_deleted_on_the_follower_and_one_it_adds_is_set():
-    verdict = decide("t", "c1", "c3", {"segment.ms": "60000"}, {RET: "1000"}, {"applied": {RET: "1000"}}, "keep_target")
+    verdict = decide("t", "c1", "c3", {"segment.ms": "60000"}, {RET: "1000"}, {"owner": "c1", "applied": {RET: "1000"}},
+                     "keep_target")
     assert verdict.to_set == {"segment.ms": "60000"} and verdict.to_delete == (RET,)
     assert all(k.why == "owner_changed" for k in verdict.keys)
 
 
-def test_without_a_record_a_value_the_follower_sets_counts_as_local_and_one_it_lacks_arrives():
-    verdict = decide("t", "c1", "c3", {RET: "1000", SEG: "10"}, {RET: "5"}, None, "keep_target")
-    assert [(k.key, k.action, k.why) for k in verdict.keys] == [(RET, "keep", "local_kept"),
-                                                                (SEG, "set", "differs")]
-    assert decide("t", "c1", "c3", {RET: "1000"}, {RET: "5"}, None, "overwrite").keys[0].why == "differs"
+def test_a_first_look_reports_only_then_a_value_the_follower_sets_is_its_own_and_one_it_lacks_arrives():
+    for policy in ("overwrite", "keep_target", "report_only"):
+        first = decide("t", "c1", "c3", {RET: "1000", SEG: "10"}, {RET: "5"}, None, policy)
+        assert [(k.key, k.action, k.why) for k in first.keys] == [(RET, "report", "first_look"),
+                                                                  (SEG, "report", "first_look")], policy
+        assert not first.to_set and not first.to_delete
+        assert "reported only, nothing changed" in first.keys[0].explain("t", "c1", "c3")
+        second = decide("t", "c1", "c3", {RET: "1000", SEG: "10"}, {RET: "5"}, first.record(), policy)
+        assert {k.key: k.why for k in second.keys} == {
+            RET: {"overwrite": "local_overwritten", "keep_target": "local_kept",
+                  "report_only": "local_reported"}[policy], SEG: "unset"}
+
+
+# --------------------------------------------------------------------------- never keep less by default
+
+DAY, WEEK, DAYS_90 = "86400000", "604800000", "7776000000"
+
+
+def test_keeps_less_knows_unlimited_values_and_cleanup_policies_and_doubts_the_unknown():
+    assert keeps_less(RET, DAYS_90, WEEK) and not keeps_less(RET, WEEK, DAYS_90)
+    assert keeps_less(RET, "-1", DAYS_90) and not keeps_less(RET, DAYS_90, "-1")
+    assert keeps_less("retention.bytes", "-1", "1000000")
+    assert keeps_less("cleanup.policy", "compact", "compact,delete") and keeps_less("cleanup.policy", "delete",
+                                                                                    "compact")
+    assert not keeps_less("cleanup.policy", "compact,delete", "delete")
+    assert keeps_less(RET, None, WEEK) and keeps_less(RET, "x", WEEK)  # unknown: doubted
+    assert not keeps_less(SEG, "10", "1") and not keeps_less("max.message.bytes", "10", "1")
+
+
+def test_a_followers_own_longer_retention_is_declined_not_removed_unless_allowed():
+    record = {"owner": "c1", "applied": {}, "local": {}}
+    defaults = {RET: WEEK, "cleanup.policy": "delete"}
+    # c3 keeps orders 90 days, set there only; the owner leaves retention.ms to its broker (7 days)
+    verdict = decide("orders", "c1", "c3", {}, {RET: DAYS_90}, record, "overwrite", defaults=defaults)
+    (key,) = verdict.keys
+    assert (key.action, key.why, key.change) == ("decline", "keeps_less", "remove retention.ms")
+    assert not verdict.to_delete and verdict.local == {RET: DAYS_90}
+    assert "keep less data: declined" in key.explain("orders", "c1", "c3")
+    again = decide("orders", "c1", "c3", {}, {RET: DAYS_90}, verdict.record(), "overwrite", defaults=defaults)
+    assert again.keys[0].action == "decline" and not again.newly_local  # every run declined, audited once
+    allowed = decide("orders", "c1", "c3", {}, {RET: DAYS_90}, record, "overwrite", defaults=defaults,
+                     allow_keeping_less=frozenset({RET}))
+    assert allowed.to_delete == (RET,)
+    # a longer value of the owner's is no loss: it travels
+    assert decide("orders", "c1", "c3", {RET: DAYS_90}, {RET: WEEK}, record, "overwrite").to_set == {RET: DAYS_90}
+    # a key the follower left to a longer broker default when first seen: the owner's shorter value keeps less
+    first = decide("orders", "c1", "c3", {RET: DAY}, {}, None, "overwrite", defaults=defaults)
+    assert decide("orders", "c1", "c3", {RET: DAY}, {}, first.record(), "overwrite",
+                  defaults=defaults).keys[0].action == "decline"
+    # ... while a key both left to their brokers when last seen follows the owner's change: it is the owner's
+    assert decide("orders", "c1", "c3", {RET: DAY}, {}, record, "overwrite", defaults=defaults).to_set == {RET: DAY}
+    # a cleanup policy gaining compact is a loss too
+    assert decide("orders", "c1", "c3", {"cleanup.policy": "compact"}, {"cleanup.policy": "delete"}, record,
+                  "overwrite").keys[0].action == "decline"
+
+
+def test_the_owners_own_shorter_retention_still_reaches_a_follower_that_held_its_previous_value():
+    record = {"owner": "c1", "applied": {RET: DAYS_90}, "local": {}}
+    verdict = decide("orders", "c1", "c3", {RET: WEEK}, {RET: DAYS_90}, record, "overwrite",
+                     defaults={RET: WEEK})
+    assert [(k.action, k.why) for k in verdict.keys] == [("set", "owner_changed")]
+    assert verdict.to_set == {RET: WEEK}
+
+
+def test_a_record_of_another_owner_proves_nothing_the_run_reports_only_and_starts_again():
+    record = {"owner": "c2", "applied": {RET: DAYS_90}, "local": {}}
+    verdict = decide("orders", "c1", "c3", {RET: WEEK}, {RET: DAYS_90}, record, "overwrite")
+    (key,) = verdict.keys
+    assert (key.action, key.why) == ("report", "owner_moved") and not verdict.to_set
+    assert "owner changed from c2 to c1" in key.explain("orders", "c1", "c3")
+    assert verdict.record() == {"owner": "c1", "applied": {RET: WEEK}, "local": {RET: DAYS_90}}
+    nxt = decide("orders", "c1", "c3", {RET: WEEK}, {RET: DAYS_90}, verdict.record(), "overwrite")
+    assert nxt.keys[0].action == "decline"  # from then on c3's 90 days are its own: never shortened
 
 
 values = st.dictionaries(st.sampled_from(sorted(TRAVELLING_CONFIGS - {MAX})), st.sampled_from(["1", "2", "3"]),
@@ -79,7 +149,7 @@ values = st.dictionaries(st.sampled_from(sorted(TRAVELLING_CONFIGS - {MAX})), st
                                                                              "report_only"]))
 def test_after_applying_a_verdict_the_follower_equals_the_owner_except_what_it_keeps(owner, follower, applied,
                                                                                      policy):
-    verdict = decide("t", "c1", "c3", owner, follower, {"applied": applied}, policy)
+    verdict = decide("t", "c1", "c3", owner, follower, {"owner": "c1", "applied": applied}, policy)
     after = {**follower, **verdict.to_set}
     for key in verdict.to_delete:
         after.pop(key)
@@ -106,7 +176,8 @@ def test_a_follower_is_aligned_with_the_owner_not_with_the_links_source():
     source = {"t": shape("t", "c2", 1048588, retention_ms="5")}  # a follower as the link's source
     target = {"t": shape("t", "c3", 1053783, retention_ms="5", max_message_bytes="1053783")}
     owner = {"t": shape("t", "c1", 5242880, retention_ms="1000", max_message_bytes="5242880")}
-    plan = plan_shape(source, target, owned=owned("c3", owner))
+    record = {"t": {"owner": "c1", "applied": {}, "local": {}}}
+    plan = plan_shape(source, target, owned=owned("c3", owner, record))
     (align,) = plan.align
     assert align.set == {RET: "1000", MAX: str(with_headroom(5242880))}
     assert {(d.key, d.source, d.owner) for d in plan.drift} == {(RET, "1000", "c1"), (MAX, "5248087", "c1")}
@@ -126,9 +197,7 @@ def test_a_topic_created_on_a_follower_gets_the_owners_configs_and_a_record_wher
     plan = plan_shape(source, {}, owned=owned("c3", owner, exclude=frozenset({"segment.ms"})))
     (create,) = plan.create
     assert create.configs == {RET: "1000", MAX: str(with_headroom(1048588))}
-    assert plan.records == {}  # overwrite: the owner wins whatever the history, nothing to remember
-    kept = plan_shape(source, {}, owned=owned("c3", owner, {}, on_local_change="keep_target"))
-    assert kept.records["t"]["applied"] == create.configs
+    assert plan.records["t"] == {"owner": "c1", "applied": create.configs, "local": {}}
 
 
 def test_excluded_keys_are_neither_compared_nor_copied():
@@ -147,12 +216,13 @@ def test_a_topic_its_owner_lacks_is_compared_with_the_source_and_only_reported()
     assert not plan.align and [(d.key, d.source, d.owner) for d in plan.drift] == [(RET, "5", "")]
 
 
-def test_keep_target_with_records_writes_a_baseline_for_a_follower_in_step():
+@pytest.mark.parametrize("policy", ["overwrite", "keep_target"])
+def test_a_baseline_is_written_for_a_follower_in_step_under_every_policy(policy):
     source = target = {"t": shape("t", "c3", retention_ms="1000")}
     owner = {"t": shape("t", "c1", retention_ms="1000")}
-    plan = plan_shape(source, target, owned=owned("c3", owner, {}, on_local_change="keep_target"))
+    plan = plan_shape(source, target, owned=owned("c3", owner, {}, on_local_change=policy))
     assert plan.is_empty and plan.records == {"t": {"owner": "c1", "applied": {RET: "1000"}, "local": {}}}
-    recorded = plan_shape(source, target, owned=owned("c3", owner, plan.records, on_local_change="keep_target"))
+    recorded = plan_shape(source, target, owned=owned("c3", owner, plan.records, on_local_change=policy))
     assert recorded.records == {}  # up to date: nothing to write
 
 
@@ -178,6 +248,7 @@ def test_the_topology_names_owners_exclusions_and_the_policy():
                                                      "exclude": ["retention.bytes"],
                                                      "on_local_change": "keep_target"}})
     ownership = topo.config_ownership()
+    assert ownership.allow_keeping_less == frozenset()  # by default nothing may make a follower keep less
     assert ownership.owner_of("payments.eu") == "c3" and ownership.owner_of("orders") == "c2"
     assert ownership.exclude == {"retention.bytes"} and ownership.on_local_change == "keep_target"
     assert Topology.parse(topo.to_dict()).config_ownership() == ownership
@@ -190,6 +261,7 @@ def test_the_topology_names_owners_exclusions_and_the_policy():
     ({"exclude": ["min.insync.replicas"]}, "topic_configs.exclude", "is not a config that travels"),
     ({"on_local_change": "win"}, "topic_configs.on_local_change", "overwrite"),
     ({"owner": "c1", "sync": "yes"}, "topic_configs.sync", "expected true or false"),
+    ({"allow_keeping_less": ["segment.ms"]}, "topic_configs.allow_keeping_less", "needs no permission"),
 ])
 def test_a_bad_topic_configs_section_is_refused_naming_the_key(section, where, says):
     with pytest.raises(TopologyError) as caught:
@@ -201,3 +273,11 @@ def test_a_cluster_that_owns_configs_cannot_be_removed_before_another_is_named()
     topo = Topology.parse({**BASE, "topic_configs": {"owners": {"orders": "c3"}}})
     with pytest.raises(TopologyError, match="topic_configs.owners.orders.*owns topic configs"):
         topo.without_cluster("c3")
+
+
+def test_allow_keeping_less_names_keys_or_all_of_them():
+    some = Topology.parse({**BASE, "topic_configs": {"allow_keeping_less": ["retention.ms"]}})
+    assert some.config_ownership().allow_keeping_less == {"retention.ms"}
+    every = Topology.parse({**BASE, "topic_configs": {"allow_keeping_less": True}})
+    assert every.config_ownership().allow_keeping_less == {"retention.ms", "retention.bytes", "cleanup.policy"}
+    assert Topology.parse(every.to_dict()).config_ownership() == every.config_ownership()

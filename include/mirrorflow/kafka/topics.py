@@ -50,7 +50,15 @@ from mirrorflow.journal import audit
 from mirrorflow.kafka.admin import list_topics
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.ownership import TRAVELLING_CONFIGS, ConfigOwnership, TopicVerdict, decide, record
+from mirrorflow.declined import Declined
+from mirrorflow.kafka.ownership import (
+    KEEPING_CONFIGS,
+    TRAVELLING_CONFIGS,
+    ConfigOwnership,
+    TopicVerdict,
+    decide,
+    record,
+)
 from mirrorflow.kafka.refusals import Need, call_failed
 from mirrorflow.kafka.shared import admin_for
 
@@ -108,6 +116,9 @@ class TopicShape:
     timestamp_type: str | None = None
     #: The effective ``max.message.bytes``, whatever set it (``None``: not known).
     max_message_bytes: int | None = None
+    #: For each key of :data:`~mirrorflow.kafka.ownership.KEEPING_CONFIGS`: the value it takes here when the
+    #: topic does not set it (the broker's), in the topic config's unit; ``None``: not known.
+    defaults: dict[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -163,10 +174,6 @@ class OwnedConfigs:
     shapes: Mapping[str, TopicShape]
     records: Mapping[str, Mapping[str, Any]] | None = None
 
-    @property
-    def remembers(self) -> bool:
-        """Whether records are kept at all: only a policy that spares local values needs them."""
-        return self.ownership.on_local_change != "overwrite"
 
 
 @dataclass(frozen=True)
@@ -234,6 +241,15 @@ class ShapePlan:
     #: Records to remember once the plan is applied (configs with an owner only): the topics it creates,
     #: and followers found in step with their owner whose record is missing or out of date.
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def declined(self) -> tuple[Declined, ...]:
+        """Owner values not applied because the follower would keep less data (reported every run)."""
+        return tuple(
+            Declined("topic_configs", v.target, f"{v.topic} {k.key}", k.change,
+                     f"{v.target}'s own value {k.target_value or '(broker default)'} would keep more data than "
+                     f"the owner {v.owner}'s", f"topic_configs.allow_keeping_less: [{k.key}]")
+            for v in self.verdicts for k in v.keys if k.action == "decline")
 
     @property
     def has_changes(self) -> bool:
@@ -374,8 +390,35 @@ def describe_topics(client: ClusterClient, names: Iterable[str], timeout: float 
         ts = entries.get(TIMESTAMP_TYPE)
         limit = entries.get(MAX_MESSAGE_BYTES)
         shapes[name] = TopicShape(name, partitions[name], explicit, client.name, ts.value if ts is not None else None,
-                                  int(limit.value) if limit is not None and limit.value is not None else None)
+                                  int(limit.value) if limit is not None and limit.value is not None else None,
+                                  {key: inherited(entries.get(key)) for key in KEEPING_CONFIGS})
     return shapes
+
+
+#: Broker settings behind a topic config, by the factor that turns their unit into the topic config's.
+_UNITS = {".hours": 3_600_000, ".minutes": 60_000}
+
+
+def inherited(entry: ConfigEntry | None) -> str | None:
+    """The value a topic config takes when the topic does not set it: the next source in its synonyms.
+
+    A key the topic does not set reports its effective value directly; one it sets
+    lists the broker's settings behind it as synonyms, which may be in hours or
+    minutes (``log.retention.hours``). ``None`` when it cannot be told.
+    """
+    if entry is None:
+        return None
+    if entry.source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value:
+        return entry.value
+    for synonym in (entry.synonyms or {}).values():
+        if synonym.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value or synonym.value is None:
+            continue
+        factor = next((f for suffix, f in _UNITS.items() if synonym.name.endswith(suffix)), 1)
+        try:
+            return synonym.value if factor == 1 else str(int(synonym.value) * factor)
+        except ValueError:
+            return None
+    return None
 
 
 # --------------------------------------------------------------------------- plan (pure)
@@ -474,7 +517,7 @@ def plan_shape(source_shapes: Mapping[str, TopicShape], target_shapes: Mapping[s
             limits[name] = (int(wanted[MAX_MESSAGE_BYTES]) if MAX_MESSAGE_BYTES in wanted else need,
                             src.max_message_bytes)
             warnings += _warnings(name, wanted, wanted.get(TIMESTAMP_TYPE))
-            if owned is not None and owner is not None and owner != owned.target and owned.remembers:
+            if owned is not None and owner is not None and owner != owned.target:
                 records[name] = record(owner, wanted)
             continue
         if tgt.partitions > src.partitions:
@@ -490,7 +533,8 @@ def plan_shape(source_shapes: Mapping[str, TopicShape], target_shapes: Mapping[s
         if owned is not None and owner is not None and owner_shape is not None:
             have = {k: v for k, v in travelling(tgt.configs).items() if k not in owned.ownership.exclude}
             verdict = decide(name, owner, owned.target, wanted, have,
-                             (owned.records or {}).get(name), owned.ownership.on_local_change, _same)
+                             (owned.records or {}).get(name), owned.ownership.on_local_change, _same,
+                             defaults=tgt.defaults, allow_keeping_less=owned.ownership.allow_keeping_less)
             drift += [ConfigDrift(name, k.key, k.owner_value, k.target_value, owner) for k in verdict.keys]
             effective = {**have, **verdict.to_set}
             for key in verdict.to_delete:
@@ -725,14 +769,15 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
             if k.applies:
                 continue
             message = k.explain(verdict.topic, verdict.owner, cluster)
-            if k.action == "report":
+            if k.action in ("report", "decline"):  # every run: it is still not done
                 _log.warning("cluster %s: %s", cluster, message)
             elif k.key in fresh:
                 _log.info("cluster %s: %s", cluster, message)
             if k.key in fresh:
-                audit("topic_config_kept" if k.action == "keep" else "topic_config_drift", cluster=cluster,
-                      topic=verdict.topic, owner=verdict.owner, key=k.key, value=k.target_value,
-                      owner_value=k.owner_value, policy="keep_target" if k.action == "keep" else "report_only")
+                kind = {"keep": "topic_config_kept", "decline": "topic_config_declined"}.get(k.action,
+                                                                                            "topic_config_drift")
+                audit(kind, cluster=cluster, topic=verdict.topic, owner=verdict.owner, key=k.key,
+                      value=k.target_value, owner_value=k.owner_value, why=k.why)
 
     # -- align configs (incremental: only the travelling keys are touched, cluster-owned ones stay)
     if plan.align:
@@ -803,8 +848,8 @@ def sync_topic_shapes(source_client: ClusterClient, target_client: ClusterClient
     ``topology`` needs only ``selects(topic)`` (a :class:`~mirrorflow.topology.Topology`);
     internal topics are never selected. Target topics that the topology selects but
     the source no longer has are reported as ``deleted_on_source``. With ``owners``,
-    the configs follow each topic's owner (:func:`plan_shape`); under a policy that spares
-    local values the target's records are read, and written when they change.
+    the configs follow each topic's owner (:func:`plan_shape`): the target's records of
+    what the sync last saw are read every run, and written when they change.
     """
     def selected(client: ClusterClient) -> list[str]:
         return [t for t in list_topics(client, timeout) if topology.selects(t) and not is_internal_topic(t)]
@@ -815,19 +860,21 @@ def sync_topic_shapes(source_client: ClusterClient, target_client: ClusterClient
                                     "ALTER_CONFIGS" if owners is not None or align_configs else "DESCRIBE_CONFIGS")
     owned = None
     if owners is not None:
-        # Under overwrite the owner's value wins whatever the history: no record is read or kept. Under
-        # keep_target and report_only the record decides, so it is read every time and kept up to date.
-        owned = owners.owned(target_client.name, selected_source)
-        if owned.remembers:
-            owned = replace(owned, records=owners.records(target_client))
+        # The record decides whose value a follower holds (ownership.decide), under every policy: without it
+        # an owner's change and the follower's own value look alike, and the follower's longer retention
+        # would go. Read every run (one compacted partition) and written only when it changes.
+        owned = replace(owners.owned(target_client.name, selected_source), records=owners.records(target_client))
     plan = plan_shape(source_shapes, target_shapes, align_configs=align_configs, owned=owned)
     plan = replace(plan, source_cluster=source_client.name, target_cluster=target_client.name)
     result = apply_shape(target_client, plan, replication_factor=replication_factor, timeout=timeout)
-    if owners is not None and owned is not None and owned.remembers:
+    if owners is not None and owned is not None:
         created = {c.topic for c in result.created}
         remember = {t: r for t, r in plan.records.items() if t in created or t in target_shapes}
-        remember.update({v.topic: v.record() for v in plan.verdicts
-                         if v.record_changed and v.topic not in result.align_failed and v.topic not in result.blocked})
+        if owned.records is not None:  # records that could not be read are not written over with a first look
+            remember.update({v.topic: v.record() for v in plan.verdicts if v.record_changed
+                             and v.topic not in result.align_failed and v.topic not in result.blocked})
+        else:
+            remember = {t: r for t, r in remember.items() if t in created}
         if remember:
             owners.remember(target_client, remember)
     return result

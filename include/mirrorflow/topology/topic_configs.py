@@ -12,11 +12,18 @@ targets with it::
         "payments\\\\..*": c3
       exclude: [retention.bytes]       # keys each cluster keeps for itself
       on_local_change: overwrite       # or keep_target, report_only
+      allow_keeping_less: [retention.ms]   # or true; default: none (below)
       sync: true                       # false: report differences only, change nothing
 
 Cluster-owned settings (replication factor, ``min.insync.replicas``, throttles,
-placement, tiered storage) never travel, so they cannot be excluded or owned. See
-docs/topics.md, "Configs kept in sync".
+placement, tiered storage) never travel, so they cannot be excluded or owned.
+
+Safe by default: a follower's own value is never overwritten with one that makes it
+keep less data (lower or removed ``retention.ms``/``retention.bytes``, a
+``cleanup.policy`` gaining ``delete`` or ``compact``) unless ``allow_keeping_less``
+names the key or is ``true``; it is declined and reported every run. The owner's own
+changes still travel to followers that held its previous value. See docs/topics.md,
+"Configs kept in sync" and "Safe by default".
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from typing import Literal
 from pydantic import Field, StrictBool, StrictStr, field_validator
 from pydantic_core import PydanticCustomError
 
-from mirrorflow.kafka.ownership import TRAVELLING_CONFIGS, ConfigOwnership
+from mirrorflow.kafka.ownership import KEEPING_CONFIGS, TRAVELLING_CONFIGS, ConfigOwnership
 from mirrorflow.topology.base import Model, check_patterns
 
 
@@ -38,6 +45,18 @@ class TopicConfigsConfig(Model):
     owners: dict[StrictStr, StrictStr] = Field(default_factory=dict)
     exclude: list[StrictStr] = Field(default_factory=list)
     on_local_change: Literal["overwrite", "keep_target", "report_only"] = "overwrite"
+    #: Keys whose follower values the sync may overwrite although the follower then keeps less data.
+    allow_keeping_less: StrictBool | list[StrictStr] = False
+
+    @field_validator("allow_keeping_less")
+    @classmethod
+    def _keeping(cls, value: bool | list[str]) -> bool | list[str]:
+        for key in value if isinstance(value, list) else ():
+            if key not in KEEPING_CONFIGS:
+                raise PydanticCustomError(
+                    "not_keeping", "{key!r} cannot make a topic keep less data, so it needs no permission (keys "
+                    "that can: {known}; or true for all of them)", {"key": key, "known": ", ".join(sorted(KEEPING_CONFIGS))})
+        return value
 
     @field_validator("owners")
     @classmethod
@@ -60,5 +79,8 @@ class TopicConfigsConfig(Model):
         """The rules the copy engine applies; ``None`` when ``sync`` is off."""
         if not self.sync:
             return None
+        allowed = self.allow_keeping_less
         return ConfigOwnership(default_owner=self.owner or first_cluster, owners=tuple(self.owners.items()),
-                               exclude=frozenset(self.exclude), on_local_change=self.on_local_change)
+                               exclude=frozenset(self.exclude), on_local_change=self.on_local_change,
+                               allow_keeping_less=KEEPING_CONFIGS if allowed is True
+                               else frozenset(allowed or ()))

@@ -221,6 +221,19 @@ def test_audit_differences_are_one_incident_per_cluster_topic_and_origin():
     assert findings.saw(("c2", "c1")) and not findings.saw(("c3", "c1"))
 
 
+def test_clusters_unaudited_until_proofs_drop_are_one_proofs_incident_over_when_every_cluster_is_audited():
+    last = int(datetime(2026, 11, 22, 13, 0, tzinfo=UTC).timestamp() * 1000)
+    summary = {"read": {"c1": 10}, "unreachable": {"c2": "down", "c3": "down"}, "differences": [],
+               "proofs_dropping": {"unaudited": ["c2", "c3"], "last_full_audit_ms": last,
+                                   "dropped_before_ms": last + 900_000}}
+    by_key = {i.key: i for i in alerts.audit_incidents(summary).incidents}
+    proofs = by_key["mirror_audit:proofs"]
+    assert proofs.kind == "proofs" and proofs.summary == (
+        "no window was proven since 2026-11-22 13:00 UTC (the last audit of every cluster): c2 and c3 not audited; "
+        "windows that ended before 2026-11-22 13:15 UTC are no longer announced on any cluster")
+    assert alerts.audit_incidents({"read": {"c1": 1, "c2": 1, "c3": 1}}).saw(proofs.scopes)
+
+
 # --------------------------------------------------------------------------- one message per incident
 
 
@@ -397,3 +410,19 @@ def alerts_fields(channel: str) -> list[str]:
     from mirrorflow.topology.alerts import EmailChannel, WebhookChannel
 
     return list((EmailChannel if channel == "email" else WebhookChannel).model_fields)
+
+
+def test_a_change_a_sync_declined_is_an_incident_of_its_own_while_runs_keep_declining_it():
+    from mirrorflow.declined import Declined
+
+    declined = Declined("acl_sync", "c2", "ALLOW User:* READ on TOPIC 'orders'", "create ...", "a wildcard principal")
+    result = {"level": 1, "ok": True, "links": [{"link": "c1.L1", "declined": [declined.to_dict()]}],
+              "error_details": []}
+    findings = alerts.partition_incidents(result, "mirror_level_1")
+    [incident] = findings.incidents
+    assert (incident.kind, incident.scopes) == ("declined", ("c1.L1",))
+    assert incident.key == "mirror_level_1:declined:acl_sync:c2:ALLOW User:* READ on TOPIC 'orders'"
+    assert incident.summary == declined.explain() and "declined" in KINDS
+    later = alerts.partition_incidents({"links": [{"link": "c1.L1", "declined": []}], "error_details": []},
+                                       "mirror_level_1")
+    assert not later.incidents and later.saw(incident.scopes)  # a run that no longer declines it resolves it

@@ -124,6 +124,23 @@ def test_a_failed_partition_is_a_problem_naming_its_error_with_the_run_log_and_t
     assert link["state"] == "error"
 
 
+def test_a_change_a_sync_declined_is_a_problem_once_with_its_run_log():
+    from mirrorflow.declined import Declined
+
+    declined = Declined("topic_configs", "c2", "orders retention.ms", "remove retention.ms", "c2's own value ...",
+                        "topic_configs.allow_keeping_less: [retention.ms]").to_dict()
+    run = RunInfo("mirror_level_1", "scheduled__1", "success", NOW - timedelta(minutes=1), NOW,
+                  result={"links": [{"link": "c1.L1", "declined": [declined]}, {"link": "c3.L1", "declined": [declined]}]},
+                  tasks={"copy": "success"}, task_logs={"copy": "/dags/mirror_level_1/runs/scheduled__1/tasks/copy"})
+    doc = build_status(four(), StatusInputs(now=NOW, lag=snapshot([]),
+                                            dags={"mirror_level_1": DagInfo("mirror_level_1", runs=(run,))}))
+    [problem] = [p for p in doc["problems"] if p["kind"] == "declined"]
+    assert problem["where"] == "topic_configs on c2: orders retention.ms"
+    assert problem["what"].startswith("topic_configs declined on c2: remove retention.ms (orders retention.ms)")
+    assert "allow_keeping_less" in problem["what"]
+    assert problem["log_url"] == "/dags/mirror_level_1/runs/scheduled__1/tasks/copy"
+
+
 def test_unreachable_clusters_stale_snapshots_and_failed_runs_are_problems():
     schemas_run = RunInfo("mirror_schemas", "scheduled__1", "failed", NOW, NOW,
                           tasks={"sync_c2": "failed", "sync_c3": "success"},

@@ -88,10 +88,21 @@ GUIDES: dict[str, Guide] = {
         "A partition of a level run failed; every other partition was copied and the next run tries it again. Read "
         "the error in the task log and fix its cause (ACLs, a message the target refuses, topic settings).",
         "partition"),
+    "declined": Guide(
+        "change declined",
+        "A sync declined to make a change on its own because it would delete data or widen access (a follower's own "
+        "longer retention, an ACL that covers topics that are not mirrored, ...). Nothing is wrong yet: decide. "
+        "Either change the cluster by hand, or allow it in the topology with the key the message names.",
+        "declined"),
     "audit": Guide(
         "messages missing or duplicated",
         "The completeness audit found a window that differs from its origin's: read the messages it names in the "
         "task log and check the links into that cluster.", "audit"),
+    "proofs": Guide(
+        "proven windows dropped",
+        "A cluster has not been audited for so long that windows leave the audit's day-long horizon before they "
+        "can be proven anywhere: bring the cluster back (see its unreachable incident) or take it out of the "
+        "topology; the windows dropped are never announced.", "proofs"),
     "task": Guide(
         "task failed without a result",
         "The task failed before it could say what went wrong (Spark did not start, a connection is missing, ...): "

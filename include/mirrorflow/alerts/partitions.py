@@ -8,7 +8,9 @@ sentences of :mod:`mirrorflow.copy.state.checkpoints` and :mod:`mirrorflow.copy.
 a lost ``checkpoint`` the planner refused to guess (:mod:`mirrorflow.copy.plan`), a
 cluster that did not answer is ``unreachable``; every other is a failed
 ``partition``. A link whose planning failed (topic ``*``) was not copied at all:
-the incidents of its partitions are not taken for resolved while it lasts.
+the incidents of its partitions are not taken for resolved while it lasts. A
+change a sync declined to make (``links[].declined``, :mod:`mirrorflow.declined`)
+is a ``declined`` incident for as long as runs keep declining it.
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ def partition_incidents(result: Mapping[str, Any], source: str) -> Findings:
             key, subject = f"{source}:partition:{link}:{topic}:{partition}", f"link {link} {route} {topic}[{partition}]"
         text = f"{subject}{at}: {e['error']}"
         incidents.append(Incident(key, error_kind(str(e["error"])), source, subject, text, (text,), (link,)))
+    for link in result.get("links") or []:
+        for d in link.get("declined") or []:
+            subject = f"{d['area']} on {d['cluster']}: {d['subject']}"
+            incidents.append(Incident(f"{source}:declined:{d['area']}:{d['cluster']}:{d['subject']}", "declined",
+                                      source, subject, str(d["message"]), (str(d["message"]),), (str(link["link"]),)))
     examined = frozenset(planned - not_copied) | {TASK_SCOPE}
     return Findings(source, tuple(incidents), examined)
 

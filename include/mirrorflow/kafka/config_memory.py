@@ -1,12 +1,13 @@
-"""What mirrorflow last applied of each topic's configs on a cluster: ``_mirrorflow.topic-configs``.
+"""What the config sync last saw of each topic on a cluster: ``_mirrorflow.topic-configs``.
 
 A follower's config that differs from its owner's was either changed by the owner
-(the follower still holds what mirrorflow applied) or changed locally; only a
-record of what was applied tells them apart (:mod:`mirrorflow.kafka.ownership`).
-The record lives on the follower itself, in a compacted one-partition topic keyed
-by topic name, so it needs nothing besides Kafka, survives any Airflow worker and
-travels with the cluster's ACLs. It is read only when a follower differs from its
-owner and written only when the record changes, so a tree in sync pays nothing.
+(the follower still holds the owner's value of last time) or is the follower's
+own; only a record tells them apart (:mod:`mirrorflow.kafka.ownership`), and
+without one the sync could shorten a follower's own retention. The record lives on
+the follower itself, in a compacted one-partition topic keyed by topic name, so it
+needs nothing besides Kafka, survives any Airflow worker and travels with the
+cluster's ACLs. It is read once per target and run, and written only when a
+record changes.
 """
 
 from __future__ import annotations

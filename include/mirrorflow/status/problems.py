@@ -70,6 +70,26 @@ def failed_partitions(topology: Topology, inputs: StatusInputs, totals: list[dic
     return out
 
 
+def declined_changes(topology: Topology, inputs: StatusInputs) -> list[dict[str, Any]]:
+    """What the latest run of each level declined to change on its own (docs/safety.md), once per change."""
+    out = []
+    seen = set()
+    for level in topology.levels:
+        last = (inputs.dags.get(f"mirror_level_{level}") or DagInfo("")).last
+        if last is None:
+            continue
+        for link in (last.result or {}).get("links") or []:
+            for d in link.get("declined") or []:
+                key = (d["area"], d["cluster"], d["subject"])
+                if key not in seen:
+                    seen.add(key)
+                    out.append(_problem("declined", str(d["message"]), f"{d['area']} on {d['cluster']}: "
+                                        f"{d['subject']}", since=last.started,
+                                        log_url=last.task_logs.get("copy") or last.log_url,
+                                        dag_id=f"mirror_level_{level}"))
+    return out
+
+
 def _partition_problem(inputs: StatusInputs, level: int | None, link: str, source: str, target: str, topic: str,
                        partition: int | None, error: str, since: Any) -> dict[str, Any]:
     actions = []
@@ -90,6 +110,7 @@ def open_problems(topology: Topology, inputs: StatusInputs, totals: list[dict[st
     if lag_dag.last:
         lag_log = lag_dag.last.task_logs.get("check") or lag_dag.last.task_logs.get("measure") or lag_dag.last.log_url
     out = failed_partitions(topology, inputs, totals)
+    out += declined_changes(topology, inputs)
     for cluster, reason in sorted(((lag or {}).get("unreachable") or {}).items()):
         actions = [forms.switch_form(l["source"], l["level"], l["alternatives"][0])
                    for l in links if l["target"] == cluster and l["alternatives"]]

@@ -7,7 +7,7 @@ Optional; without it nothing is sent (a failed task is only a red square in the 
         conn_id: smtp_default                  # Airflow SMTP connection (default shown)
         to: [kafka-oncall@example.com]
         from_address: mirrorflow@example.com   # default: the connection's extra from_email
-        kinds: [lag, gap, truncated, checkpoint, partition, unreachable, audit, task]   # default: all
+        kinds: [lag, gap, truncated, checkpoint, partition, declined, unreachable, audit, task]   # default: all
       webhook:
         conn_id: mirrorflow_alerts_webhook     # Airflow connection holding the URL (default shown)
         format: slack                          # generic (default), slack or pagerduty
@@ -32,8 +32,10 @@ from pydantic_core import PydanticCustomError
 from mirrorflow.topology.base import Model
 
 #: Every kind of incident, in the order docs/alerts.md explains them.
-KINDS: tuple[str, ...] = ("lag", "unreachable", "gap", "truncated", "checkpoint", "partition", "audit", "task")
-Kind = Literal["lag", "unreachable", "gap", "truncated", "checkpoint", "partition", "audit", "task"]
+KINDS: tuple[str, ...] = ("lag", "unreachable", "gap", "truncated", "checkpoint", "partition", "declined", "audit",
+                          "proofs", "task")
+Kind = Literal["lag", "unreachable", "gap", "truncated", "checkpoint", "partition", "declined", "audit", "proofs",
+               "task"]
 
 DEFAULT_SMTP_CONN_ID = "smtp_default"
 DEFAULT_WEBHOOK_CONN_ID = "mirrorflow_alerts_webhook"

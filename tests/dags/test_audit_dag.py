@@ -1,7 +1,8 @@
 """mirror_audit under dag.test(): a converged four-cluster tree under traffic is complete; a loss fails it by name.
 
 Each window proven complete on a cluster is one event of its proven asset, once; a window with a missing
-message is never announced on the cluster that misses it.
+message is never announced on the cluster that misses it; a window whose announcing run died after the
+ledger write is announced by the next run, once.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 from mirrorflow.assets import proven_uri
 from mirrorflow.completeness.proven import window_key
 from mirrorflow_airflow.factories.audit import build_audit_dag
-from tests.dags.test_level_dags import asset_events, parsed, xcom
+from tests.dags.test_level_dags import asset_events, parsed, task_state, xcom
 from tests.integration.kafka_io import lose, produce, read_all
 from tests.integration.mirroring import FOUR, Traffic, clients, converge, run_level, topic_everywhere, topology
 
@@ -95,3 +96,61 @@ def test_the_audit_dag_finds_the_tree_complete_under_traffic_and_fails_naming_a_
     assert monitored.state == "failed"
     [violation] = [v for v in read_lag_snapshot()["violations"] if v.startswith("completeness audit of ")]
     assert f"topic {topic} window " in violation and "origin c1 on c4" in violation
+
+
+PAIR = """
+  level: 1
+  children: [c1, c2]
+"""
+
+
+def test_a_window_proven_by_a_run_that_died_after_the_ledger_write_is_announced_by_the_next_run_once(
+        kafka_clusters, make_topic, audit_result_cleared, monkeypatch):
+    import mirrorflow_airflow.steps.audit as steps
+
+    names = ["c1", "c2"]
+    topic = topic_everywhere(make_topic, names, partitions=1)
+    topo = topology(kafka_clusters, PAIR, [topic], names, extra="audit: {window_minutes: 10, grace_minutes: 1}\n")
+    hour_ago = int(time.time() * 1000) - 3_600_000
+    produce(kafka_clusters["c1"].bootstrap, topic, [(b"k", f"c1|{i}".encode(), None, hour_ago) for i in range(3)])
+    converge(topo, clients(kafka_clusters, topo))
+    dag = build_audit_dag(topo)
+    for t in dag.tasks:
+        t.retries = 0  # a failed try ends the task: no retry delay to wait out under dag.test()
+    parsed(dag)
+    window = window_key(hour_ago - hour_ago % 600_000)
+
+    def events(cluster: str) -> list[str]:
+        return [key for key, _ in asset_events(proven_uri(cluster, topic))]
+
+    # count dies right after the ledger write: before the Variable, the XCom and every event
+    def killed(summary):
+        raise RuntimeError("the count task is killed after the ledger write (test)")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(steps, "set_audit_result", killed)
+        died = dag.test()
+    assert task_state(died, "count") == "failed" and events("c1") == events("c2") == []
+
+    # the next run announces the window on c1; c2's announcing task dies before its event registers
+    real_emit = steps.emit_proven
+
+    def emit_but_c2_dies(outlet_events, windows, run_id):
+        if any(w["cluster"] == "c2" for w in windows):
+            raise RuntimeError("the announcing task of c2 is killed (test)")
+        return real_emit(outlet_events, windows, run_id)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(steps, "emit_proven", emit_but_c2_dies)
+        recovered = dag.test()
+    assert [(w["cluster"], w["window"], w.get("again")) for w in xcom(recovered, "count")["proven"]] == [
+        ("c1", window, True), ("c2", window, True)]
+    assert events("c1") == [window] and events("c2") == []
+
+    # then c2's is announced; c1's, which Airflow holds, is marked announced, not said again
+    third = dag.test()
+    assert third.state == "success" and xcom(third, "count")["announce_confirmed"] == {"c1": 1}
+    assert events("c1") == [window] and events("c2") == [window]
+    fourth = dag.test()
+    assert fourth.state == "success" and xcom(fourth, "count")["announce_confirmed"] == {"c2": 1}
+    assert not xcom(fourth, "count")["proven"] and events("c1") == events("c2") == [window]

@@ -11,7 +11,8 @@ import pytest
 
 from mirrorflow.assets import arrival_uri, arrivals, first_address, proven_uri
 from mirrorflow.completeness.compare import Verdict
-from mirrorflow.completeness.proven import ProvenWindow, proven_windows, window_key
+from mirrorflow.completeness.proven import ProvenWindow, dropping_proofs, proven_windows, window_key
+from mirrorflow.completeness.run import AuditResult, _reconcile
 from mirrorflow.completeness.tally import Tallies, Tally, WindowKey
 from mirrorflow.errors import TopologyError
 from mirrorflow.topology import Topology
@@ -106,6 +107,27 @@ def test_a_window_of_a_clusters_own_messages_only_is_proven_there_once_final():
     assert _proven(own, {("c2", A): Verdict(1, 1, True)}) == [ProvenWindow("c1", "orders", T0, 0),
                                                                ProvenWindow("c2", "orders", T0, 1)]
     assert _proven(_tallies({"c1": [A], "c2": []}), {}) == [ProvenWindow("c1", "orders", T0, 0)]
+
+
+def test_windows_proven_earlier_without_an_event_are_announced_again_those_with_one_are_marked_announced():
+    earlier = [ProvenWindow("c1", "orders", T0, 3, again=True), ProvenWindow("c2", "orders", T0, 3, again=True)]
+    result = AuditResult()
+    again, confirmed = _reconcile(earlier, lambda windows: {windows[0]}, result)
+    assert (again, confirmed) == ([earlier[1]], [earlier[0]]) and result.unconfirmed == 0
+    # Airflow cannot be asked: neither announced again (it may hold the event) nor marked announced
+    assert _reconcile(earlier, lambda windows: None, result) == ([], []) and result.unconfirmed == 2
+    assert _reconcile(earlier, None, AuditResult()) == ([], [])
+    assert _reconcile([], lambda windows: 1 / 0, AuditResult()) == ([], [])  # nothing to ask about
+
+
+def test_proofs_are_said_dropped_once_the_last_audit_of_every_cluster_is_a_day_less_the_grace_ago():
+    day, grace = 86_400_000, 900
+    assert dropping_proofs(NOW, ["c3"], now_ms=NOW + day - grace * 1000, grace_s=grace) is None
+    dropping = dropping_proofs(NOW, ["c3", "c2"], now_ms=NOW + day - grace * 1000 + 1, grace_s=grace)
+    assert dropping is not None and dropping["unaudited"] == ["c2", "c3"]
+    assert dropping["last_full_audit_ms"] == NOW and dropping["dropped_before_ms"] == NOW - grace * 1000 + 1
+    assert dropping_proofs(None, ["c3"], now_ms=NOW + 9 * day, grace_s=grace) is None  # never recorded
+    assert dropping_proofs(NOW, [], now_ms=NOW + 9 * day, grace_s=grace) is None       # every cluster audited
 
 
 BASE = {"clusters": {c: {"bootstrap": f"127.0.0.1:{9000 + i}"} for i, c in enumerate(["c1", "c2"])},

@@ -5,7 +5,9 @@ results are"). A difference is one incident per cluster, topic and origin, howev
 many windows differ (the windows are its details): a person checks the links into
 that cluster once, not once per window. A cluster that could not be audited is an
 ``unreachable`` incident; the differences on it, or of its messages, are not
-taken for resolved until it is audited again.
+taken for resolved until it is audited again. Clusters unaudited so long that proven
+windows are dropped are one ``proofs`` incident, over at the next run that audits
+every cluster.
 """
 
 from __future__ import annotations
@@ -52,5 +54,13 @@ def audit_incidents(summary: Mapping[str, Any], source: str = SOURCE) -> Finding
         summary_text = f"{cluster} does not hold {origin}'s messages of topic {topic} exactly once: {shown}{more}"
         incidents.append(Incident(f"{source}:difference:{cluster}:{topic}:{origin}", "audit", source, subject,
                                   summary_text, tuple(_line(d) for d in diffs), (cluster, origin)))
+    if dropping := summary.get("proofs_dropping"):
+        missing = " and ".join(dropping["unaudited"])
+        incidents.append(Incident(
+            f"{source}:proofs", "proofs", source, "proven windows",
+            f"no window was proven since {_window(dropping['last_full_audit_ms'])} UTC (the last audit of every "
+            f"cluster): {missing} not audited; windows that ended before "
+            f"{_window(dropping['dropped_before_ms'])} UTC are no longer announced on any cluster",
+            tuple(f"cluster {name} not audited" for name in dropping["unaudited"])))
     audited = frozenset(str(c) for c in (summary.get("read") or {})) - frozenset(unreachable)
     return Findings(source, tuple(incidents), audited | {TASK_SCOPE})

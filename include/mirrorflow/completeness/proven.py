@@ -5,11 +5,15 @@ and every cell of ``(T, W)`` from another origin compared complete on ``C`` (the
 cell of ``C``'s own messages needs no proof: they were produced there). Nothing
 is proven in a run where any cluster went unaudited: its messages of ``W`` would
 be unknown, so no window could be said to hold them. Each cluster keeps a ledger
-of the windows it announced (:mod:`mirrorflow.completeness.store`), so a window is
-announced once, in the run that proves it, also when a later run proves it after a
-difference was mended. Windows that ended more than :data:`ANNOUNCE_HORIZON_S`
-ago are never announced: the first audit after an upgrade would otherwise
-announce the whole history.
+of the windows proven there (:mod:`mirrorflow.completeness.store`), in two steps:
+*proven* when first proven, *announced* once a later run saw its event in Airflow.
+A window still *proven* is announced again by the next run only if Airflow has no
+event of it (the task that should have announced it died), so each window is
+announced once, also when a later run proves it after a difference was mended.
+Windows that ended more than :data:`ANNOUNCE_HORIZON_S` ago are never proven for
+the first time: the first audit after an upgrade would otherwise announce the
+whole history. So a cluster left unaudited that long drops proofs on every
+cluster, which :func:`dropping_proofs` says.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from mirrorflow.completeness.compare import Verdict, final
 from mirrorflow.completeness.tally import Tallies, WindowKey
@@ -42,6 +47,8 @@ class ProvenWindow:
     window_ms: int
     #: Messages of the window from other clusters that the proof covered.
     messages: int = 0
+    #: Proven by an earlier run, whose announcement Airflow never registered: announced by this one.
+    again: bool = False
 
     @property
     def key(self) -> str:
@@ -77,3 +84,18 @@ def proven_windows(tallies: Mapping[str, Tallies], verdicts: Mapping[tuple[str, 
                 proven.append(ProvenWindow(cluster, topic, window_ms,
                                            sum(v.expected for v in judged if v is not None)))
     return proven
+
+
+def dropping_proofs(last_full_ms: int | None, unaudited: list[str], *, now_ms: int, grace_s: float,
+                    horizon_s: float = ANNOUNCE_HORIZON_S) -> dict[str, Any] | None:
+    """What a run that could not audit ``unaudited`` says when proofs fall out of the horizon; else ``None``.
+
+    ``last_full_ms``: when a run last audited every cluster (``None``: unknown). Windows
+    final after it could not be proven since; the first of them (ended ``grace_s``
+    before it) leaves the horizon ``horizon_s`` after it ended, and every later one follows.
+    """
+    if not unaudited or last_full_ms is None or now_ms - last_full_ms <= (horizon_s - grace_s) * 1000:
+        return None
+    return {"unaudited": sorted(unaudited), "last_full_audit_ms": last_full_ms,
+            "last_full_audit": window_key(last_full_ms), "dropped_before_ms": int(now_ms - horizon_s * 1000),
+            "dropped_before": window_key(int(now_ms - horizon_s * 1000))}

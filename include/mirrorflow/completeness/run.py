@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -21,8 +21,8 @@ from typing import Any
 from mirrorflow.completeness.compare import Comparison, Difference, Verdict, compare
 from mirrorflow.completeness.count import ClusterCount, count_cluster
 from mirrorflow.completeness.drill import Drill, drill
-from mirrorflow.completeness.proven import ProvenWindow, proven_windows
-from mirrorflow.completeness.store import Position, read_state, write_verdicts
+from mirrorflow.completeness.proven import ProvenWindow, dropping_proofs, proven_windows
+from mirrorflow.completeness.store import Position, announced_entry, proven_entry, read_state, write_verdicts
 from mirrorflow.completeness.tally import DEFAULT_WINDOW_S, Tallies, WindowKey
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.journal import audit, audit_warning
@@ -38,6 +38,12 @@ DRILL_LIMIT = 20
 #: At most this many differing cells of compacted topics are examined per run (each once: a cell found
 #: complete by compaction is not read again while its counts stay the same).
 COMPACTED_DRILL_LIMIT = 200
+#: The record of when every cluster was last audited is written again once it is this old (seconds).
+AUDITED_EVERY_S = 3600
+
+#: Given windows proven by earlier runs and not known as announced, those Airflow holds an event of;
+#: ``None`` when it cannot say (then none is announced again, and none is marked announced).
+Registered = Callable[[Sequence[ProvenWindow]], Collection[ProvenWindow] | None]
 
 
 @dataclass
@@ -48,8 +54,15 @@ class AuditResult:
     drills: list[Drill] = field(default_factory=list)
     #: Per cluster: verdicts stored in this run (new or changed).
     verdicts_written: dict[str, int] = field(default_factory=dict)
-    #: Windows proven complete for the first time in this run and recorded as announced (completeness.proven).
+    #: Windows to announce in this run (completeness.proven): proven for the first time and recorded in the
+    #: ledger, or proven earlier with no event in Airflow (``again``).
     proven: list[ProvenWindow] = field(default_factory=list)
+    #: Per cluster: windows proven earlier whose event Airflow holds, now marked announced in the ledger.
+    confirmed: dict[str, int] = field(default_factory=dict)
+    #: Windows proven earlier whose event could not be looked for: left for the next run.
+    unconfirmed: int = 0
+    #: Set when clusters left unaudited make proofs fall out of the horizon (proven.dropping_proofs).
+    dropping: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -68,7 +81,10 @@ class AuditResult:
             "verdicts_written": {name: n for name, n in sorted(self.verdicts_written.items()) if n},
             "differences": [d.to_dict() for d in self.drills] or ([x.to_dict() for x in c.differences] if c else []),
             "proven": [{"cluster": p.cluster, "topic": p.topic, "window_ms": p.window_ms, "window": p.key,
-                        "messages": p.messages} for p in self.proven],
+                        "messages": p.messages, **({"again": True} if p.again else {})} for p in self.proven],
+            "announce_confirmed": {name: n for name, n in sorted(self.confirmed.items()) if n},
+            "announce_unconfirmed": self.unconfirmed,
+            "proofs_dropping": self.dropping,
         }
 
 
@@ -98,14 +114,20 @@ def summary_problems(summary: Mapping[str, Any]) -> list[str]:
 
 def run_audit(clients: Mapping[str, ClusterClient], selects: Callable[[str], bool], *,
               window_s: int = DEFAULT_WINDOW_S, grace_s: float = DEFAULT_GRACE_S, now_ms: int | None = None,
-              run_id: str = "", timeout: float = 30.0) -> AuditResult:
-    """Audit every cluster of ``clients`` for the topics ``selects`` picks (see the module)."""
+              run_id: str = "", timeout: float = 30.0, registered: Registered | None = None) -> AuditResult:
+    """Audit every cluster of ``clients`` for the topics ``selects`` picks (see the module).
+
+    ``registered`` says which windows proven by earlier runs Airflow holds an event of
+    (docs/assets.md); without it, such windows wait in the ledger.
+    """
     result = AuditResult()
     positions: dict[str, dict[tuple[str, int], Position]] = {}
     tallies: dict[str, Tallies] = {}
     horizons: dict[tuple[str, str], int] = {}
     stored: dict[str, dict[WindowKey, dict[str, Any]]] = {}
     announced: dict[str, set[tuple[str, int]]] = {}
+    unannounced: list[ProvenWindow] = []
+    audited_at: dict[str, int | None] = {}
     for name, client in sorted(clients.items()):
         started = time.monotonic()
         try:
@@ -120,6 +142,9 @@ def run_audit(clients: Mapping[str, ClusterClient], selects: Callable[[str], boo
         counted.tallies.cells = {k: v for k, v in counted.tallies.cells.items() if selects(k.topic)}
         positions[name], tallies[name], stored[name] = state.positions, counted.tallies, state.verdicts
         announced[name] = state.proven
+        audited_at[name] = state.audited_at
+        unannounced += [ProvenWindow(name, topic, window, int(entry.get("messages", 0)), again=True)
+                        for (topic, window), entry in sorted(state.unannounced.items()) if selects(topic)]
         for topic, ms in counted.horizons.items():
             horizons[(name, topic)] = ms
         log.info("%s: %d new records counted in %.1fs (%s)", name, counted.read, time.monotonic() - started,
@@ -133,13 +158,53 @@ def run_audit(clients: Mapping[str, ClusterClient], selects: Callable[[str], boo
     proven = [] if result.unreachable else proven_windows(
         tallies, comparison.verdicts, window_s=window_s, now_ms=now, grace_s=grace_s, horizons=horizons,
         announced=announced)
-    _store_verdicts(result, clients, comparison, stored, window_s, timeout, proven, now)
+    again, confirmed = _reconcile(unannounced, registered, result)
+    if result.unreachable:
+        result.dropping = dropping_proofs(_last_full(audited_at), sorted(result.unreachable), now_ms=now,
+                                          grace_s=grace_s)
+        if result.dropping:
+            log.error("no window was proven since %s, the last audit of every cluster, because %s not audited; "
+                      "windows that ended before %s are no longer announced", result.dropping["last_full_audit"],
+                      " and ".join(result.dropping["unaudited"]), result.dropping["dropped_before"])
+    # every cluster audited: each records it, when it writes anyway or its record is an hour old
+    stale = set() if result.unreachable else {name for name, at in audited_at.items()
+                                              if at is None or now - at >= AUDITED_EVERY_S * 1000}
+    _store_verdicts(result, clients, comparison, stored, window_s, timeout, proven, now, confirmed, stale)
+    result.proven += again
     line = dict(run_id=run_id, window_s=window_s, grace_s=grace_s, **result.summary())
     if result.ok:
         audit("completeness", **line)
     else:
         audit_warning("completeness", **line)
     return result
+
+
+def _reconcile(unannounced: list[ProvenWindow], registered: Registered | None,
+               result: AuditResult) -> tuple[list[ProvenWindow], list[ProvenWindow]]:
+    """The windows proven earlier and not known as announced, split by what Airflow holds: (to announce again,
+    seen announced). A window whose event is seen is marked announced; one without an event was lost with
+    the task that should have announced it, and is announced now."""
+    if not unannounced:
+        return [], []
+    seen = registered(unannounced) if registered is not None else None
+    if seen is None:
+        result.unconfirmed = len(unannounced)
+        log.warning("%d window(s) proven earlier wait in the ledger: whether Airflow holds their events could not "
+                    "be asked; the next run asks again", len(unannounced))
+        return [], []
+    found = {(w.cluster, w.topic, w.window_ms) for w in seen}
+    confirmed = [w for w in unannounced if (w.cluster, w.topic, w.window_ms) in found]
+    again = [w for w in unannounced if (w.cluster, w.topic, w.window_ms) not in found]
+    for w in again:
+        log.warning("%s: window %s of %s was proven by an earlier run that did not announce it; announced now",
+                    w.cluster, w.key, w.topic)
+    return again, confirmed
+
+
+def _last_full(audited_at: Mapping[str, int | None]) -> int | None:
+    """When every cluster was last audited, as the audited clusters recorded it (``None``: never recorded)."""
+    known = [at for at in audited_at.values() if at is not None]
+    return max(known) if known else None
 
 
 def _drill(comparison: Comparison, clients: Mapping[str, ClusterClient],
@@ -218,9 +283,12 @@ def compacted_topics(clients: Mapping[str, ClusterClient], topics: set[str], tim
 
 def _store_verdicts(result: AuditResult, clients: Mapping[str, ClusterClient], comparison: Comparison,
                     stored: Mapping[str, Mapping[WindowKey, Mapping[str, Any]]], window_s: int,
-                    timeout: float, proven: list[ProvenWindow], now_ms: int) -> None:
+                    timeout: float, proven: list[ProvenWindow], now_ms: int, confirmed: list[ProvenWindow],
+                    stale: set[str]) -> None:
     """Each cluster keeps the verdicts of its cells that are new or changed since they were last stored,
-    and, with them, the windows proven there; only a window so recorded is announced (``result.proven``)."""
+    and, with them, the windows proven there (not announced yet), the windows whose events were seen
+    (announced), and, in a run that audited every cluster, when (``stale``: clusters that must write it).
+    Only a window so recorded is announced (``result.proven``): its event comes after the ledger's entry."""
     changed: dict[str, dict[WindowKey, dict[str, Any]]] = {}
     for (cluster, cell), verdict in comparison.verdicts.items():
         if stored.get(cluster, {}).get(cell) != (value := verdict.to_dict()):
@@ -228,14 +296,21 @@ def _store_verdicts(result: AuditResult, clients: Mapping[str, ClusterClient], c
     windows: dict[str, list[ProvenWindow]] = {}
     for window in proven:
         windows.setdefault(window.cluster, []).append(window)
-    for cluster in sorted(set(changed) | set(windows)):
+    seen: dict[str, list[ProvenWindow]] = {}
+    for window in confirmed:
+        seen.setdefault(window.cluster, []).append(window)
+    for cluster in sorted(set(changed) | set(windows) | set(seen) | stale):
         mine = windows.get(cluster, [])
+        entries = {(w.topic, w.window_ms): proven_entry(now_ms, w.messages) for w in mine}
+        entries |= {(w.topic, w.window_ms): announced_entry(now_ms) for w in seen.get(cluster, [])}
         try:
             result.verdicts_written[cluster] = write_verdicts(
-                clients[cluster], window_s, changed.get(cluster, {}), timeout,
-                proven={(w.topic, w.window_ms): now_ms for w in mine})
+                clients[cluster], window_s, changed.get(cluster, {}), timeout, proven=entries,
+                audited_at=None if result.unreachable else now_ms)
         except MirrorflowError as exc:  # the comparison stands; the history catches up on the next run
             log.error("%s: the audit's verdicts were not stored: %s%s", cluster, exc,
                       f"; the {len(mine)} window(s) proven there are announced by the next run" if mine else "")
             continue
         result.proven += mine
+        if seen.get(cluster):
+            result.confirmed[cluster] = len(seen[cluster])

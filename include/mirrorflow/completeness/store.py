@@ -12,8 +12,13 @@ tallies, counted from the start, and the old one is simply no longer read.
 - ``w<s>|verdict|<topic>|<origin>|<window ms>``: how this cluster's cell compared
   with its origin's when last judged (expected, held, complete), written when it
   changes: the history a status page shows;
-- ``w<s>|proven|<topic>|<window ms>``: the window was proven complete on this cluster
-  and announced (:mod:`mirrorflow.completeness.proven`), so it is announced once.
+- ``w<s>|proven|<topic>|<window ms>``: the ledger of the windows proven complete on this
+  cluster (:mod:`mirrorflow.completeness.proven`), in two steps, so each is announced
+  once: ``{"at", "messages", "announced": false}`` when proven (its event not yet
+  seen in Airflow), ``{"at", "announced": true}`` once a later run saw the event
+  (a record without ``announced``, from before the two steps, is announced);
+- ``w<s>|audited``: ``{"at"}``, when a run last audited every cluster (kept to
+  within an hour): how long proofs have been blocked when one is not audited.
 
 A run writes the new positions and the changed cells of a topic in one Kafka
 transaction, so a run killed half way counts nothing twice: the next one starts
@@ -57,8 +62,12 @@ class AuditState:
     horizons: dict[str, int] = field(default_factory=dict)
     #: The last verdict stored per cell (``Verdict.to_dict()``).
     verdicts: dict[WindowKey, dict[str, Any]] = field(default_factory=dict)
-    #: The windows announced as proven here: (topic, window ms).
+    #: The windows in the ledger of proven windows here, announced or not: (topic, window ms).
     proven: set[tuple[str, int]] = field(default_factory=set)
+    #: The windows of the ledger whose event was not seen yet: (topic, window ms) -> the stored value.
+    unannounced: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    #: When a run last audited every cluster (epoch ms), if one ever did since the record was kept.
+    audited_at: int | None = None
 
 
 def read_state(client: ClusterClient, window_s: int = DEFAULT_WINDOW_S, timeout: float = 30.0) -> AuditState:
@@ -95,21 +104,42 @@ def read_state(client: ClusterClient, window_s: int = DEFAULT_WINDOW_S, timeout:
                 state.verdicts[WindowKey.decode(rest)] = dict(value)
         elif kind == "proven":
             topic, _, window = rest.rpartition("|")
-            (state.proven.discard if value is None else state.proven.add)((topic, int(window)))
+            proven = (topic, int(window))
+            (state.proven.discard if value is None else state.proven.add)(proven)
+            if value is not None and value.get("announced") is False:
+                state.unannounced[proven] = dict(value)
+            else:
+                state.unannounced.pop(proven, None)
+        elif kind == "audited":
+            state.audited_at = None if value is None else int(value["at"])
     return state
 
 
+def proven_entry(at: int, messages: int) -> dict[str, Any]:
+    """The ledger's value for a window proven at ``at`` (epoch ms) whose event is not seen yet."""
+    return {"at": at, "messages": messages, "announced": False}
+
+
+def announced_entry(at: int) -> dict[str, Any]:
+    """The ledger's value for a window whose event Airflow holds."""
+    return {"at": at, "announced": True}
+
+
 def write_verdicts(client: ClusterClient, window_s: int, verdicts: Mapping[WindowKey, Mapping[str, Any]],
-                   timeout: float = 30.0, proven: Mapping[tuple[str, int], int] | None = None) -> int:
-    """Store the changed verdicts of ``client``'s cells, and the windows announced as ``proven`` there
-    ((topic, window ms) -> when, epoch ms), in one transaction; returns how many verdicts."""
-    if not verdicts and not proven:
+                   timeout: float = 30.0, proven: Mapping[tuple[str, int], Mapping[str, Any]] | None = None,
+                   audited_at: int | None = None) -> int:
+    """Store the changed verdicts of ``client``'s cells, the ledger's new entries ``proven`` there
+    ((topic, window ms) -> :func:`proven_entry` or :func:`announced_entry`) and when every cluster was
+    audited, in one transaction; returns how many verdicts."""
+    if not verdicts and not proven and audited_at is None:
         return 0
     ensure_compacted(client, AUDIT_TOPIC, TOPIC_CONFIG, timeout)
     records: list[tuple[str, dict | None]] = [(f"w{window_s}|verdict|{cell.encode()}", dict(v))
                                                for cell, v in sorted(verdicts.items())]
-    records += [(f"w{window_s}|proven|{topic}|{window}", {"at": at})
-                for (topic, window), at in sorted((proven or {}).items())]
+    records += [(f"w{window_s}|proven|{topic}|{window}", dict(entry))
+                for (topic, window), entry in sorted((proven or {}).items())]
+    if audited_at is not None:
+        records.append((f"w{window_s}|audited", {"at": audited_at}))
     _write(client, f"{AUDIT_TOPIC}-verdicts.{client.name}", records, timeout, "the audit's verdicts")
     return len(verdicts)
 

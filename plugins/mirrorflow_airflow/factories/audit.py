@@ -14,7 +14,8 @@ Each run (:mod:`mirrorflow.completeness`, docs/audit.md):
   cluster, the counts and the messages missing or duplicated.
 - ``proven_<topic>.<cluster>``, one per topic named in the topology
   (``Topology.asset_topics``) and cluster: each window the count proved complete
-  there for the first time is one event of the asset
+  there for the first time, or proved earlier without Airflow registering its
+  event (a task died between the ledger and the event), is one event of the asset
   ``mirrorflow-proven://<cluster>/<topic>``, the window's start as its partition
   key (docs/assets.md); skipped when there is none.
 
@@ -71,7 +72,7 @@ def build_audit_dag(topology: Topology) -> DAG:
                     @task(task_id=cluster, outlets=[proven_asset(cluster, topic)])
                     def announce(summary: dict[str, Any], topic: str = topic,
                                  cluster: str = cluster) -> dict[str, list[str]]:
-                        """The windows of the topic first proven complete on the cluster, one event each."""
+                        """The windows of the topic proven complete on the cluster and not announced, one event each."""
                         return announce_proven(summary, topic, cluster, get_current_context())
 
                     announce(counted)

@@ -22,6 +22,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.assets import emit_proven
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
+from mirrorflow_airflow.proven_events import proven_events, registered_proven
 from mirrorflow_airflow.state import set_audit_result
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ def audit_clusters(topology: Topology, run_id: str = "") -> dict[str, Any]:
     """What the ``count`` task does: count, store, compare, drill down; returns the result as a dict."""
     clients = {name: MirrorClusterHook(topology, name).client() for name in sorted(topology.clusters)}
     result = run_audit(clients, topology.selects, window_s=topology.audit.window_minutes * 60,
-                       grace_s=topology.audit.grace_minutes * 60.0, run_id=run_id)
+                       grace_s=topology.audit.grace_minutes * 60.0, run_id=run_id, registered=registered_proven)
     summary = result.summary()
     log.info("counted since the last audit: %s", ", ".join(f"{c} {n}" for c, n in summary["read"].items()))
     log.info("windows judged %d, complete %d, waiting for their grace period %d, before a horizon %d",
@@ -56,11 +57,24 @@ def proven_task_id(topic: str) -> str:
 
 
 def announce_proven(summary: dict[str, Any], topic: str, cluster: str, context: Any) -> dict[str, list[str]]:
-    """One event per window of ``topic`` proven on ``cluster`` in this run (the count's summary); skipped when
-    there is none."""
+    """One event per window of ``topic`` to announce on ``cluster`` in this run (the count's summary); skipped
+    when there is none.
+
+    A window whose event Airflow already holds is left out: this task run again by hand, or after a try whose
+    events registered although its end was not heard, announces nothing twice. When Airflow cannot be asked,
+    only the windows first proven in this run are announced (no earlier try can have announced them unless
+    the task is cleared by hand); the others wait for the next run.
+    """
     windows = [w for w in summary.get("proven", []) if w["topic"] == topic and w["cluster"] == cluster]
+    if windows:
+        held = proven_events(cluster, topic, min(int(w["window_ms"]) for w in windows))
+        if held is None:
+            windows = [w for w in windows if not w.get("again")]
+        elif gone := [w for w in windows if w["window"] in held]:
+            log.info("%s on %s: already announced, not again: %s", topic, cluster, ", ".join(w["window"] for w in gone))
+            windows = [w for w in windows if w["window"] not in held]
     if not windows:
-        raise AirflowSkipException(f"no window of {topic} proven on {cluster} for the first time in this run")
+        raise AirflowSkipException(f"no window of {topic} to announce on {cluster} in this run")
     keys = emit_proven(context["outlet_events"], windows, str(context["run_id"]))
     for uri, windows_of in sorted(keys.items()):
         log.info("%s: proven complete: %s", uri, ", ".join(sorted(windows_of)))

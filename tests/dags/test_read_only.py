@@ -88,7 +88,7 @@ def test_a_read_only_cluster_refuses_every_writer_but_mirrorflow_until_its_group
         "clusters": {n: {"conn_id": c} for n, c in conn_ids.items()},
         "tree": {"level": 1, "children": ["c1", "c2"]}, "topics": [f"{prefix}\\..*"],
         "offsets": {"groups": [f"{prefix}-.*"]},
-        "acl_sync": {"enabled": True, "read_only": ["c2"]}}))
+        "acl_sync": {"enabled": True, "read_only": ["c2"], "unmapped": {"c2": "keep"}}}))  # same logins
     secured.grant_acls(required_acls(topology, {n: principal_of(s) for n, s in settings.items()},
                                      roles=["source", "target", "failover"]))
     password = secrets.token_urlsafe(16)

@@ -184,7 +184,7 @@ def test_acls_travel_from_the_owner_mapped_and_read_only_and_only_what_mirrorflo
         "clusters": {n: {"bootstrap": s["bootstrap.servers"]} for n, s in settings.items()},
         "tree": {"level": 1, "children": ["c1", "c2"]}, "topics": [f"{prefix}\\..*"],
         "acl_sync": {"enabled": True, "write": "read", "groups": [f"{prefix}-g.*"],
-                     "principals": {"c2": {"User:alice": "User:alice-eu"}}}})
+                     "principals": {"c2": {"User:alice": "User:alice-eu"}}, "unmapped": {"c2": "keep"}}})
     secured.grant_acls(required_acls(topology, {n: principal_of(s) for n, s in settings.items()},
                                      roles=["source", "target"]))
     topic, group = f"{prefix}.orders", f"{prefix}-g1"
@@ -215,6 +215,7 @@ def test_acls_travel_from_the_owner_mapped_and_read_only_and_only_what_mirrorflo
     }
     (report,) = [r for r in first.links if r.target == "c2"]
     assert len(report.acls_created) == 4 and not report.acls_deleted and not report.acl_problems
+    assert not [d for d in report.declined if prefix in d["subject"]]
 
     secured.revoke("c1", [AclBindingFilter(alice.restype, alice.name, alice.resource_pattern_type, alice.principal,
                                            alice.host, alice.operation, alice.permission_type)])
@@ -239,3 +240,76 @@ def test_acls_travel_from_the_owner_mapped_and_read_only_and_only_what_mirrorflo
     secured.revoke("c2", [AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, p, None,
                                            AclOperation.ANY, AclPermissionType.ANY)
                           for p in ("User:alice-eu", "User:bob", "User:eve", "User:dave")])
+
+
+def test_acls_that_would_widen_or_wipe_access_are_declined_reported_and_the_copy_goes_on(mirrorflow_acls):
+    """Issue 44's four ACL cases on the secured pair, mirrorflow holding exactly the derived ACLs, default
+    ``acl_sync`` keys: a prefixed ALL grant on unmirrored topics, one on a prefix the topology does not mirror in
+    full, a DENY for ``User:*`` and a DENY for an unmapped principal reach c2 neither; every one but the first
+    (none of the sync's business) is reported in the run's ``declined``, naming the key that would allow it, and
+    the copy to c2 goes on. Then the owner is emptied (rebuilt without its ACLs): the run deletes none of the
+    grants mirrorflow made on c2, and says so."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    secured = mirrorflow_acls
+    prefix = f"dn{uuid.uuid4().hex[:6]}"
+    settings = {"c1": secured.scram("c1"), "c2": secured.mtls("c2")}
+    topic, unmirrored, secret = f"{prefix}.orders", f"{prefix}.internal", f"{prefix}-team-secret.keys"
+    topology = Topology.parse({
+        "clusters": {n: {"bootstrap": s["bootstrap.servers"]} for n, s in settings.items()},
+        "tree": {"level": 1, "children": ["c1", "c2"]}, "topics": [f"{prefix}\\.orders"],
+        "acl_sync": {"enabled": True, "principals": {"c2": {"User:alice": "User:alice-eu"}}}})
+    secured.grant_acls(required_acls(topology, {n: principal_of(s) for n, s in settings.items()},
+                                     roles=["source", "target"]))
+    _create(secured, "c1", {topic: 1, unmirrored: 1, secret: 1})
+
+    def binding(name, principal, operation, pattern=ResourcePatternType.LITERAL, permission=AclPermissionType.ALLOW):
+        return AclBinding(ResourceType.TOPIC, name, pattern, principal, "*", operation, permission)
+
+    travelling = [binding(topic, "User:alice", AclOperation.READ), binding(topic, "User:alice", AclOperation.WRITE)]
+    team_secret = binding(f"{prefix}-team-secret.", "User:carol", AclOperation.ALL, ResourcePatternType.PREFIXED)
+    wide = binding(f"{prefix}.", "User:carol", AclOperation.ALL, ResourcePatternType.PREFIXED)
+    everyone = binding(topic, "User:*", AclOperation.WRITE, permission=AclPermissionType.DENY)
+    bob = binding(topic, "User:bob", AclOperation.READ, permission=AclPermissionType.DENY)
+    secured.grant("c1", [*travelling, team_secret, wide, everyone, bob])
+    sent = traffic(secured.kafka, "c1", topic, 6)
+    principals = ("User:alice", "User:alice-eu", "User:carol", "User:*", "User:bob")
+    try:
+        first = run_level(topology, 1, settings)
+        assert first.ok, first.summary()["errors"]
+        held = {b for b in _bindings(secured, "c2") if prefix in b[1]}
+        assert held == {("TOPIC", topic, "LITERAL", "User:alice-eu", "READ", "ALLOW"),
+                        ("TOPIC", topic, "LITERAL", "User:alice-eu", "WRITE", "ALLOW")}
+        (report,) = [r for r in first.links if r.target == "c2"]
+        assert report.copied == len(sent) and not report.acl_problems  # the DENY for User:* did not stop it
+        mine = {d["subject"]: d for d in report.declined if prefix in d["subject"]}
+        assert set(mine) == {f"ALLOW User:carol ALL on TOPIC {prefix + '.'!r} (prefixed) from *",
+                             f"DENY User:* WRITE on TOPIC {topic!r} (literal) from *",
+                             f"DENY User:bob READ on TOPIC {topic!r} (literal) from *"}, report.declined
+        assert {d["allow"] for d in mine.values()} == {"", "acl_sync.unmapped.c2: keep"}
+        assert all(d["area"] == "acl_sync" and d["cluster"] == "c2" and d["action"] == "create ACL"
+                   for d in mine.values())
+
+        # The owner rebuilt without its ACLs: nothing of it travels any more.
+        secured.revoke("c1", [AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, p, None,
+                                               AclOperation.ANY, AclPermissionType.ANY) for p in principals])
+        sent += traffic(secured.kafka, "c1", topic, 6, start=6)
+        second = run_level(topology, 1, settings)
+        assert second.ok, second.summary()["errors"]
+        (report,) = [r for r in second.links if r.target == "c2"]
+        assert not report.acls_deleted and report.copied == 6
+        assert held <= _bindings(secured, "c2")  # every grant mirrorflow made is still there
+        (wipe,) = [d for d in report.declined if d["action"].startswith("delete ")]
+        assert wipe["allow"] == "acl_sync.max_delete_share" and "rebuilt" in wipe["reason"], wipe
+        assert Counter(_values(secured.admin("c2"), [topic])) == Counter(sent)
+    finally:
+        for cluster in ("c1", "c2"):
+            secured.revoke(cluster, [AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, p, None,
+                                                      AclOperation.ANY, AclPermissionType.ANY) for p in principals])

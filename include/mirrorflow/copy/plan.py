@@ -530,4 +530,5 @@ def _plan(spec: JobSpec, slots: int | Callable[[], int]) -> list[LinkPlan]:
             one.report.acls_created = [str(g) for g in result.created]
             one.report.acls_deleted = [str(g) for g in result.deleted]
             one.report.acl_problems = list(result.problems)
+            one.report.declined += [d.to_dict() for d in result.declined]
     return plans

@@ -33,13 +33,24 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from mirrorflow.declined import Declined
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
 from mirrorflow.internal_names import ACL_GRANTS_READER_GROUP, ACL_GRANTS_TOPIC
 from mirrorflow.journal import audit
 from mirrorflow.kafka.admin import list_topics
 from mirrorflow.kafka.compacted import ensure_compacted, read_whole, write_all
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.grants import Grant, GrantPlan, GrantRules, as_on, plan_grants, travels
+from mirrorflow.kafka.grants import (
+    Grant,
+    GrantPlan,
+    GrantRules,
+    Refusal,
+    Selection,
+    arrival,
+    as_on,
+    plan_grants,
+    select,
+)
 from mirrorflow.kafka.guard import GUARD, plan_guard
 from mirrorflow.kafka.principal import principal_of
 from mirrorflow.kafka.refusals import CLUSTER_RESOURCE, Need, call_failed
@@ -132,12 +143,14 @@ def _write_record(client: ClusterClient, records: list[tuple[bytes, bytes | None
 
 @dataclass
 class GrantResult:
-    """What one cluster got; ``problems`` name what failed (the copy goes on)."""
+    """What one cluster got; ``problems`` name what failed (the copy goes on); ``declined``: what the sync would
+    not do on its own (a binding that would widen access or miss its principal, deletions past the bound)."""
 
     plan: GrantPlan | None = None
     created: list[Grant] = field(default_factory=list)
     deleted: list[Grant] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    declined: tuple[Declined, ...] = ()
 
 
 def _each(client: ClusterClient, doing: str, call: Any, items: Mapping[Grant, Any],
@@ -199,7 +212,19 @@ def apply_grants(client: ClusterClient, plan: GrantPlan, previous: set[Grant], t
 
 def _merge(first: GrantResult, second: GrantResult) -> GrantResult:
     return GrantResult(first.plan or second.plan, first.created + second.created, first.deleted + second.deleted,
-                       first.problems + second.problems)
+                       first.problems + second.problems, first.declined + second.declined)
+
+
+def declined(cluster: str, refused: Iterable[Refusal], plan: GrantPlan, have: Iterable[Grant]) -> tuple[Declined, ...]:
+    """What the sync declined on ``cluster`` this run, as the shared record: each refused binding the cluster does
+    not hold already, and the deletions held back by ``max_delete_share`` (one record for all of them)."""
+    have = set(have)
+    out = [Declined("acl_sync", cluster, str(r.grant), "create ACL", r.reason, r.allow)
+           for r in refused if r.grant not in have]
+    if plan.withheld:
+        out.append(Declined("acl_sync", cluster, "the ACL grants mirrorflow made",
+                            f"delete {len(plan.withheld)} grants", plan.withheld_reason(), "acl_sync.max_delete_share"))
+    return tuple(out)
 
 
 def _mirrored(client: ClusterClient, rules: GrantRules, timeout: float) -> list[str]:
@@ -242,31 +267,32 @@ class GrantOwner:
         self._clients = dict(clients)
         self._timeout = timeout
         self._lock = threading.Lock()
-        self._grants: set[Grant] | None = None
+        self._selection: Selection | None = None
         self._unread = unread if rules.sync else "acl_sync is off"
 
-    def _owner_grants(self) -> set[Grant] | None:
-        if self._grants is None and self._unread is None:
+    def _owner_grants(self) -> Selection | None:
+        if self._selection is None and self._unread is None:
             owner = self._clients.get(self.rules.owner)
             try:
                 if owner is None:
                     raise MirrorflowError(f"no client settings for cluster {self.rules.owner}")
+                # every topic the owner has, mirrored or not: a prefix that covers an unmirrored one stays
                 topics = list(list_topics(owner, self._timeout))
-                self._grants = {g for g in read_grants(owner, self._timeout)
-                                if travels(g, self.rules, topics, _own_principals(self._clients))}
+                self._selection = select(read_grants(owner, self._timeout), self.rules, topics,
+                                         _own_principals(self._clients))
             except MirrorflowError as exc:
                 self._unread = str(exc)
                 log.warning("ACLs are not synced from %s in this run (left as they are everywhere): %s",
                             self.rules.owner, exc)
-        return self._grants
+        return self._selection
 
     def sync(self, target: ClusterClient) -> GrantResult:
         """Bring ``target``'s travelling grants in line with the owner's, and its guard if it is read-only
         (call it once per cluster and plan)."""
         with self._lock:
             guarded = target.name in self.rules.read_only
-            grants = self._owner_grants() if target.name != self.rules.owner else None
-            if grants is None and not guarded:
+            selection = self._owner_grants() if target.name != self.rules.owner else None
+            if selection is None and not guarded:
                 return GrantResult()
             try:
                 have, record = read_grants(target, self._timeout), read_record(target, self._timeout)
@@ -274,13 +300,15 @@ class GrantOwner:
                 log.error("cluster %s: ACL sync: %s", target.name, exc)
                 return GrantResult(problems=[str(exc)])
             result = GrantResult()
-            if grants is not None:
-                own = principal_of(target.settings)
-                wanted = {as_on(g, self.rules, target.name) for g in grants}
+            if selection is not None:
+                arrived = arrival(target.name, selection.travel, self.rules, principal_of(target.settings))
+                refused = [Refusal(as_on(r.grant, self.rules, target.name), r.reason, r.allow)
+                           for r in selection.refused] + list(arrived.refused)
                 made = record.made_for("sync")
-                plan = plan_grants(target.name, self.rules.owner, {g for g in wanted if g.principal != own},
-                                   have, made)
+                plan = plan_grants(target.name, self.rules.owner, arrived.wanted, have, made,
+                                   self.rules.max_delete_share)
                 result = apply_grants(target, plan, made, self._timeout)
+                result.declined = declined(target.name, refused, plan, have)
                 have = (have | set(result.created)) - set(result.deleted)
             if guarded:
                 try:

@@ -334,6 +334,7 @@ class Topology(_Model):
         if self.acl_sync.owner is not None:
             owners["acl_sync.owner"] = self.acl_sync.owner
         owners.update({f"acl_sync.principals.{c}": c for c in self.acl_sync.principals})
+        owners.update({f"acl_sync.unmapped.{c}": c for c in self.acl_sync.unmapped})
         owners.update({f"acl_sync.read_only[{i}]": c for i, c in enumerate(self.acl_sync.read_only)})
         for path, name in owners.items():
             if name not in self.clusters:
@@ -420,7 +421,8 @@ class Topology(_Model):
         return GrantRules(owner=sync.owner or self.topic_configs.owner or next(iter(self.clusters)),
                           topics=tuple(self.topics), groups=tuple(sync.groups),
                           principals={c: dict(m) for c, m in sync.principals.items()}, write=sync.write,
-                          sync=sync.enabled, read_only=tuple(sync.read_only))
+                          sync=sync.enabled, read_only=tuple(sync.read_only), unmapped=dict(sync.unmapped),
+                          max_delete_share=float(sync.max_delete_share))
 
     def asset_topics(self) -> list[str]:
         """The topics whose proven windows are Airflow assets: every plain name in ``topics``, and ``audit.assets``."""
@@ -489,6 +491,7 @@ class Topology(_Model):
         if self.acl_sync.owner == name:
             raise TopologyError("acl_sync.owner", f"{name!r} owns the synced ACLs; name another owner first")
         data.get("acl_sync", {}).get("principals", {}).pop(name, None)
+        data.get("acl_sync", {}).get("unmapped", {}).pop(name, None)
         if name in self.acl_sync.read_only:
             data["acl_sync"]["read_only"].remove(name)
         archived = data.get("archive", {}).get("clusters")

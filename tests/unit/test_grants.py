@@ -253,7 +253,8 @@ def test_acl_sync_is_off_by_default_and_its_owner_defaults_to_the_config_owner()
 @pytest.mark.parametrize("section, where, says", [
     ({"enabled": True, "owner": "c9"}, "acl_sync.owner", "unknown cluster 'c9'"),
     ({"principals": {"c9": {"User:a": "User:b"}}}, "acl_sync.principals.c9", "unknown cluster"),
-    ({"principals": {"c3": {"alice": "User:b"}}}, "acl_sync.principals", "TYPE:NAME"),
+    ({"principals": {"c3": {"alice": "User:b"}}}, "acl_sync.principals", "c3: a principal is TYPE:NAME (User:alice), "
+                                                                         "got 'alice'"),
     ({"write": "all"}, "acl_sync.write", "keep"),
     ({"groups": ["("]}, "acl_sync.groups", "bad regular expression"),
     ({"unmapped": {"c9": "keep"}}, "acl_sync.unmapped.c9", "unknown cluster"),
@@ -261,7 +262,7 @@ def test_acl_sync_is_off_by_default_and_its_owner_defaults_to_the_config_owner()
     ({"unmapped": "keep"}, "acl_sync.unmapped", "expected a mapping"),
     ({"max_delete_share": 1.5}, "acl_sync.max_delete_share", "less than or equal to 1"),
     ({"max_delete_share": "half"}, "acl_sync.max_delete_share", ""),
-    ({"principals": {"c3": {"User:*": "User:all-eu"}}}, "acl_sync.principals", "every principal"),
+    ({"principals": {"c3": {"User:*": "User:all-eu"}}}, "acl_sync.principals", "c3: 'User:*' is every principal"),
 ])
 def test_a_bad_acl_sync_section_is_refused_naming_the_key(section, where, says):
     with pytest.raises(TopologyError) as caught:

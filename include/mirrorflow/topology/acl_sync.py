@@ -59,12 +59,13 @@ class AclSyncConfig(Model):
     @field_validator("principals")
     @classmethod
     def _principals(cls, value: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
-        for mapping in value.values():
+        for cluster, mapping in value.items():
             for name in (*mapping, *mapping.values()):
                 if ":" not in name:
-                    raise PydanticCustomError("principal", "a principal is TYPE:NAME (User:alice), got {name!r}",
-                                              {"name": name})
+                    raise PydanticCustomError("principal", "{cluster}: a principal is TYPE:NAME (User:alice), got "
+                                              "'{name}'", {"cluster": cluster, "name": name})
                 if is_wildcard(name):
-                    raise PydanticCustomError("principal", "{name!r} is every principal: a wildcard never travels, "
-                                              "so it is mapped neither from nor to", {"name": name})
+                    raise PydanticCustomError("principal", "{cluster}: '{name}' is every principal: a wildcard never "
+                                              "travels, so it is mapped neither from nor to",
+                                              {"cluster": cluster, "name": name})
         return value

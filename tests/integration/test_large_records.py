@@ -40,8 +40,10 @@ def test_a_record_too_large_for_its_target_stops_its_partition_naming_both_limit
     assert _produce(c1, topic, b"m" * 2_000_000) is None
     task = PartitionTask(link_id="c1.L1", level=1, source="c1", target="c2", topic=topic, partition=0, end_offset=2,
                          max_message_bytes=1000000, source_max_message_bytes=LIMIT)
+    # Uncompressed copies (the cluster's own codec): the producer refuses the record itself, before sending,
+    # and names its size. Compressed, the broker decides (tests/integration/test_copy_compression.py).
     result = copy_partition(task, ClusterClient("c1", {"bootstrap.servers": c1}),
-                            ClusterClient("c2", {"bootstrap.servers": c2}))
+                            ClusterClient("c2", {"bootstrap.servers": c2, "compression.type": "none"}))
     assert (result.error_offset, result.next_offset, result.copied) == (1, 1, 1)
     assert result.error == (
         f"the copy of the record at c1 {topic}[0] offset 1 (2,000,000 bytes of key and value, plus headers) is too "

@@ -41,6 +41,7 @@ from pydantic_core import PydanticCustomError
 from mirrorflow.copyflags import LEVEL_MAX, LEVEL_MIN
 from mirrorflow.errors import TopologyError, UnknownClusterError, UnknownLinkError
 from mirrorflow.internal_names import is_internal_topic
+from mirrorflow.kafka.compression import CODEC_KEYS, CODECS
 from mirrorflow.kafka.grants import GrantRules
 from mirrorflow.kafka.ownership import ConfigOwnership
 from mirrorflow.secrets import is_secret_config
@@ -165,6 +166,12 @@ class ClusterConfig(_Model):
             raise PydanticCustomError(
                 "bootstrap_in_config", "set the address with the cluster's bootstrap (or conn_id), not config", {}
             )
+        for key in CODEC_KEYS:  # the codec of copies to this cluster (mirrorflow.kafka.compression)
+            if key in value and value[key] not in CODECS:
+                raise PydanticCustomError(
+                    "codec", "{key} must be one of {codecs}, got '{value}'",
+                    {"key": key, "codecs": ", ".join(CODECS), "value": value[key]},
+                )
         return value
 
     @model_validator(mode="after")

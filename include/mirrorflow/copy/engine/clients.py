@@ -14,7 +14,8 @@ thread keeps, from a range that ended cleanly, for its next range:
   answers one request per connection at a time, so the next range's first
   request waits behind the previous range's last, idle fetch;
 - the *checkpoint consumer* (the link's group on the target), per (target, link);
-- at least once, the *producer*, per (target, the target topic's size limit).
+- at least once, the *producer*, per (target, the target topic's size limit). It compresses
+  its copies with the target cluster's codec (:mod:`mirrorflow.kafka.compression`).
 
 What is never kept:
 
@@ -38,6 +39,7 @@ from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_groups import transactional_id
 from mirrorflow.internal_names import link_reader_group as reader_group
+from mirrorflow.kafka.compression import codec_settings, copy_codec, size_settings
 from mirrorflow.kafka.config import ClusterClient
 
 #: How long the reader's fetch may wait at the broker for data. A range is bounded, so
@@ -80,11 +82,11 @@ def new_producer(task: PartitionTask, target: ClusterClient) -> Producer:
         conf["transaction.timeout.ms"] = 60000
     else:
         conf["enable.idempotence"] = True  # no duplicates from the producer's own retries, at least
-    if task.max_message_bytes:
-        # Batches must fit the target topic's limit (it applies to whole record batches);
-        # a single message above it is then refused locally, at its exact offset.
-        conf["message.max.bytes"] = max(1000, task.max_message_bytes)
-        conf["batch.size"] = max(1000, task.max_message_bytes)
+    # Copies are compressed (the target cluster's codec, else COPY_CODEC): uncompressed, a compressed
+    # source took many times its bytes on the target. Batches fit the target topic's limit, which
+    # applies to whole record batches as stored, that is compressed (mirrorflow.kafka.compression).
+    conf.update(codec_settings(target.settings))
+    conf.update(size_settings(copy_codec(target.settings), task.max_message_bytes))
     return Producer(target.producer(**conf))
 
 

@@ -58,7 +58,13 @@ from mirrorflow.copy.engine.partition import (
 )
 from mirrorflow.copy.engine.spans import note_target_offsets, target_ends
 from mirrorflow.copy.engine.throttle import RateLimiter
-from mirrorflow.copy.engine.transactions import Commits, ProduceRejected, TargetSilent, flush, produce_carefully
+from mirrorflow.copy.engine.transactions import (
+    Commits,
+    ProduceRejected,
+    TargetSilent,
+    flush_unless_refused,
+    produce_carefully,
+)
 from mirrorflow.copy.headers import CopyHeaders
 from mirrorflow.copy.state.checkpoints import (
     LinkSwitchedAway,
@@ -312,7 +318,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
     def commit() -> None:
         nonlocal in_txn, txn_started
         with during("produce"):
-            unacknowledged = flush(producer, op_timeout)
+            unacknowledged = flush_unless_refused(producer, op_timeout, lambda: failed.error is not None)
         if failed.error is not None:
             raise _Refused()
         txn.require_acknowledged(unacknowledged)

@@ -40,6 +40,7 @@ from mirrorflow.copy.engine.transactions import (
     TargetSilent,
     commit_position,
     flush,
+    flush_unless_refused,
     fresh_producer,
     produce_carefully,
 )
@@ -626,7 +627,8 @@ class _RangeCopy:
     def commit(self, next_offset: int) -> None:
         """Make everything since the last commit durable with ``next_offset`` as the checkpoint, then count it."""
         with during("produce"):
-            unacknowledged = flush(self.producer, self.op_timeout)
+            unacknowledged = flush_unless_refused(self.producer, self.op_timeout,
+                                                  lambda: self.batch.first_error is not None)
         if self.batch.first_error is not None:
             raise _Abort()
         self.txn.require_acknowledged(unacknowledged)

@@ -9,6 +9,7 @@ the only place a link's checkpoint moves during a copy (docs/architecture.md,
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -201,6 +202,29 @@ def fresh_producer(old: Producer, task: PartitionTask, target: ClusterClient, ti
     if task.exactly_once:
         producer.init_transactions(timeout)
     return producer
+
+
+#: How long one wait of :func:`flush_unless_refused` lasts before it looks for a refusal again.
+FLUSH_SLICE_S = 0.1
+
+
+def flush_unless_refused(producer: Producer, timeout: float, refused: Callable[[], bool]) -> int:
+    """:func:`flush`, but done as soon as ``refused()`` says a copy came back refused: how many are unacknowledged.
+
+    Copies queued behind a batch the broker refused (one too large even compressed, say) are
+    never sent: the transaction has failed. A plain flush waited for them until its timeout,
+    30 s a refusal, and the abort that follows for their reports. So once a copy is refused,
+    the copies still queued are purged (their reports say so, after the refusal's) and the
+    flush ends with those in flight.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        left = flush(producer, max(0.0, min(FLUSH_SLICE_S, deadline - time.monotonic())))
+        if left and refused():
+            producer.purge(in_queue=True, in_flight=False)
+            return flush(producer, max(0.0, deadline - time.monotonic()))
+        if left == 0 or time.monotonic() >= deadline:
+            return left
 
 
 def bounded(call: Callable[[], Any], timeout: float, what: str, target: str) -> Any:

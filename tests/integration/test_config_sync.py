@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from mirrorflow.journal import AUDIT_LOGGER
 from mirrorflow.kafka.config_sync import ConfigOwners
 from mirrorflow.kafka.ownership import ConfigOwnership
-from mirrorflow.kafka.topics import sync_topic_shapes, with_headroom
+from mirrorflow.kafka.topics import describe_topics, sync_topic_shapes, with_headroom
 from mirrorflow.topology import Topology
 from tests.integration.test_topic_shape import client_of, explicit_configs, wait_until
 
@@ -141,7 +141,9 @@ def test_a_followers_own_longer_retention_is_declined_every_run_until_the_topolo
         assert result.ok, (result.failed, result.align_failed)
         return result
 
-    # the broker's default behind the follower's own value is read from its synonyms (log.retention.hours)
+    # the broker's default behind the follower's own value is read from its brokers (log.retention.hours)
+    assert describe_topics(client_of(c2), [topic])[topic].defaults == {RET: WEEK, "retention.bytes": "-1",
+                                                                       "cleanup.policy": "delete"}
     assert shape().plan.verdicts[0].keys[0].why == "first_look"
     for _ in range(2):
         caplog.clear()

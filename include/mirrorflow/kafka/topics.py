@@ -392,7 +392,40 @@ def describe_topics(client: ClusterClient, names: Iterable[str], timeout: float 
         shapes[name] = TopicShape(name, partitions[name], explicit, client.name, ts.value if ts is not None else None,
                                   int(limit.value) if limit is not None and limit.value is not None else None,
                                   {key: inherited(entries.get(key)) for key in KEEPING_CONFIGS})
+    if any(v is None for shape in shapes.values() for v in shape.defaults.values()):
+        broker = broker_defaults(admin_client, timeout)  # behind a topic's own value: asked once, only then
+        shapes = {n: replace(sh, defaults={k: v if v is not None else broker.get(k) for k, v in sh.defaults.items()})
+                  for n, sh in shapes.items()}
     return shapes
+
+
+def broker_defaults(admin_client: AdminClient, timeout: float) -> dict[str, str | None]:
+    """What a topic that sets none of :data:`KEEPING_CONFIGS` keeps on this cluster: its brokers' ``log.*``.
+
+    A topic's own value hides the broker's (Kafka lists no default among its
+    synonyms), so the broker's configs are read. Nothing (``{}``) when they cannot
+    be (no ``DESCRIBE_CONFIGS`` on the cluster): the caller then cannot compare, and
+    doubts.
+    """
+    try:
+        broker = min(admin_client.list_topics(timeout=timeout).brokers)
+        resource = ConfigResource(ResourceType.BROKER, str(broker))
+        entries = admin_client.describe_configs([resource], request_timeout=timeout)[resource].result(timeout + 5)
+    except (KafkaException, ValueError, concurrent.futures.TimeoutError) as exc:
+        _log.info("cannot read the brokers' retention defaults (%s): a follower's own retention is compared with "
+                  "an unknown default, and kept", exc)
+        return {}
+
+    def value(key: str) -> str | None:
+        entry = entries.get(key)
+        return entry.value if entry is not None else None
+
+    retention = value("log.retention.ms")
+    for key, factor in (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)):
+        if retention is None and value(key) is not None:
+            retention = str(int(value(key) or 0) * factor)
+    return {"retention.ms": retention, "retention.bytes": value("log.retention.bytes"),
+            "cleanup.policy": value("log.cleanup.policy")}
 
 
 #: Broker settings behind a topic config, by the factor that turns their unit into the topic config's.

@@ -75,8 +75,8 @@ class ConfigOwners:
         try:
             return read_records(client, self._timeout)
         except MirrorflowError as exc:
-            log.warning("cluster %s: cannot read what mirrorflow last applied of its topic configs (%s): every "
-                        "config that differs from its owner counts as changed locally in this run", client.name, exc)
+            log.warning("cluster %s: cannot read what the config sync last saw of its topics (%s): a config that "
+                        "differs from its owner is only reported in this run, nothing is changed", client.name, exc)
             return None
 
     def remember(self, client: ClusterClient, records: Mapping[str, Mapping[str, Any]]) -> None:
@@ -84,6 +84,6 @@ class ConfigOwners:
         try:
             write_records(client, records, self._timeout)
         except MirrorflowError as exc:
-            log.error("cluster %s: the topic configs just applied could not be remembered (%s): with "
-                      "on_local_change keep_target or report_only, the next change on their owner may be taken "
-                      "for a local one there", client.name, exc)
+            log.error("cluster %s: the topic configs just applied could not be remembered (%s): the next "
+                      "change on their owner may be taken for the follower's own value there (and, if it keeps "
+                      "less, declined)", client.name, exc)

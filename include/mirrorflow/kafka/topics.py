@@ -44,13 +44,13 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from mirrorflow.declined import Declined
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
 from mirrorflow.internal_names import is_internal_topic
 from mirrorflow.journal import audit
 from mirrorflow.kafka.admin import list_topics
 from mirrorflow.kafka.codes import UNREACHABLE_CODES
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.declined import Declined
 from mirrorflow.kafka.ownership import (
     KEEPING_CONFIGS,
     TRAVELLING_CONFIGS,

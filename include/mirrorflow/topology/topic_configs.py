@@ -55,7 +55,8 @@ class TopicConfigsConfig(Model):
             if key not in KEEPING_CONFIGS:
                 raise PydanticCustomError(
                     "not_keeping", "{key!r} cannot make a topic keep less data, so it needs no permission (keys "
-                    "that can: {known}; or true for all of them)", {"key": key, "known": ", ".join(sorted(KEEPING_CONFIGS))})
+                    "that can: {known}; or true for all of them)",
+                    {"key": key, "known": ", ".join(sorted(KEEPING_CONFIGS))})
         return value
 
     @field_validator("owners")

@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,16 +81,23 @@ def wait_for_leaders(admin: AdminClient, bootstrap: str, topic: str, partitions:
         _pause.wait(0.1)
 
 
-def prefill(bootstrap: str, topic: str, case: Case) -> float:
-    """Write the case's records once; returns the seconds it took (not part of any contender's time)."""
+def prefill(bootstrap: str, topic: str, case: Case, *, codec: str = "none",
+            value_of: Callable[[int], bytes] | None = None) -> float:
+    """Write the case's records once; returns the seconds it took (not part of any contender's time).
+
+    By default every value is the same ``case.size`` random bytes, written uncompressed: what the
+    copy matrix has always measured. ``codec`` and ``value_of`` (record number to value) give a
+    compressed, compressible source (benchmarks.compression).
+    """
     started = time.monotonic()
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
-                         "compression.type": "none", "acks": "all", "enable.idempotence": True})
+                         "compression.type": codec, "acks": "all", "enable.idempotence": True})
     value = os.urandom(case.size)
     for i in range(case.records):
         while True:
             try:
-                producer.produce(topic, value=value, key=b"%016d" % i, partition=i % case.partitions,
+                producer.produce(topic, value=value if value_of is None else value_of(i), key=b"%016d" % i,
+                                 partition=i % case.partitions,
                                  headers=[("bench", b"1")])
                 break
             except BufferError:

@@ -26,6 +26,7 @@ from typing import Any
 
 from airflow.sdk import Variable
 
+from mirrorflow.lag.backoff import Failing
 from mirrorflow.status.totals import fold
 
 
@@ -189,6 +190,32 @@ def record_copy_totals(level: int, partitions: list[dict], *, finished_at: float
     Variable.set(key, json.dumps(fold(previous, partitions, finished_at=finished_at, run_id=run_id), sort_keys=True),
                  description=f"mirrorflow: records and bytes copied per level-{level} link-partition, last success "
                              f"and failure (written by mirror_level_{level}; docs/metrics.md)")
+
+
+# --------------------------------------------------------------------------- what the last level run failed
+
+FAILING_PREFIX = "mirrorflow_failing_level_"
+
+
+def read_failing(level: int) -> Failing | None:
+    """The links and partitions the latest finished run of level ``level`` failed (``None``: none recorded)."""
+    return Failing.from_dict(_json_variable(f"{FAILING_PREFIX}{level}"))
+
+
+def record_failing(level: int, failing: Failing) -> None:
+    """Record what a level run failed, for the ``on_data`` watcher's back-off (mirrorflow.lag.backoff).
+
+    A run that failed nothing writes only when the stored record names failures, so healthy
+    runs cost a read and no write.
+    """
+    key = f"{FAILING_PREFIX}{level}"
+    if not failing.keys:
+        stored = read_failing(level)
+        if stored is None or not stored.keys:
+            return
+    Variable.set(key, json.dumps(failing.to_dict(), sort_keys=True),
+                 description=f"mirrorflow: the links and partitions the latest mirror_level_{level} run failed; the "
+                             f"on_data watcher backs off from them (docs/levels.md)")
 
 
 # --------------------------------------------------------------------------- open alert incidents

@@ -52,7 +52,7 @@ from mirrorflow.defaults import DEFAULT_TXN_RECORDS, KEEP_ALIVE_FRACTION
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
 from mirrorflow.journal import audit_warning
 from mirrorflow.kafka.admin import (
-    earliest_and_stable,
+    earliest_and_stable_or_leaderless,
     group_ids,
     list_topics,
     offsets_retention_s,
@@ -169,7 +169,10 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int 
         raise MirrorflowError(f"the checkpoints of link {link.link_id} on {link.target} were carried to "
                               f"{', '.join(sorted(renamed))} (the levels were renumbered); this run uses the old "
                               f"topology: nothing copied")
-    lows, ends = earliest_and_stable(source, tps, timeout)
+    lows, ends, leaderless = earliest_and_stable_or_leaderless(source, tps, timeout)
+    for key, error in sorted(leaderless.items()):  # stopped alone, as a target partition without a leader is
+        plan.errors.append(_leaderless_source(link, key, error))
+    tps = [tp for tp in tps if (tp.topic, tp.partition) not in leaderless]
     step("source_offsets")
     ids = {"source": topic_ids(source, list(topics), timeout), "target": topic_ids(target, list(topics), timeout)}
     step("topic_ids")
@@ -354,6 +357,15 @@ def _unplannable(link: LinkJob, tp: TopicPartition, asked: str, exc: Exception) 
             f"this run, nothing written; the link's other partitions copy on")
     log.error("%s %s[%d]: %s", link.link_id, tp.topic, tp.partition, text)
     return PartitionError(link.link_id, link.source, link.target, tp.topic, tp.partition, None, text)
+
+
+def _leaderless_source(link: LinkJob, key: tuple[str, int], error: KafkaError) -> PartitionError:
+    """A source partition without a leader: its offsets cannot be read, so it stops alone; the link copies on."""
+    topic, partition = key
+    text = (f"{link.source} {topic}[{partition}] has no leader (its broker is down?): its offsets could not be "
+            f"read ({error.name()}); not copied in this run, nothing written; the link's other partitions copy on")
+    log.error("%s %s[%d]: %s", link.link_id, topic, partition, text)
+    return PartitionError(link.link_id, link.source, link.target, topic, partition, None, text)
 
 
 def _truncated(spec: JobSpec, link: LinkJob, tp: TopicPartition, committed: int, end: int) -> PartitionError:

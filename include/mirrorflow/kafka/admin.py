@@ -17,10 +17,11 @@ from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec, Resou
 
 from mirrorflow.errors import ClusterLoginFailed, ClusterUnreachable, KafkaOperationError
 from mirrorflow.internal_names import WATERMARKS_GROUP
-from mirrorflow.kafka.codes import LEADERSHIP_MOVING, RETRIABLE_COORDINATOR
+from mirrorflow.kafka.codes import LEADERLESS, LEADERSHIP_MOVING, RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.deadline import CallAbandoned, within
 from mirrorflow.kafka.handshake import HandshakeWatch, plaintext_at_tls_port
+from mirrorflow.kafka.kept import active
 from mirrorflow.kafka.refusals import CLUSTER_RESOURCE, Need, call_failed, refusal
 from mirrorflow.kafka.shared import admin_for, discard
 
@@ -153,11 +154,12 @@ Key = tuple[str, int]
 
 
 def _offsets(admin_client: AdminClient, cluster: str, keys: list[Key], spec: OffsetSpec,
-             isolation: IsolationLevel, timeout: float) -> dict[Key, int | KafkaError]:
+             isolation: IsolationLevel, timeout: float, settle: float | None = None) -> dict[Key, int | KafkaError]:
     """One offset (or the error that stood for it) per partition, within ``timeout``.
 
     A partition whose leadership is moving (:data:`LEADERSHIP_MOVING`: a topic
-    just created, a broker restarting) is asked again until the deadline. The
+    just created, a broker restarting) is asked again until the deadline, or for
+    ``settle`` seconds when given (a reader that reports such a partition alone). The
     whole call runs under :func:`~mirrorflow.kafka.deadline.within`: librdkafka's
     ListOffsets was once seen spinning in its leader lookup, and a read must fail
     by name rather than hang its task. A refusal of the request as a whole is
@@ -165,6 +167,7 @@ def _offsets(admin_client: AdminClient, cluster: str, keys: list[Key], spec: Off
     client is then not to be used again.
     """
     deadline = time.monotonic() + timeout
+    settled = deadline if settle is None else min(deadline, time.monotonic() + settle)
     answer: dict[Key, int | KafkaError] = {}
     todo = list(keys)
     while True:
@@ -189,7 +192,7 @@ def _offsets(admin_client: AdminClient, cluster: str, keys: list[Key], spec: Off
             discard(admin_client)  # its call may still run: no later caller gets it
             raise
         todo = [k for k in todo if _moving(answer[k])]
-        if not todo or time.monotonic() >= deadline:
+        if not todo or time.monotonic() >= settled:
             return answer
         _pause.wait(0.2)
 
@@ -214,6 +217,68 @@ def earliest_and_stable(source: ClusterClient, tps: list[TopicPartition], timeou
     return out[0], out[1]
 
 
+#: How long a planner waits for a partition without a leader before it plans the others without it: a leader
+#: moves in seconds where there are replicas; a partition whose only replica is down fails alone, by name.
+LEADER_WAIT_S = 10.0
+
+
+def earliest_and_stable_or_leaderless(source: ClusterClient, tps: list[TopicPartition], timeout: float = 30.0,
+                                      leader_wait: float = LEADER_WAIT_S
+                                      ) -> tuple[dict[Key, int], dict[Key, int], dict[Key, KafkaError]]:
+    """:func:`earliest_and_stable`, but a partition still without a leader after ``leader_wait`` comes back apart.
+
+    Returns the earliest and last stable offsets of the partitions that answered, and
+    the error of each leaderless one (:data:`~mirrorflow.kafka.codes.LEADERLESS`), so a
+    planner stops that partition alone and copies the rest. Any other error fails the
+    call as in :func:`earliest_and_stable`, naming the cluster and the permission.
+    """
+    admin_client = admin_for(source)  # referenced until its futures are done
+    keys = [(tp.topic, tp.partition) for tp in tps]
+    # librdkafka fails a whole ListOffsets request when one partition has no leader (_NOENT, "No leaders
+    # found"): the leaderless ones are left out first, from the cluster's metadata
+    leaderless = _without_leader(admin_client, source, keys, timeout)
+    out: list[dict[Key, int]] = []
+    for spec, isolation in ((OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED),
+                            (OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)):
+        asked = [k for k in keys if k not in leaderless]
+        try:
+            answer = _offsets(admin_client, source.name, asked, spec, isolation, timeout,
+                              settle=leader_wait) if asked else {}
+            for key, value in answer.items():
+                if isinstance(value, KafkaError) and value.code() in LEADERLESS:
+                    leaderless[key] = value
+            failed = next((v for k, v in answer.items() if isinstance(v, KafkaError) and k not in leaderless), None)
+            if failed is not None:
+                raise KafkaException(failed)
+        except KafkaException as exc:
+            raise call_failed(source, "list offsets", exc.args[0],
+                              Need("TOPIC", ", ".join(sorted({tp.topic for tp in tps})), "DESCRIBE")) from exc
+        out.append({k: int(v) for k, v in answer.items() if k not in leaderless})
+    lows, ends = out
+    return ({k: v for k, v in lows.items() if k not in leaderless},
+            {k: v for k, v in ends.items() if k not in leaderless}, leaderless)
+
+
+def _without_leader(admin_client: AdminClient, source: ClusterClient, keys: list[Key], timeout: float
+                    ) -> dict[Key, KafkaError]:
+    """The partitions among ``keys`` that the cluster's metadata shows without a leader, with why."""
+    try:
+        metadata = admin_client.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise ClusterUnreachable(source.name, source.bootstrap, str(exc.args[0])) from exc
+    out: dict[Key, KafkaError] = {}
+    for topic, partition in keys:
+        found = metadata.topics.get(topic)
+        meta = found.partitions.get(partition) if found is not None else None
+        if meta is None:
+            continue  # unknown here: the offsets request names it
+        if meta.error is not None and meta.error.code() in LEADERLESS:
+            out[(topic, partition)] = meta.error
+        elif meta.leader < 0:
+            out[(topic, partition)] = KafkaError(KafkaError.LEADER_NOT_AVAILABLE, "no leader in the metadata")
+    return out
+
+
 def earliest_and_stable_or_errors(client: ClusterClient, tps: list[tuple[str, int]], timeout: float = 30.0
                                   ) -> dict[tuple[str, int], tuple[int, int, int] | str]:
     """``(earliest offset, last stable offset, high watermark)`` per partition, or the error text of one not read.
@@ -236,6 +301,8 @@ def earliest_and_stable_or_errors(client: ClusterClient, tps: list[tuple[str, in
             found = _offsets(admin_client, client.name, list(tps), spec, isolation, timeout)
         except KafkaException as exc:
             err = exc.args[0]
+            if (kept := active()) is not None:
+                kept.drop(admin_client, err.name())
             return {k: f"{err.name()}: {err.str()}" for k in tps}
         answers.append({k: f"{v.name()}: {v.str()}" if isinstance(v, KafkaError) else v for k, v in found.items()})
     for key in tps:
@@ -259,7 +326,8 @@ def committed_offsets(client: ClusterClient, group: str, tps: list[TopicPartitio
     coordinator error, as it does while a fresh cluster loads ``__consumer_offsets``.
     Coordinator errors are retried until ``timeout``; ``what`` names the read in errors.
     """
-    consumer = Consumer(client.consumer(group))
+    kept = active()  # a poller's kept consumer (mirrorflow.kafka.kept), or one of its own, closed after
+    consumer = kept.consumer(client, group) if kept is not None else Consumer(client.consumer(group))
     deadline = time.monotonic() + timeout
     try:
         while True:
@@ -269,11 +337,14 @@ def committed_offsets(client: ClusterClient, group: str, tps: list[TopicPartitio
             except KafkaException as exc:
                 err = exc.args[0]
                 if not err.retriable() and err.code() not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
+                    if kept is not None:
+                        kept.drop(consumer, f"{err.name()}")
                     raise call_failed(client, f"read {what}", err, Need("GROUP", group, "DESCRIBE"),
                                       Need("TOPIC", ", ".join(sorted({tp.topic for tp in tps})), "DESCRIBE")) from exc
                 _pause.wait(0.2)  # back-off while the group coordinator moves or loads
     finally:
-        consumer.close()
+        if kept is None:
+            consumer.close()
     for tp in answer:
         if tp.error is not None:
             raise call_failed(client, f"read {what} for {tp.topic}[{tp.partition}]", tp.error,

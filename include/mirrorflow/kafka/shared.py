@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.kept import active
 
 _lock = threading.Lock()
 _scopes = 0
@@ -36,7 +37,11 @@ def admin_for(client: ClusterClient) -> AdminClient:
     """The cluster's admin client: the scope's shared one, or a fresh one outside any scope.
 
     Callers keep a reference until their futures are done (a collected client cancels them).
+    A poller's kept clients (:mod:`mirrorflow.kafka.kept`), when active, come first.
     """
+    kept = active()
+    if kept is not None:
+        return kept.admin(client)
     with _lock:
         if _scopes == 0:
             return AdminClient(client.admin())
@@ -49,6 +54,9 @@ def admin_for(client: ClusterClient) -> AdminClient:
 
 def discard(admin: AdminClient) -> None:
     """Stop sharing ``admin``: a call on it was abandoned (``kafka.deadline.CallAbandoned``) and may still run."""
+    kept = active()
+    if kept is not None:
+        kept.drop(admin, "a call on it was abandoned")
     with _lock:
         for key in [k for k, v in _kept.items() if v is admin]:
             del _kept[key]

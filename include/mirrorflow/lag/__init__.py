@@ -17,7 +17,8 @@ The package, by what each module holds:
 - :mod:`~mirrorflow.lag.snapshot`: :class:`LagSnapshot` and :func:`measure`, which takes one;
 - :mod:`~mirrorflow.lag.report`: fixed-width tables for logs;
 - :mod:`~mirrorflow.lag.waiting`: whether records waiting on a level's links start a run
-  (:class:`DataWatch`, the ``on_data`` watcher's rules).
+  (:class:`DataWatch`, the ``on_data`` watcher's rules);
+- :mod:`~mirrorflow.lag.backoff`: how long it leaves a link or partition whose runs keep failing alone.
 
 Offsets and committed offsets are read through :mod:`mirrorflow.kafka.admin`,
 checkpoints through :mod:`mirrorflow.copy.state`. Import from here: these
@@ -27,6 +28,7 @@ names are the package's public face.
 from __future__ import annotations
 
 from mirrorflow.lag.ages import LAG_READER_GROUP
+from mirrorflow.lag.backoff import Backoff, Failing
 from mirrorflow.lag.groups import group_lag
 from mirrorflow.lag.links import link_lag
 from mirrorflow.lag.reach import DEFAULT_TIMEOUT, Clusters
@@ -40,9 +42,11 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "LAG_READER_GROUP",
     "WHOLE",
+    "Backoff",
     "Clusters",
     "DataWatch",
     "Decision",
+    "Failing",
     "GroupPartitionLag",
     "LagSnapshot",
     "LinkPartitionLag",

@@ -8,15 +8,17 @@ row that says why they were not measured.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka.kept import active
+from mirrorflow.kafka.shared import admin_for
 
 # one logger for the whole package: its lines keep the name they had before lag became a package
 log = logging.getLogger("mirrorflow.lag")
@@ -49,7 +51,9 @@ class Clusters:
         todo = sorted({n for n in names if n not in self._down and n not in self._topics})
         if len(todo) > 1:
             with ThreadPoolExecutor(max_workers=min(8, len(todo)), thread_name_prefix="mirrorflow-lag-probe") as pool:
-                list(pool.map(self.down, todo))
+                # each in a copy of this context: a poller's kept clients (mirrorflow.kafka.kept) reach the threads
+                for future in [pool.submit(contextvars.copy_context().run, self.down, n) for n in todo]:
+                    future.result()
         else:
             for name in todo:
                 self.down(name)
@@ -67,11 +71,13 @@ class Clusters:
         client = self.clients.get(name)
         if client is None:
             return self._mark(name, "has no client settings")
-        admin_client = AdminClient(client.admin())
+        admin_client = admin_for(client)  # a poller's kept client, or a fresh one
         try:
             metadata = admin_client.list_topics(timeout=self.timeout)
         except KafkaException as exc:
             err = exc.args[0]
+            if (kept := active()) is not None:
+                kept.drop(admin_client, err.name())
             return self._mark(name, f"is unreachable at {client.bootstrap}: {err.name()}: {err.str()}")
         topics = {t: len(m.partitions) for t, m in metadata.topics.items() if m.error is None}
         for t, m in metadata.topics.items():

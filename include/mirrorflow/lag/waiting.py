@@ -12,6 +12,9 @@ a run. The rules, each answer saying which one decided:
   an event that never became a run);
 - less than ``floor`` seconds since the last run was asked for: not yet, so a
   busy topic does not start a run per record;
+- what waits, waits only on links or partitions whose runs keep failing and whose
+  back-off has not run out (:mod:`mirrorflow.lag.backoff`): no run; records on
+  healthy ones are not held back by them;
 - otherwise: a run.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from mirrorflow.lag.backoff import Backoff, Failing
 from mirrorflow.lag.rows import LinkPartitionLag
 
 #: Seconds after which records still waiting at the same offsets ask for a run again.
@@ -70,6 +74,8 @@ def waiting(rows: Iterable[LinkPartitionLag]) -> Waiting:
 class Decision:
     run: bool
     why: str
+    #: What changed in the back-off (a link or partition that keeps failing, or copies again): for the log.
+    notes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -80,20 +86,37 @@ class DataWatch:
     resend_s: float = DEFAULT_RESEND_S
     last_at: float | None = None
     last_marks: tuple[Mark, ...] = ()
+    backoff: Backoff = field(default_factory=Backoff)
 
-    def decide(self, now: float, found: Waiting, *, queued: int = 0) -> Decision:
-        """Whether ``found`` (measured at ``now``, epoch seconds) starts a run; remembers it if so."""
+    def decide(self, now: float, found: Waiting, *, queued: int = 0, failing: Failing | None = None) -> Decision:
+        """Whether ``found`` (measured at ``now``, epoch seconds) starts a run; remembers it if so.
+
+        ``failing``: what the level's latest finished run failed (its links and partitions back off).
+        """
+        notes = tuple(self.backoff.observe(failing, now))
         if found.total == 0:
             self.last_marks = ()
-            return Decision(False, "nothing waits")
+            return Decision(False, "nothing waits", notes)
         if queued > 0:
-            return Decision(False, f"{found.total} records wait; a run is already queued")
+            return Decision(False, f"{found.total} records wait; a run is already queued", notes)
+        left = {m: self.backoff.holds(m[0], m[1], m[2], now) for m in found.marks}
+        due = tuple(m for m in found.marks if left[m] == 0)
+        if not due:
+            return Decision(False, f"{found.total} records wait, only on links or partitions whose runs keep "
+                                   f"failing; the next retry in {min(left.values()):.0f}s", notes)
         since = None if self.last_at is None else now - self.last_at
-        if found.marks == self.last_marks and since is not None and since < self.resend_s:
-            return Decision(False, f"{found.total} records wait, as when the last run was asked for {since:.1f}s ago")
+        if due == self.last_marks and since is not None and since < self.resend_s:
+            return Decision(False, f"{found.total} records wait, as when the last run was asked for {since:.1f}s ago",
+                            notes)
         if since is not None and since < self.floor_s:
             return Decision(False, f"{found.total} records wait; the last run was asked for {since:.1f}s ago "
-                                   f"(floor {self.floor_s:g}s)")
-        self.last_at, self.last_marks = now, found.marks
-        links = ", ".join(f"{link} {n}" for link, n in sorted(found.records.items()))
-        return Decision(True, f"{found.total} records wait ({links})")
+                                   f"(floor {self.floor_s:g}s)", notes)
+        self.last_at, self.last_marks = now, due
+        self.backoff.asked(now)
+        records: dict[str, int] = {}
+        for link, _, _, start, end in due:
+            records[link] = records.get(link, 0) + end - start
+        links = ", ".join(f"{link} {n}" for link, n in sorted(records.items()))
+        held = found.total - sum(records.values())
+        return Decision(True, f"{sum(records.values())} records wait ({links})"
+                              + (f"; {held} more on failing partitions, retried with them" if held else ""), notes)

@@ -13,7 +13,9 @@ distributor and its effective target leaf):
   DAG run's return value, and emits an asset event per cluster and topic that got records.
 - ``announce``, skipped unless the copy reached a cluster and topic Airflow has no
   asset for yet: emits those events, one such task at a time across DAGs
-  (:mod:`mirrorflow_airflow.factories.announce`).
+  (:mod:`mirrorflow_airflow.factories.announce`). It runs after a failed copy too, and
+  then emits every arrival of the run: a partition that failed does not hold back the
+  events of the topics that advanced. A teardown task, so the run still ends failed.
 
 With an ``alerts`` section in the topology, a failed partition (a retention gap,
 a truncated source, any copy error) is one message when it starts failing and one
@@ -73,7 +75,7 @@ def build_level_dag(topology: Topology, level: int) -> DAG:
     ) as dag:
         copy = MirrorLevelCopyOperator(task_id="copy", topology=topology, level=level, max_active_tis_per_dag=1,
                                        **alert_callbacks(topology, "copy"))
-        copy >> announce_task("copy")
+        copy >> announce_task("copy", after_failure=True)
     return dag
 
 

@@ -22,7 +22,13 @@ see ``MirrorSparkJobOperator``). What this operator adds:
   the other partitions have been copied;
 - each target cluster and topic that got records is one asset event
   (``kafka://<bootstrap>/<topic>``, through the alias ``mirrorflow.arrivals``;
-  docs/assets.md), registered when the task succeeds;
+  docs/assets.md), registered when the task succeeds. When a partition failed, the
+  task fails (red) and hands every arrival to ``announce``, which runs after a failure
+  too: Airflow drops a failed task's outlet events, and the topics that advanced must
+  not wait for the sick partition. Such a failure is not retried within the run (a
+  retry would start by clearing the XCom that holds those arrivals, and a gap, a size
+  limit or a missing leader does not heal in 30 s): the next run is the retry, and
+  for ``on_data`` levels the watcher paces it (docs/levels.md);
 - with OpenLineage configured, the task's events carry every link's source topics
   as inputs and target topics as outputs (docs/lineage.md).
 """
@@ -34,20 +40,27 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from mirrorflow.assets import arrivals
 from mirrorflow.copy import JobSpec, build_spec, heals_from_archive, run_job, spec_clusters
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.journal import audit
+from mirrorflow.lag.backoff import Failing, failing_keys
 from mirrorflow.lineage import copy_lineage, level_edges
 from mirrorflow.topology import Distributor, Topology, effective_links, split_by_window
-from mirrorflow_airflow.assets import ARRIVALS, emit_arrivals, finish_with_arrivals
+from mirrorflow_airflow.assets import ANNOUNCE_TASK, ARRIVALS, emit_arrivals, finish_with_arrivals
 from mirrorflow_airflow.hooks.archive import archive_location
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator
 from mirrorflow_airflow.spark import JOB_SCRIPT
-from mirrorflow_airflow.state import COPY_TOTALS_PREFIX, link_targets, record_copy_totals
+from mirrorflow_airflow.state import (
+    COPY_TOTALS_PREFIX,
+    FAILING_PREFIX,
+    link_targets,
+    record_copy_totals,
+    record_failing,
+)
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +91,8 @@ def plan_level(topology: Topology, level: int, run_id: str, now: datetime | None
     return open_links
 
 
-class CopyFailed(MirrorflowError):
-    """Some links or partitions of a level run failed; the others were copied."""
+class CopyFailed(MirrorflowError, AirflowFailException):
+    """Some links or partitions of a level run failed; the others were copied. Failed without a retry (above)."""
 
 
 class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
@@ -102,11 +115,13 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
         result = self.submit(context, spec)
         partitions = result.pop("partitions", None) or []
         self._record_totals(partitions, result, context["run_id"])
+        self._record_failing(result, context["run_id"])
         bootstraps = {c: s["bootstrap.servers"] for c, s in clusters.items()}
         self.lineage = copy_lineage(level_edges(result["links"]), bootstraps, partitions,
                                     archive=(archive["bucket"], archive["prefix"]) if archive else None)
+        # a failing task's events are dropped: then every arrival goes to ``announce`` (known=nothing)
         result["arrived"], held = emit_arrivals(context["outlet_events"], arrivals(
-            partitions, bootstraps, run_id=context["run_id"]))
+            partitions, bootstraps, run_id=context["run_id"]), known=None if result["ok"] else frozenset())
         for link in result["links"]:
             log.info("link %s: %s -> %s: %d copied, %d skipped, %d bytes over %d partitions%s", link["link"],
                      link["source"], link["target"], link["copied"], link["skipped"], link["bytes"],
@@ -124,11 +139,24 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
             for declined in link.get("declined") or []:  # every run, not once: it is still not done
                 log.warning("link %s: DECLINED %s", link["link"], declined["message"])
         if not result["ok"]:
+            result["announce"] = held
             context["ti"].xcom_push(key="return_value", value=result)
             lines = "\n  ".join(result["errors"])
+            announced = (f"; {len(held)} arrival event(s) of what advanced are announced by {ANNOUNCE_TASK!r}"
+                         if held else "")
             raise CopyFailed(f"level {self.level} run {context['run_id']}: {len(result['errors'])} failure(s); "
-                             f"every other partition was copied:\n  {lines}")
+                             f"every other partition was copied{announced}; not retried in this run, the next "
+                             f"run is the retry:\n  {lines}")
         return finish_with_arrivals(context, result, held)
+
+    def _record_failing(self, result: dict[str, Any], run_id: str) -> None:
+        """Tell the ``on_data`` watcher what this run failed, so it backs off from those alone (docs/levels.md)."""
+        try:
+            record_failing(self.level, Failing(f"{run_id}@{result.get('finished_at') or time.time()}",
+                                               failing_keys(result.get("error_details") or [])))
+        except Exception as exc:  # the copy stands; the watcher only learns of the failure one run later
+            log.error("level %d run %s: what failed was not recorded for the on_data watcher (Variable %s%d): "
+                      "%s: %s", self.level, run_id, FAILING_PREFIX, self.level, type(exc).__name__, exc)
 
     def _record_totals(self, partitions: list[dict[str, Any]], result: dict[str, Any], run_id: str) -> None:
         """Keep the running totals the status page and the metrics read; the copy stands even if this fails."""

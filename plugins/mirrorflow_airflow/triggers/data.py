@@ -13,9 +13,21 @@ at a time all the same (docs/levels.md, "One copy at a time"). docs/levels.md,
 "Runs started by data".
 
 Like every mirrorflow trigger, the kwargs hold no secret: the topology and the
-clusters' client settings are resolved in the triggerer at each poll
-(:class:`~mirrorflow_airflow.triggers.base.CheckContext`), so an edited topology
-or a target switch applies from the next poll.
+clusters' client settings are resolved in the triggerer
+(:class:`~mirrorflow_airflow.triggers.base.CheckContext`), again every
+``CONTEXT_REFRESH_S`` seconds and after a failed poll; a target switch applies
+from the next poll.
+
+What it keeps between polls:
+
+- its Kafka clients (:class:`mirrorflow.kafka.kept.KeptClients`): one admin
+  client per cluster and one consumer per link's checkpoints, so an idle watcher
+  opens no connection once started; a client whose call fails is replaced;
+- which links and partitions the level's runs keep failing (recorded by each
+  run's ``copy`` task, :func:`mirrorflow_airflow.state.read_failing`): records
+  waiting on those alone start runs less and less often, doubling up to a cap
+  (:mod:`mirrorflow.lag.backoff`), said at WARNING in the triggerer's log, while
+  records on healthy links start runs at once.
 """
 
 from __future__ import annotations
@@ -29,8 +41,11 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from mirrorflow.kafka.kept import KeptClients
 from mirrorflow.lag import DataWatch, Waiting, link_lag, waiting
+from mirrorflow.lag.backoff import DEFAULT_CAP_S, DEFAULT_FIRST_S, Backoff, Failing
 from mirrorflow.topology import effective_links, split_by_window
+from mirrorflow_airflow.state import read_failing
 from mirrorflow_airflow.triggers.base import CheckContext
 
 log = logging.getLogger(__name__)
@@ -44,8 +59,16 @@ def pending_uri(level: int) -> str:
     return f"mirrorflow-pending://level/{level}"
 
 
-def measure_level(level: int, context: CheckContext | None = None, timeout: float = POLL_TIMEOUT_S) -> Waiting:
-    """What waits now on the level's links that may copy now (effective targets, windows open)."""
+#: Seconds a watcher keeps the topology and the clusters' client settings it read before reading them again.
+CONTEXT_REFRESH_S = 30.0
+
+
+def measure_level(level: int, context: CheckContext | None = None, timeout: float = POLL_TIMEOUT_S,
+                  kept: KeptClients | None = None) -> Waiting:
+    """What waits now on the level's links that may copy now (effective targets, windows open).
+
+    ``kept``: clients kept across polls (the watcher's); without, fresh ones for this measurement.
+    """
     ctx = context or CheckContext()
     topology = ctx.topology
     links = effective_links(topology, level, ctx.link_targets())
@@ -53,7 +76,11 @@ def measure_level(level: int, context: CheckContext | None = None, timeout: floa
     if not open_links:
         return Waiting()
     clients = ctx.clients({c for l in open_links for c in (l.source, l.default_target)})
-    rows = link_lag(topology, clients, open_links, timeout=timeout, ages=False)
+    if kept is None:
+        return waiting(link_lag(topology, clients, open_links, timeout=timeout, ages=False))
+    with kept.active():
+        rows = link_lag(topology, clients, open_links, timeout=timeout, ages=False)
+    kept.retain_used()
     return waiting(rows)
 
 
@@ -67,44 +94,66 @@ def queued_runs(dag_id: str) -> int:
 class LevelDataTrigger(BaseEventTrigger):
     """Fires ``{"level", "records", "why"}`` whenever records waiting on the level's links should start a run."""
 
-    def __init__(self, level: int, dag_id: str, poll_s: float, floor_s: float, resend_s: float = 60.0) -> None:
+    def __init__(self, level: int, dag_id: str, poll_s: float, floor_s: float, resend_s: float = 60.0,
+                 backoff_s: float = DEFAULT_FIRST_S, backoff_cap_s: float = DEFAULT_CAP_S) -> None:
         super().__init__()
         self.level, self.dag_id = int(level), str(dag_id)
         self.poll_s, self.floor_s, self.resend_s = float(poll_s), float(floor_s), float(resend_s)
+        self.backoff_s, self.backoff_cap_s = float(backoff_s), float(backoff_cap_s)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {"level": self.level, "dag_id": self.dag_id, "poll_s": self.poll_s, "floor_s": self.floor_s,
-                 "resend_s": self.resend_s})
+                 "resend_s": self.resend_s, "backoff_s": self.backoff_s, "backoff_cap_s": self.backoff_cap_s})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         dag_id = self.dag_id
-        watch = DataWatch(self.floor_s, self.resend_s)
+        watch = DataWatch(self.floor_s, self.resend_s, backoff=Backoff(self.backoff_s, self.backoff_cap_s))
         said = ""  # the last problem logged, and the links last logged as not measured: each is said once
         unmeasured: dict[str, str] = {}
-        while True:
-            started = time.monotonic()
-            try:
-                found = await asyncio.to_thread(measure_level, self.level)
-                queued = await asyncio.to_thread(self._queued, dag_id) if found.total else 0
-                said = ""
-            except Exception as exc:  # a topology being edited, a connection missing: the next poll tries again
-                found, queued = Waiting(), 0
-                message = f"level {self.level}: not measured ({type(exc).__name__}: {exc}); polling on"
-                if message != said:
-                    log.warning("%s", message)
-                    said = message
-            if found.unmeasured != unmeasured:
-                for link, why in sorted(found.unmeasured.items()):
-                    log.warning("level %d: link %s not measured: %s", self.level, link, why)
-                unmeasured = found.unmeasured
-            decision = watch.decide(time.time(), found, queued=queued)
-            if decision.run:
-                log.info("level %d: starting a run of %s: %s", self.level, dag_id, decision.why)
-                yield TriggerEvent({"level": self.level, "records": found.records, "why": decision.why})
-            else:
-                log.debug("level %d: no run yet: %s", self.level, decision.why)
-            await asyncio.sleep(max(0.0, self.poll_s - (time.monotonic() - started)))
+        kept = KeptClients()
+        context: CheckContext | None = None
+        context_at = 0.0
+        try:
+            while True:
+                started = time.monotonic()
+                failing = None
+                try:
+                    if context is None or started - context_at >= CONTEXT_REFRESH_S:
+                        context, context_at = CheckContext(), started
+                    found = await asyncio.to_thread(measure_level, self.level, context, POLL_TIMEOUT_S, kept)
+                    queued = await asyncio.to_thread(self._queued, dag_id) if found.total else 0
+                    failing = await asyncio.to_thread(self._failing) if found.total else None
+                    said = ""
+                except Exception as exc:  # a topology being edited, a connection missing: the next poll tries again
+                    found, queued, context = Waiting(), 0, None
+                    message = f"level {self.level}: not measured ({type(exc).__name__}: {exc}); polling on"
+                    if message != said:
+                        log.warning("%s", message)
+                        said = message
+                if found.unmeasured != unmeasured:
+                    for link, why in sorted(found.unmeasured.items()):
+                        log.warning("level %d: link %s not measured: %s", self.level, link, why)
+                    unmeasured = found.unmeasured
+                    context = None  # its settings may be what failed: read again at the next poll
+                decision = watch.decide(time.time(), found, queued=queued, failing=failing)
+                for note in decision.notes:
+                    log.warning("level %d: %s", self.level, note)
+                if decision.run:
+                    log.info("level %d: starting a run of %s: %s", self.level, dag_id, decision.why)
+                    yield TriggerEvent({"level": self.level, "records": found.records, "why": decision.why})
+                else:
+                    log.debug("level %d: no run yet: %s", self.level, decision.why)
+                await asyncio.sleep(max(0.0, self.poll_s - (time.monotonic() - started)))
+        finally:
+            kept.close()
+
+    def _failing(self) -> Failing | None:
+        try:
+            return read_failing(self.level)
+        except Exception as exc:  # no record readable: no back-off, as before
+            log.debug("level %d: what its runs failed is unknown: %s", self.level, exc)
+            return None
 
     def _queued(self, dag_id: str) -> int:
         try:

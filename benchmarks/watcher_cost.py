@@ -1,0 +1,79 @@
+"""What the ``on_data`` watcher costs when idle, at 1,000 partitions per level: connections opened and ms per poll.
+
+Two local clusters, one topic of ``--partitions`` partitions on both, the level-1
+pair of links between them (each source's partitions measured against its link's
+checkpoints): the watcher's measurement (:func:`mirrorflow_airflow.triggers.data.measure_level`)
+polled ``--polls`` times back to back, nothing waiting, two ways:
+
+- ``kept``: the clients kept across polls, as the watcher runs now;
+- ``fresh``: a new admin client per cluster and per source and a consumer per link
+  at every poll, as it ran before.
+
+Connections are counted by the kernel (mirrorflow_dev.sockets: this process's
+TCP connections to the brokers, sampled every 2 ms, so a lower bound), after a
+first poll that makes the kept clients. Prints per way: ms per poll (median and
+p95), connections opened per poll and per minute at one poll a second::
+
+    python -m benchmarks.watcher_cost --partitions 1000 --polls 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from benchmarks.common import REPO, create_topic, local_clusters
+
+sys.path.insert(0, str(REPO / "plugins"))  # the watcher's module, as benchmarks/mirrorflow_copy.py does
+from mirrorflow.kafka.kept import KeptClients  # noqa: E402
+from mirrorflow.topology import parse_topology  # noqa: E402
+from mirrorflow_airflow.triggers.base import CheckContext  # noqa: E402
+from mirrorflow_airflow.triggers.data import measure_level  # noqa: E402
+from mirrorflow_dev.sockets import ConnectionWatch, own_connections  # noqa: E402
+
+
+def _polls(level_context: CheckContext, kept: KeptClients | None, polls: int, ports: set[int]
+           ) -> tuple[list[float], int]:
+    measure_level(1, level_context, kept=kept)  # the first poll makes what is kept
+    before = own_connections(ports)
+    took = []
+    with ConnectionWatch(ports) as watch:
+        for _ in range(polls):
+            started = time.perf_counter()
+            found = measure_level(1, level_context, kept=kept)
+            took.append((time.perf_counter() - started) * 1000)
+            assert found.total == 0, found
+    return took, len(watch.opened_since(before))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--partitions", type=int, default=1000)
+    parser.add_argument("--polls", type=int, default=60)
+    args = parser.parse_args()
+    with local_clusters("mirrorflow-watcher-", ("c1", "c2")) as kafka:
+        c1, c2 = kafka["c1"].bootstrap, kafka["c2"].bootstrap
+        topic = create_topic(c1, args.partitions)
+        create_topic(c2, args.partitions, name=topic)
+        topology = parse_topology(f"clusters: {{c1: {{bootstrap: '{c1}'}}, c2: {{bootstrap: '{c2}'}}}}\n"
+                                  f"tree: {{level: 1, children: [c1, c2]}}\ntopics: ['{topic}']\n"
+                                  "replication: {schedule: on_data}\n", source="benchmark")
+        context = CheckContext(topology)
+        context.link_targets = lambda: {}  # type: ignore[method-assign]  # no Airflow here: no target switches
+        ports = {int(b.rsplit(":", 1)[1]) for b in (c1, c2)}
+        print(f"watcher, level 1: 2 links, {args.partitions} partitions per source, {args.polls} idle polls")
+        for way, kept in (("kept", KeptClients()), ("fresh", None)):
+            took, opened = _polls(context, kept, args.polls, ports)
+            p95 = sorted(took)[int(len(took) * 0.95) - 1]
+            print(f"  {way:5}: {statistics.median(took):7.1f} ms per poll (p95 {p95:.1f}), "
+                  f"{opened / args.polls:5.2f} connections opened per poll, "
+                  f"{opened / args.polls * 60:6.0f} per minute at one poll a second"
+                  + (f"; {kept.opened} clients made in all" if kept is not None else ""))
+            if kept is not None:
+                kept.close()
+
+
+if __name__ == "__main__":
+    main()

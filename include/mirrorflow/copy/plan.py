@@ -142,6 +142,7 @@ def plan_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, slots: int 
     report.config_problems = [*(str(e) for _, e in sorted(shape.align_failed.items())),
                               *(k.explain(v.topic, v.owner, v.target) for v in shape.plan.verdicts
                                 for k in v.keys if k.action == "report")]
+    report.declined += [d.to_dict() for d in shape.plan.declined]
     report.partitions_added = {a.topic: a.wanted for a in shape.partitions_added}
     report.deleted_on_source = sorted(shape.plan.deleted_on_source)
     if report.deleted_on_source:

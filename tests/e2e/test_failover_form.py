@@ -222,17 +222,22 @@ def _finished(ui: AirflowUI, standalone: Standalone, run_id: str, started: float
 # Argument order matters: standalone boots while the group is prepared and the topic mirrored.
 def test_failover_form_rejected_changes_nothing_and_approved_moves_the_group(
         standalone_launched, consumed_group, airflow_standalone: Standalone, failover_topic, kafka_clusters, ui_page,
-        tmp_path):
+        chromium, tmp_path):
     topic = failover_topic
     ui = AirflowUI(ui_page, airflow_standalone.base)
     started = time.monotonic()
     ui.log_in(airflow_standalone.user, airflow_standalone.password)
+    # the approver, in a browser of their own: the requester may not approve their own change
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    approver = AirflowUI(context.new_page(), airflow_standalone.base)
+    approver.log_in(airflow_standalone.approver, airflow_standalone.password)
 
     # first the approver says no: the plan was shown, nothing is published or committed
     rejected = _trigger_failover(ui, paused=True)
     _awaiting_input(airflow_standalone, rejected)
-    shown = ui.answer(DAG_ID, rejected, "approve", "Reject")
+    shown = approver.answer(DAG_ID, rejected, "approve", "Reject")
     assert f"Fail over {GROUP} from c1 to c2?" in shown and "would read again" in shown, shown
+    assert f"Requested by {airflow_standalone.user}, who may not approve it" in shown, shown
     ui.page.goto(f"{airflow_standalone.base}/dags/{DAG_ID}/runs/{quote(rejected, safe='')}")
     _finished(ui, airflow_standalone, rejected, started)
     states = {t["task_id"]: t["state"] for t in airflow_standalone.task_instances(DAG_ID, rejected)}
@@ -247,7 +252,8 @@ def test_failover_form_rejected_changes_nothing_and_approved_moves_the_group(
     # then the same failover, approved
     run_id = _trigger_failover(ui, paused=False)
     _awaiting_input(airflow_standalone, run_id)
-    ui.answer(DAG_ID, run_id, "approve", "Approve")
+    approver.answer(DAG_ID, run_id, "approve", "Approve")
+    context.close()
     ui.page.goto(f"{airflow_standalone.base}/dags/{DAG_ID}/runs/{quote(run_id, safe='')}")
     state = _finished(ui, airflow_standalone, run_id, started)
     ui.screenshot(tmp_path / "run.png")
@@ -255,7 +261,7 @@ def test_failover_form_rejected_changes_nothing_and_approved_moves_the_group(
     assert ui.task_states(len(tasks)) == ["success"] * len(tasks)
     assert state == "success"
     logs = _task_log(airflow_standalone, run_id, "switch")
-    assert re.search(rf'approved_by\\?":\\?"{airflow_standalone.user}\\?"', logs), \
+    assert re.search(rf'approved_by\\?":\\?"{airflow_standalone.approver}\\?"', logs), \
         "the failover's audit line names no approver"
 
     # The UI showed it; the REST API agrees, with the form's values as the run's conf.

@@ -13,13 +13,13 @@ lands a margin before the last consumed message.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
 from confluent_kafka import TopicPartition
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.admin import earliest_and_stable
+from mirrorflow.kafka.admin import earliest_and_stable, list_topics
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.offsets import frontier as _frontier
 from mirrorflow.offsets.groups import GroupActiveError, committed, describe
@@ -54,6 +54,67 @@ def refuse_active(client: ClusterClient, groups: Iterable[str], where: str) -> N
         listed = ", ".join(f"{i.group} ({i.members} member(s), {i.state})" for i in active)
         raise FailoverRefused(f"consumer groups still active on {where} {client.name}: {listed}. Stop their "
                               f"consumers first" + (" or set force" if where == "source" else ""))
+
+
+#: ``group -> {"topic[partition]": committed offset}``: the cut a planned failover's plan assumes on the source.
+SourceCut = dict[str, dict[str, int]]
+
+
+def _slot(topic: str, partition: int) -> str:
+    return f"{topic}[{partition}]"
+
+
+def source_cut(client: ClusterClient, groups: Iterable[str], selects_topic: Callable[[str], bool]) -> SourceCut:
+    """The groups' committed offsets on the source now, per mirrored partition (what the plan is made of)."""
+    tps = [TopicPartition(t, p) for t, n in sorted(list_topics(client).items()) if selects_topic(t) for p in range(n)]
+    return {g: {_slot(t, p): off for (t, p), (off, _meta) in sorted(committed(client, g, tps).items())}
+            for g in groups}
+
+
+def _moves(assumed: Mapping[str, Mapping[str, int]], now: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """``group topic[p] before -> now`` for every partition whose cut differs (``none``: no commit)."""
+    out = []
+    for group in sorted(set(assumed) | set(now)):
+        was, is_ = assumed.get(group, {}), now.get(group, {})
+        out += [f"{group} {slot} {was.get(slot, 'none')} -> {is_.get(slot, 'none')}"
+                for slot in sorted(set(was) | set(is_)) if was.get(slot) != is_.get(slot)]
+    return out
+
+
+def recheck_source(client: ClusterClient, groups: Iterable[str], assumed: SourceCut | None,
+                   selects_topic: Callable[[str], bool]) -> None:
+    """Right before a planned failover acts: the source still as its plan assumed, else :class:`FailoverRefused`.
+
+    An approval can wait an hour: applications restarted on the source in the
+    meantime consume and commit, and the target would read their messages
+    again. So no group may have members there, and (when the plan recorded it)
+    every committed offset must be the one the plan was made of.
+    """
+    groups = list(groups)
+    try:
+        active = [i for i in describe(client, groups).values() if i.active]
+        now = source_cut(client, groups, selects_topic) if assumed is not None else None
+    except MirrorflowError as exc:
+        raise FailoverRefused(f"the source {client.name} could not be checked again before acting ({exc}); a planned "
+                              "failover needs it. Re-run, or use mode emergency") from None
+    if active:
+        listed = ", ".join(f"{i.group} ({i.members} member(s), {i.state})" for i in active)
+        raise FailoverRefused(f"the plan is stale: consumer groups became active again on the source {client.name} "
+                              f"since it was made: {listed}. Stop their consumers and run the failover again")
+    moved = _moves(assumed, now) if assumed is not None and now is not None else []
+    if moved:
+        raise FailoverRefused(f"the plan is stale: the groups' committed offsets on the source {client.name} moved "
+                              f"since it was made: {'; '.join(moved)}. Run the failover again")
+
+
+def stale_positions(positions: Iterable[Position], assumed: SourceCut) -> list[str]:
+    """Positions about to be committed that are not the plan's cut (``group topic[p] planned -> position``)."""
+    now: dict[str, dict[str, int]] = {}
+    for p in positions:
+        now.setdefault(p.group, {})[_slot(p.topic, p.partition)] = p.offset
+    # only partitions both know: a leftover record of a partition the group no longer commits is not a move
+    planned = {g: {s: o for s, o in assumed.get(g, {}).items() if s in slots} for g, slots in now.items()}
+    return _moves(planned, {g: {s: o for s, o in slots.items() if s in planned[g]} for g, slots in now.items()})
 
 
 def distributed_positions(target: ClusterClient, owner: str, groups: Iterable[str]) -> list[Position]:
@@ -178,5 +239,6 @@ def table(plan: FailoverPlan) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["FailoverPlan", "FailoverRefused", "FailoverRow", "GroupActiveError", "MODES", "distributed_positions",
-           "match_groups", "missing_on_target", "plan_failover", "refuse_active", "table", "verify"]
+__all__ = ["FailoverPlan", "FailoverRefused", "FailoverRow", "GroupActiveError", "MODES", "SourceCut",
+           "distributed_positions", "match_groups", "missing_on_target", "plan_failover", "recheck_source",
+           "refuse_active", "source_cut", "stale_positions", "table", "verify"]

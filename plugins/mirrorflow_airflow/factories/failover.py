@@ -5,13 +5,15 @@ Tasks, each with its own log:
 1. ``preflight``: checks the request against the topology and the clusters,
    resolves the group patterns, and refuses (changing nothing) when a group has
    members on the target, or on the source in planned mode unless ``force``.
-2. ``publish_final`` (planned): the groups' final positions are published on
-   the source and carried along the tree to every cluster.
+2. ``publish_final`` (planned): the source is checked again (no members, the
+   commits the plan was made of; refused by name otherwise), then the groups'
+   final positions are published on the source and carried along the tree to
+   every cluster.
 3. ``wait_for_replication`` (planned): a deferrable sensor that waits until the
    target holds every message the groups consumed on the source.
 4. ``switch``: resolves each position on the target (``exact`` or ``timestamp``),
    logs the per-partition table (source position, target position, expected
-   replay), and commits; the groups' owner becomes the target, so
+   replay), checks the source again as ``publish_final`` did, and commits; the groups' owner becomes the target, so
    ``mirror_offsets`` follows the groups there from its next run.
 5. ``verify``: re-reads the target's committed offsets against the table.
 With ``approvals`` on in the topology, ``propose`` (the switch's table as a dry
@@ -97,8 +99,9 @@ def build_failover_dag(topology: Topology) -> DAG:
 
         @task
         def publish_final_(plan: dict) -> dict:
-            """Planned: the final positions, published and carried to every cluster."""
-            return publish_final(topology, plan)
+            """Planned: the source checked again, then the final positions published and carried to every cluster."""
+            with refusal_is_final():
+                return publish_final(topology, plan)
 
         @task(pool=OPERATIONS_POOL)
         def switch_(plan: dict, published: dict, ti: Any = None) -> dict:

@@ -7,7 +7,9 @@ exactly (see :mod:`mirrorflow.actions.switch`), and records the new effective
 target in the Airflow Variable the level DAGs read at every run: no file edit,
 no restart. A dry run shows the cut without changing anything. With
 ``approvals`` on, ``propose`` computes the cut as a dry run and ``approve`` waits
-for someone to approve it (Browse > Required Actions) before the link moves.
+for someone to approve it (Browse > Required Actions) before the link moves;
+``switch`` then refuses by name if the link changed meanwhile (another target, or
+an exact cut that could now only come from provenance).
 """
 
 from __future__ import annotations
@@ -53,8 +55,11 @@ def build_switch_dag(topology: Topology) -> DAG:
             """Cut the link over to the new target and record it."""
             p = params or {}
             approved_by = responder(ti.xcom_pull(task_ids="approve")) if approvals.enabled else None
+            # what the approver saw, checked again before the link moves
+            approved = (ti.xcom_pull(task_ids="propose") or {}).get("report") if approvals.enabled else None
             return run_switch(topology, p["source_cluster"], int(p["level"]), p["target"],
-                              dry_run=bool(p.get("dry_run")), force=bool(p.get("force")), approved_by=approved_by)
+                              dry_run=bool(p.get("dry_run")), force=bool(p.get("force")), approved_by=approved_by,
+                              approved=approved)
 
         switched = switch()
         if approvals.enabled:  # the cut shown and approved before the link moves

@@ -10,7 +10,13 @@ Approve or Reject. What this adds:
   in the log and in an ``approval`` audit line, as does an approval, each naming
   who answered (``approved_by`` then also appears in the action's own audit line);
 - a dry run asks nobody: it goes through at once, and the steps behind run as
-  the dry run they are, changing nothing (as without approvals).
+  the dry run they are, changing nothing (as without approvals);
+- the requester never approves their own change: they are left out of the
+  approvers Airflow lets answer, and with no ``approvers`` (anyone may answer)
+  an approval by the requester counts as a rejection, said by name;
+- ``approvers`` are checked against the auth manager before anyone is asked
+  (its user names when it can list them, the id format otherwise): an id that
+  can never match fails the task by name instead of timing out as a rejection.
 """
 
 from __future__ import annotations
@@ -20,9 +26,16 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow.journal import audit
-from mirrorflow.topology.approvals import ApprovalsConfig
+from mirrorflow.topology.approvals import (
+    ApprovalsConfig,
+    ApproversInvalid,
+    check_approvers,
+    may_answer,
+    self_approval,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +44,32 @@ def responder(answer: dict[str, Any] | None) -> str | None:
     """Who answered an approval (its XCom), ``None`` for a timeout or no approval at all."""
     user = (answer or {}).get("responded_by_user") or {}
     return user.get("name") or user.get("id")
+
+
+def auth_manager_users() -> tuple[str | None, list[str] | None]:
+    """The configured auth manager's kind (``simple``, ``fab``, ``None``: another) and its user ids if it can list them.
+
+    Only the simple auth manager lists its users without a database (they are
+    configuration); FAB's ids are checked by their format; others not at all.
+    """
+    from airflow.configuration import conf
+
+    path = conf.get("core", "auth_manager", fallback="") or ""
+    if path.rsplit(".", 1)[-1] == "SimpleAuthManager":
+        if conf.getboolean("core", "simple_auth_manager_all_admins", fallback=False):
+            return "simple", None  # everyone is an admin and may answer: there is no list to check against
+        from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
+
+        return "simple", [u.username for u in SimpleAuthManager.get_users()]
+    if path.rsplit(".", 1)[-1] == "FabAuthManager":
+        return "fab", None
+    return None, None
+
+
+def requester(context: Any) -> str | None:
+    """Who asked for the change: the user who triggered the run (``None`` when Airflow does not know)."""
+    run = context.get("dag_run")
+    return getattr(run, "triggering_user_name", None) or None
 
 
 class PlanApprovalOperator(ApprovalOperator):
@@ -48,13 +87,30 @@ class PlanApprovalOperator(ApprovalOperator):
         )
         self.action = action
         self.plan_task_id = plan_task_id
+        self.approvers = list(settings.approvers)
 
     def execute(self, context: Any) -> Any:
         if (context["params"] or {}).get("dry_run"):
             # the steps behind run as the dry run they are, changing nothing, exactly as without approvals
             log.info("dry run: nothing changes, so nobody is asked to approve the %s", self.action)
             return {"dry_run": True, "chosen_options": [], "responded_by_user": None}
-        log.info("waiting for an approval of: %s", self.action)
+        asked_by = requester(context)
+        kind, known = auth_manager_users()
+        try:
+            check_approvers(self.approvers, kind, known)
+            allowed = may_answer(self.approvers, asked_by)
+        except ApproversInvalid as exc:
+            audit("approval", action=self.action, dag_id=context["dag"].dag_id, run_id=context["run_id"],
+                  decision="refused", by=None, why=str(exc), requested_by=asked_by)
+            raise AirflowFailException(f"{self.action}: nobody was asked, nothing changed: {exc}") from None
+        if kind is None and self.approvers:
+            log.info("the auth manager's user ids cannot be checked here: %s must be its ids exactly",
+                     ", ".join(self.approvers))
+        self.assigned_users = [{"id": u, "name": u} for u in allowed] if allowed else None
+        if asked_by:
+            self.body = f"{self.body}\n\nRequested by **{asked_by}**, who may not approve it."
+        log.info("waiting for an approval of: %s (requested by %s; may answer: %s)", self.action,
+                 asked_by or "unknown", ", ".join(allowed) if allowed else "anyone but the requester")
         return super().execute(context)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
@@ -63,8 +119,14 @@ class PlanApprovalOperator(ApprovalOperator):
             approved = list(event.get("chosen_options") or []) == [self.APPROVE]
             who = responder(event)
             why = "approved" if approved else ("rejected" if who else "no answer in time: rejected by default")
+            asked_by = requester(context)
+            user = event.get("responded_by_user") or {}
+            if approved and self_approval(asked_by, (user.get("id"), user.get("name"))):
+                # Airflow lets anyone with access answer when no approvers are listed: the rule is kept here
+                approved, why = False, f"{asked_by} requested this change and may not approve it: rejected"
+                event = {**event, "chosen_options": [self.REJECT]}
             audit("approval", action=self.action, dag_id=context["dag"].dag_id, run_id=context["run_id"],
-                  decision="approve" if approved else "reject", by=who, why=why)
+                  decision="approve" if approved else "reject", by=who, why=why, requested_by=asked_by)
             if approved:
                 log.info("%s approved by %s: going ahead", self.action, who)
             else:

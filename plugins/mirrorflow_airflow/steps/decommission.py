@@ -56,9 +56,44 @@ def run_preflight(topology: Topology, cluster: str, force: bool, dry_run: bool) 
     return {**plan.to_dict(), "dry_run": dry_run, "force": force}
 
 
+def recheck(topology: Topology, raw: dict[str, Any]) -> None:
+    """Before the first link moves: the cluster and the links still as the plan (the approver's) assumed.
+
+    An approval can wait an hour: groups may have started on the cluster again,
+    or a link been switched elsewhere. Either refuses by name, with no link moved;
+    active groups are only said when the plan was forced.
+    """
+    plan = DecommissionPlan.from_dict(raw)
+    try:
+        client = MirrorClusterHook(topology, plan.cluster).client()
+        active = {g: i.members for g, i in describe_every_group(client).items() if i.active}
+    except MirrorflowError as exc:
+        raise AirflowFailException(f"switch: {plan.cluster} could not be checked again before moving links ({exc}); "
+                                   "no link was moved") from None
+    problems = []
+    if active:
+        listed = ", ".join(f"{g} ({n} members)" for g, n in sorted(active.items()))
+        if raw["force"]:
+            log.warning("force: %s serves consumer groups again since the plan: %s", plan.cluster, listed)
+        else:
+            problems.append(f"{plan.cluster} serves consumer groups again since it was made: {listed}")
+    targets = link_targets()
+    now = {l.link_id: l.default_target for level in topology.levels for l in effective_links(topology, level, targets)}
+    for move in plan.moves:
+        current = now.get(move.link_id)
+        if current not in (move.old_target, move.new_target):  # the new target: moved by an earlier try of this run
+            problems.append(f"link {move.link_id} now copies to {current or 'nothing (gone)'}, not {move.old_target}")
+    if problems:
+        audit("decommission_refused", cluster=plan.cluster, step="switch", reasons=problems)
+        raise AirflowFailException(f"switch: the plan is stale: {'; '.join(problems)}; no link was moved. Run the "
+                                   "decommission again")
+
+
 def switch_links(topology: Topology, raw: dict[str, Any]) -> dict[str, Any]:
     """Each link into the cluster cut over exactly, its new target recorded at once so level runs follow it."""
     plan = DecommissionPlan.from_dict(raw)
+    if not raw["dry_run"]:
+        recheck(topology, raw)
     targets = link_targets()
     links = {l.link_id: l for level in topology.levels for l in effective_links(topology, level, targets)}
     out: dict[str, Any] = {}

@@ -29,7 +29,10 @@ from mirrorflow.offsets.failover import (
     distributed_positions,
     match_groups,
     plan_failover,
+    recheck_source,
     refuse_active,
+    source_cut,
+    stale_positions,
     table,
     verify,
 )
@@ -96,8 +99,34 @@ def preflight(topology: Topology, params: dict[str, Any]) -> dict[str, Any]:
                         "is not covered and will be read again on %s", source, target)
     log.info("failover %s -> %s, mode %s, precision %s%s: groups %s", source, target, mode, precision,
              " [dry run]" if params["dry_run"] else "", ", ".join(groups))
-    return {"groups": groups, "source": source, "target": target, "mode": mode, "precision": precision,
-            "dry_run": bool(params["dry_run"]), "force": bool(params["force"])}
+    plan: dict[str, Any] = {"groups": groups, "source": source, "target": target, "mode": mode,
+                            "precision": precision, "dry_run": bool(params["dry_run"]), "force": bool(params["force"])}
+    if mode == "planned":  # what the plan is made of: the steps that act check it again (recheck)
+        plan["source_commits"] = source_cut(source_client, groups, topology.selects)
+    return plan
+
+
+def recheck(topology: Topology, plan: dict[str, Any], step: str) -> None:
+    """Planned and real: the source still as the plan assumed (no members, the same commits), else a refusal by name.
+
+    The preflight's look is old by the time a step acts (an approval waits up to
+    ``approvals.timeout_minutes``, the replication wait up to 30 minutes). With
+    ``force`` the groups may keep consuming, as the preflight allowed: only said.
+    """
+    if plan["mode"] != "planned" or plan["dry_run"]:
+        return
+    client = MirrorClusterHook(topology, plan["source"]).client()
+    try:
+        recheck_source(client, plan["groups"], plan.get("source_commits"), topology.selects)
+    except FailoverRefused as exc:
+        if plan["force"]:
+            log.warning("force: %s; going ahead, what they consumed since is read again on %s", exc, plan["target"])
+            return
+        audit("failover_refused", step=step, groups=plan["groups"], source=plan["source"], target=plan["target"],
+              reason=str(exc))
+        done = "nothing was published, nothing" if step == "publish_final" else "nothing"
+        raise FailoverRefused(f"{step}: {exc}; {done} was committed on {plan['target']}") from None
+    log.info("%s: the source %s is as the plan assumed (no members, the same commits)", step, plan["source"])
 
 
 def publish_final(topology: Topology, plan: dict[str, Any]) -> dict[str, Any]:
@@ -109,6 +138,7 @@ def publish_final(topology: Topology, plan: dict[str, Any]) -> dict[str, Any]:
     if plan["mode"] != "planned" or plan["dry_run"]:
         log.info("%s%s: positions are not republished", plan["mode"], " dry run" if plan["dry_run"] else "")
         return {"published": 0}
+    recheck(topology, plan, "publish_final")
     clients, down = reachable_clients(topology)
     for client in clients.values():
         ensure_topic(client)
@@ -163,6 +193,15 @@ def switch(topology: Topology, plan: dict[str, Any], approved_by: str | None = N
         positions = distributed_positions(target_client, source, groups)
     if not positions:
         raise FailoverRefused(f"no positions of {', '.join(groups)} from {source} are available on {target}")
+    assumed = plan.get("source_commits")
+    moved = stale_positions(positions, assumed) if plan["mode"] == "planned" and assumed is not None else []
+    if moved and not plan["force"]:
+        where = f"on {source}" if plan["dry_run"] else f"that reached {target}"
+        reason = f"the positions {where} are not the commits the plan was made of: {'; '.join(moved)}"
+        audit("failover_refused", step="switch", groups=groups, source=source, target=target, reason=reason,
+              dry_run=plan["dry_run"])
+        raise FailoverRefused(f"the plan is stale: {reason}; nothing was committed on {target}. Run the failover "
+                              "again")
     margin = max(topology.offsets.precision_for(g)[1] for g in groups)
     result: FailoverPlan = plan_failover(target_client, positions, source=source, mode=plan["mode"],
                                          precision=plan["precision"], margin_s=margin, groups=groups)
@@ -179,6 +218,7 @@ def switch(topology: Topology, plan: dict[str, Any], approved_by: str | None = N
     if plan["dry_run"]:
         return summary
     refuse_active(target_client, groups, "target")  # again, right before the commit
+    recheck(topology, plan, "switch")  # and the source: apps restarted there while the approval waited
     apply_commits(target_client, result.commit_rows())
     owners = group_owners()
     owners.update({g: target for g in groups})

@@ -9,7 +9,10 @@ from __future__ import annotations
 import logging
 
 from mirrorflow.actions import SwitchError, switch_target
+from mirrorflow.errors import ClusterUnreachable
 from mirrorflow.journal import audit
+from mirrorflow.kafka.admin import probe
+from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.state import link_targets, set_link_target
@@ -18,11 +21,13 @@ log = logging.getLogger(__name__)
 
 
 def run_switch(topology: Topology, source_cluster: str, level: int, target: str, *, dry_run: bool = False,
-               force: bool = False, approved_by: str | None = None) -> dict:
+               force: bool = False, approved_by: str | None = None, approved: dict | None = None) -> dict:
     """The choice checked against the tree, the link cut over exactly, the new target recorded.
 
     The target is recorded only after the cut, and not in a dry run or when
     nothing moved, so the level DAGs never copy to a target the cut did not reach.
+    ``approved`` is the plan an approver saw (:func:`propose_switch`): it must
+    still hold when the link moves (:func:`recheck`).
     """
     topology.cluster(source_cluster)
     topology.cluster(target)
@@ -38,6 +43,8 @@ def run_switch(topology: Topology, source_cluster: str, level: int, target: str,
     log.info("link %s: current target %s, requested %s (allowed: %s)%s", link.link_id, link.default_target, target,
              ", ".join(link.sibling_leaves), " [dry run]" if dry_run else "")
     clients = {c: MirrorClusterHook(topology, c).client() for c in {link.source, link.default_target, target}}
+    if approved is not None and not dry_run:
+        recheck(link.link_id, link.default_target, clients[link.default_target], approved)
     report = switch_target(link, target, clients, list(topology.topics), dry_run=dry_run, force=force)
     for topic, cuts in report.cuts.items():
         for partition, cut in cuts.items():
@@ -50,6 +57,29 @@ def run_switch(topology: Topology, source_cluster: str, level: int, target: str,
         audit("link_target", link=link.link_id, target=target, targets=targets, approved_by=approved_by)
         log.info("link %s now copies to %s from the next mirror_level_%d run", link.link_id, target, link.level)
     return report.to_dict()
+
+
+def recheck(link_id: str, current: str, old: ClusterClient, approved: dict) -> None:
+    """The link still as the approver saw it, else :class:`SwitchError` by name (nothing switched).
+
+    Its current target must be the approved one (no other switch or decommission
+    moved it meanwhile), and a cut approved as exact (from the old target's
+    checkpoint) is not taken from provenance now because that target stopped
+    answering, even with ``force``. The cut's offsets themselves may have grown:
+    the switch fences the link's copies and takes them exactly when it acts.
+    """
+    problem = None
+    if current != approved["old_target"]:
+        problem = f"{link_id} now copies to {current}, not {approved['old_target']} as approved"
+    elif approved["mode"] == "checkpoint":
+        try:
+            probe(old, 10.0)
+        except ClusterUnreachable as exc:
+            problem = (f"the cut was approved as exact, from {current}'s checkpoint, and {current} is now unreachable "
+                       f"({exc.detail}): a cut from provenance would need a new approval")
+    if problem:
+        audit("link_target_refused", link=link_id, reason=problem)
+        raise SwitchError(f"the plan is stale: {problem}; nothing was switched. Run the switch again")
 
 
 def propose_switch(topology: Topology, source_cluster: str, level: int, target: str, *, force: bool = False) -> dict:

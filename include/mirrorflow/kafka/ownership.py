@@ -189,8 +189,9 @@ class KeyVerdict:
             "owner_moved": f"{topic} {values}; the config owner changed from {self.was_owner} to {owner} since "
                            "the last run (topic_configs.owner/owners, or the clusters order): reported only, "
                            f"nothing changed; from the next run it counts as changed on {target}",
-            "keeps_less": f"{topic} {values}; changed on {target} (its own value), and the owner's value would "
-                          f"make {target} keep less data: declined, left as it is",
+            "keeps_less": f"{topic} {values}; {target}'s own value, and the owner's would make {target} keep "
+                          f"less data: declined, left as it is (topic_configs.allow_keeping_less: [{self.key}] "
+                          "allows it)",
             "local_overwritten": f"{topic} {values}; changed on {target} (not what mirrorflow applied there): "
                                  "the owner's value wins (topic_configs.on_local_change: overwrite)",
             "local_kept": f"{topic} {values}; changed on {target}: kept (topic_configs.on_local_change: keep_target)",

@@ -12,6 +12,7 @@ and `stop` must end it all.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
@@ -238,8 +239,8 @@ def check_mirror_page(stdout: str, ui: int, bootstraps: dict[str, str], promethe
     # Level runs while Prometheus scrapes: c1's messages reach c3 at level 3, c2 (from c1) and c4 (from c3) at
     # level 1; a second run of each level passes over the offsets those copies added on c2, c3 and c4, which it
     # skips (lag counts offsets not yet passed). Before the last one, c1 gets a message c2 refuses (over its
-    # topic's max.message.bytes): that run's copy fails on that partition alone (and would retry: a person must
-    # act; its first failure is what the page shows).
+    # topic's max.message.bytes): that run's copy fails on that partition alone (not retried within the run: a
+    # person must act; its failure is what the page shows).
     create_small_topic(bootstraps, "payments.big", small_on="c2", max_bytes=2048)
     for dag_id in LEVEL_DAGS:
         rest.set_paused(dag_id, False)
@@ -254,7 +255,8 @@ def check_mirror_page(stdout: str, ui: int, bootstraps: dict[str, str], promethe
     assert rest.wait("mirror_level_3", run_id) == "success"
     assert rest.run("mirror_level_1")[1] == "success"
     assert rest.run("mirror_level_3")[1] == "success"
-    produce(bootstraps["c1"], "payments.big", [b"x" * 20_000])
+    # 20,000 bytes that hardly compress: copies are compressed, and c2's broker checks the compressed batch
+    produce(bootstraps["c1"], "payments.big", [base64.b64encode(os.urandom(15_000))])
     run_id = rest.trigger("mirror_level_1")
     wait_until("the last level-1 copy to fail once", lambda: rest.task_state("mirror_level_1", run_id, "copy")
                in ("up_for_retry", "failed"), RUN_TIMEOUT)

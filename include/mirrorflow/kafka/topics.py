@@ -118,7 +118,7 @@ class TopicShape:
     max_message_bytes: int | None = None
     #: For each key of :data:`~mirrorflow.kafka.ownership.KEEPING_CONFIGS`: the value it takes here when the
     #: topic does not set it (the broker's), in the topic config's unit; ``None``: not known.
-    defaults: dict[str, str | None] = field(default_factory=dict)
+    defaults: dict[str, str | None] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)

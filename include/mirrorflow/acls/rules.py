@@ -84,8 +84,9 @@ def required_acls(topology: Topology, principals: Mapping[str, str | None] | Non
                 g.add(role, target, "GROUP", checkpoints, "READ")
                 g.add(role, target, "TRANSACTIONAL_ID", producers, "WRITE")
 
-    # Topic configs follow their owner (topic_configs): read there, altered on every follower, and under a
-    # policy that spares local values, remembered on the follower.
+    # Topic configs follow their owner (topic_configs): read there, altered on every follower, and what the sync
+    # last saw remembered on the follower under every policy (without it no follower value can be told apart
+    # from an owner's change: kafka.ownership).
     ownership = topology.config_ownership()
     if ownership is not None:
         for owner in sorted(ownership.clusters()):
@@ -93,8 +94,7 @@ def required_acls(topology: Topology, principals: Mapping[str, str | None] | Non
         for link in topology.all_links():
             for target in link.sibling_leaves:
                 g.topics("target", target, topics, "ALTER_CONFIGS")
-                if ownership.on_local_change != "overwrite":
-                    g.add("target", target, "TOPIC", ("literal", TOPIC_CONFIGS_TOPIC), "CREATE", "READ", "WRITE")
+                g.add("target", target, "TOPIC", ("literal", TOPIC_CONFIGS_TOPIC), "CREATE", "READ", "WRITE")
 
     # Topic ACLs travel from their owner (acl_sync): read there, created and deleted elsewhere, and what
     # mirrorflow made remembered where it made it.

@@ -37,6 +37,7 @@ class ConfigOwners:
         self._shapes: dict[str, dict[str, TopicShape]] = {}  # owner -> topic -> shape
         self._unread: dict[str, str] = dict(unread or {})  # owner -> why its configs are not read this time
         self._said: set[str] = set()
+        self._records: dict[str, dict[str, dict[str, Any]]] = {}  # target -> what the sync last saw there
 
     def owned(self, target: str, topics: Iterable[str], records: Mapping[str, Any] | None = None) -> OwnedConfigs:
         """The owners' shapes of ``topics`` (those whose owner is not ``target`` and has them)."""
@@ -71,19 +72,35 @@ class ConfigOwners:
         return self._shapes.get(owner, {})
 
     def records(self, client: ClusterClient) -> dict[str, dict[str, Any]] | None:
-        """What mirrorflow remembers of ``client``'s topics; ``None`` (said) when it cannot be read."""
+        """What mirrorflow remembers of ``client``'s topics; ``None`` (said) when it cannot be read.
+
+        Read once per target and plan (several links of a level share a target), and kept
+        up to date by :meth:`remember`.
+        """
+        with self._lock:
+            if client.name in self._records:
+                return dict(self._records[client.name])
         try:
-            return read_records(client, self._timeout)
+            found = read_records(client, self._timeout)
         except MirrorflowError as exc:
             log.warning("cluster %s: cannot read what the config sync last saw of its topics (%s): a config that "
                         "differs from its owner is only reported in this run, nothing is changed", client.name, exc)
             return None
+        with self._lock:
+            self._records[client.name] = dict(found)
+        return found
 
     def remember(self, client: ClusterClient, records: Mapping[str, Mapping[str, Any]]) -> None:
         """Write ``records`` on ``client``; a failure is an error in the log, never a failed copy."""
         try:
             write_records(client, records, self._timeout)
         except MirrorflowError as exc:
+            with self._lock:
+                self._records.pop(client.name, None)  # not known any more: the next link reads it again
             log.error("cluster %s: the topic configs just applied could not be remembered (%s): the next "
                       "change on their owner may be taken for the follower's own value there (and, if it keeps "
                       "less, declined)", client.name, exc)
+            return
+        with self._lock:
+            if client.name in self._records:
+                self._records[client.name].update({t: dict(r) for t, r in records.items()})

@@ -114,7 +114,7 @@ _pause = threading.Event()  # never set: .wait(t) is a back-off between retries,
 for _path in (REPO / "include", REPO):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
-from mirrorflow.archive.location import ArchiveLocation  # noqa: E402
+from mirrorflow.archive import ArchiveLocation  # noqa: E402
 from mirrorflow.topology import Topology, load_topology  # noqa: E402
 from mirrorflow_dev.maven import FetchError  # noqa: E402
 from mirrorflow_dev.process import (  # noqa: E402

@@ -2,11 +2,11 @@
 
     MIRRORFLOW_ARCHIVE_JOB='<archive spec JSON>' spark-submit spark_jobs/mirror_archive.py --result /tmp/result.json
 
-The spec (see ``mirrorflow.archive.job.ArchiveSpec``) names the run, the
+The spec (see ``mirrorflow.archive.spec.ArchiveSpec``) names the run, the
 clusters to archive, the topic patterns, the S3 location and each cluster's
 client settings; it comes in an environment variable because it may hold
 credentials. The driver reads progress, plans, writes manifests and progress,
-and writes the :class:`~mirrorflow.archive.job.ArchiveResult` as JSON to
+and writes the :class:`~mirrorflow.archive.spec.ArchiveResult` as JSON to
 ``--result`` (when given); executors write the Parquet objects.
 
 Exit codes: 0 every planned partition archived its range; 2 some cluster or
@@ -20,7 +20,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mirrorflow.archive.job import ArchiveSpec, run_archive
+    from mirrorflow.archive import ArchiveSpec, run_archive
     from mirrorflow.spark import run_entry
 
     return run_entry(__doc__, ArchiveSpec, run_archive, lambda spec: f"mirrorflow-archive-{spec.run_id}", argv)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mirrorflow.archive.layout import topic_prefix
+from mirrorflow.archive import topic_prefix
 from mirrorflow.assets import first_address
 
 

@@ -16,10 +16,11 @@ from confluent_kafka.admin import AdminClient
 from mirrorflow import provenance
 from mirrorflow.archive import layout
 from mirrorflow.archive.errors import ArchiveConflict
-from mirrorflow.archive.job import ArchiveSpec, _unused_manifest_key, run_archive
+from mirrorflow.archive.job import _unused_manifest_key, run_archive
 from mirrorflow.archive.progress import read_progress, write_progress
 from mirrorflow.archive.reader import coverage, iter_archived, lost, read_manifests
 from mirrorflow.archive.records import ArchivedRecord, to_table
+from mirrorflow.archive.spec import ArchiveSpec
 from mirrorflow.archive.writer import ArchiveTask, archive_partition
 from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all, stable_end_offsets
@@ -198,7 +199,7 @@ def test_retention_gaps_are_recorded_as_lost_and_holes(kafka_clusters, make_topi
 
     produce(bootstrap, topic, _batch("more", 10), partition=0)
     _delete_records(bootstrap, topic, 0, 15)  # between runs: 10..14 never reached the archive
-    caplog.set_level(logging.ERROR, logger="mirrorflow.archive.job")
+    caplog.set_level(logging.ERROR, logger="mirrorflow.archive.plan")
     second = run_archive(_spec(kafka_clusters, s3_bucket, topic, "g2"))
     assert second.ok, second.errors
     assert second.lost == [{"cluster": "c1", "topic": topic, "partition": 0, "lost": [10, 15]}]

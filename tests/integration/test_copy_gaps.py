@@ -433,7 +433,7 @@ def _values(bootstrap, topic, partition):
 def test_on_gap_restore_heals_a_gap_from_the_archive_or_stops_naming_what_it_lacks(kafka_clusters, make_topic,
                                                                                    s3_bucket, caplog):
     from mirrorflow.actions.gap import ResolveRefused, resolve
-    from mirrorflow.archive.job import ArchiveSpec, run_archive
+    from mirrorflow.archive import ArchiveSpec, run_archive
 
     topic = _topic_pair(make_topic, partitions=2)
     c1, c2 = _clients(kafka_clusters)
@@ -507,7 +507,7 @@ def test_a_gap_the_sources_archive_never_saw_is_restored_by_provenance_from_anot
         kafka_clusters, make_topic, s3_bucket):
     """c1 is not archived; c3 is. c1.L1 (to c2) passes on c1's own messages and those c3 and c4 send to c1."""
     from mirrorflow.actions.gap import ResolveRefused, resolve
-    from mirrorflow.archive.job import ArchiveSpec, run_archive
+    from mirrorflow.archive import ArchiveSpec, run_archive
     from mirrorflow.copy.spec import build_spec
     from mirrorflow.topology.routes import effective_links
     from tests.integration.kafka_io import stable_end_offsets
@@ -574,7 +574,7 @@ def test_a_gap_the_sources_archive_never_saw_is_restored_by_provenance_from_anot
 def test_a_top_level_link_heals_by_provenance_although_another_link_of_its_level_writes_to_its_target(
         kafka_clusters, make_topic, s3_bucket):
     """THREE: c1.L3 and c2.L3 both send to c3, whose level-3 copies of c2's messages are not c1.L3's to restore."""
-    from mirrorflow.archive.job import ArchiveSpec, run_archive
+    from mirrorflow.archive import ArchiveSpec, run_archive
     from mirrorflow.copy.spec import build_spec
     from mirrorflow.topology.routes import effective_links
     from tests.integration.kafka_io import stable_end_offsets

@@ -141,7 +141,7 @@ def test_with_on_gap_restore_the_partition_stops_and_the_next_run_heals_the_rang
         kafka_clusters, make_topic, s3_bucket):
     import re
 
-    from mirrorflow.archive.job import ArchiveSpec, run_archive
+    from mirrorflow.archive import ArchiveSpec, run_archive
     from mirrorflow.copy.job import run_job
     from mirrorflow.copy.spec import JobSpec, LinkJob
 

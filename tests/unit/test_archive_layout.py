@@ -12,10 +12,10 @@ import pytest
 from mirrorflow import provenance
 from mirrorflow.archive import layout
 from mirrorflow.archive.errors import ArchiveError
-from mirrorflow.archive.job import ARCHIVE_ENV, ArchiveSpec
 from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.archive.progress import validate
 from mirrorflow.archive.records import SCHEMA, ArchivedRecord, from_table, to_table
+from mirrorflow.archive.spec import ARCHIVE_ENV, ArchiveSpec
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.provenance import origin_of
 

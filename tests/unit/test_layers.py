@@ -220,6 +220,17 @@ def test_the_face_rule_sees_a_submodule_import():
     assert held < engine < face
 
 
+#: What modules outside ``mirrorflow.archive`` may import of it: its face, which loads boto3 and pyarrow on first use.
+ARCHIVE_FACE = "mirrorflow.archive"
+
+
+def test_outside_the_archive_only_its_face_is_imported():
+    wrong = [f"{i.module}:{i.line} imports {i.target}: import from {ARCHIVE_FACE}"
+             for i in [*IMPORTS, *_entry_point_imports()]
+             if _in(ARCHIVE_FACE, i.target) and not _in(ARCHIVE_FACE, i.module) and i.target != ARCHIVE_FACE]
+    assert not wrong, "\n".join(wrong)
+
+
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan, iterative)."""
     index: dict[str, int] = {}

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow.archive.job import ArchiveResult, ArchiveSpec
 from mirrorflow.archive.location import ArchiveLocation
+from mirrorflow.archive.spec import ArchiveResult, ArchiveSpec
 from mirrorflow.copy import JobResult, JobSpec, LinkJob, PartitionError
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.onboard.backfill import BackfillResult, BackfillSpec

@@ -1,32 +1,20 @@
 """One archive run: the driver plans from S3 progress, executors write Parquet, the driver commits.
 
-Per archived cluster the driver (the Spark job's main process, or any Python
-process for tests) does:
-
-1. read the cluster's progress object from S3 (:mod:`.progress`);
-2. list the selected topics' partitions and their earliest and last stable
-   offsets (one request each); every partition continues at its progress'
-   ``next``, a new one at the source's earliest offset. If retention deleted
-   records the archive had not read yet (``next < earliest``) the gap is
-   recorded as ``lost`` in the manifest and logged as an error, and the
-   partition's coverage restarts at the earliest offset;
-3. cap each range by ``max_records_per_run`` and pack the ranges into Spark
-   tasks (:func:`mirrorflow.work.pack`).
-
-Executors run :func:`.writer.archive_partition` per range. Then, per cluster,
-the driver writes the run's manifest (every partition's range, objects, count,
-checksum, loss, error) and only then the new progress. Progress is the commit
-point: a run killed before it is simply repeated from the same offsets, which
-rewrites the same keys with the same records (see :mod:`.writer`), so there is
-never a duplicate row. One audit line per partition (``archive``) and per run
-(``archive_run``).
+The driver plans every archived cluster (:mod:`mirrorflow.archive.plan`), packs
+the partition ranges into Spark tasks (:func:`mirrorflow.work.pack`) and hands
+them to the executors, which run :func:`.writer.archive_partition` per range.
+Then, per cluster, the driver writes the run's manifest (every partition's
+range, objects, count, checksum, loss, error) and only then the new progress.
+Progress is the commit point: a run killed before it is simply repeated from
+the same offsets, which rewrites the same keys with the same records (see
+:mod:`.writer`), so there is never a duplicate row. One audit line per
+partition (``archive``) and per run (``archive_run``).
 
 Runs of one archive location must not overlap (the DAG runs one at a time):
 two drivers would both read, then both write, the same progress object.
 
-The spec is plain JSON in ``MIRRORFLOW_ARCHIVE_JOB`` (it carries cluster
-credentials and maybe S3 keys: in memory and the environment, never a file),
-and its ``repr`` hides them.
+The job is described by an :class:`~mirrorflow.archive.spec.ArchiveSpec`
+(:mod:`mirrorflow.archive.spec`).
 """
 
 from __future__ import annotations
@@ -38,219 +26,26 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import TopicPartition
-
 from mirrorflow.archive import layout
 from mirrorflow.archive.location import ArchiveLocation
-from mirrorflow.archive.progress import Progress, read_progress, write_progress
-from mirrorflow.archive.writer import DEFAULT_ROWS_PER_OBJECT, ArchiveTask, archive_partition
-from mirrorflow.errors import MirrorflowError
+from mirrorflow.archive.plan import ClusterPlan, PartitionPlan, plan_cluster
+from mirrorflow.archive.progress import write_progress
+from mirrorflow.archive.spec import ArchiveResult, ArchiveSpec
+from mirrorflow.archive.writer import ArchiveTask, archive_partition
 from mirrorflow.journal import audit
-from mirrorflow.kafka.admin import earliest_and_stable, list_topics
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.progress import Progress as Tracker
 from mirrorflow.progress import tracking
-from mirrorflow.spark import SparkJobResult, SparkJobSpec, parallelism, run_bins
+from mirrorflow.spark import parallelism, run_bins
 from mirrorflow.topology.model import TopicSelector
 from mirrorflow.work import PartitionWork, pack
 
 log = logging.getLogger(__name__)
 
-#: Environment variable that carries the spec into ``spark-submit``.
-ARCHIVE_ENV = "MIRRORFLOW_ARCHIVE_JOB"
 MANIFEST_VERSION = 1
-
-
-# --------------------------------------------------------------------------- the spec
-
-
-@dataclass(frozen=True)
-class ArchiveSpec(SparkJobSpec, env=ARCHIVE_ENV, kind="archive spec", passed_by="the archive DAG"):
-    run_id: str
-    #: Cluster name -> librdkafka settings (``bootstrap.servers`` and any credentials).
-    clusters: Mapping[str, Mapping[str, Any]] = field(repr=False)
-    #: The clusters whose topics are archived (each has its own progress and manifests).
-    archived: tuple[str, ...]
-    #: Topic patterns (full match; internal topics never selected), as the topology's ``topics``.
-    topics: tuple[str, ...]
-    location: ArchiveLocation
-    #: Spark tasks to pack the work into; ``None``: Spark's default parallelism.
-    slots: int | None = None
-    #: At most this many records per partition per run (bounds a run's time and memory).
-    max_records_per_run: int | None = None
-    rows_per_object: int = DEFAULT_ROWS_PER_OBJECT
-
-    def __repr__(self) -> str:
-        return (f"ArchiveSpec(run_id={self.run_id!r}, archived={list(self.archived)}, topics={list(self.topics)}, "
-                f"location={self.location!r}, clusters=<{len(self.clusters)} hidden>)")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "clusters": {k: dict(v) for k, v in self.clusters.items()},
-            "archived": list(self.archived),
-            "topics": list(self.topics),
-            "location": self.location.to_dict(),
-            "slots": self.slots,
-            "max_records_per_run": self.max_records_per_run,
-            "rows_per_object": self.rows_per_object,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Any) -> ArchiveSpec:
-        def bad(key: str, problem: str) -> MirrorflowError:
-            return cls.invalid(f"{key}: {problem}")
-
-        if not isinstance(data, dict):
-            raise bad("(top)", f"expected a JSON object, got {type(data).__name__}")
-        for key in ("run_id", "clusters", "archived", "topics", "location"):
-            if key not in data:
-                raise bad(key, "missing")
-        clusters = data["clusters"]
-        if not isinstance(clusters, dict) or not all(isinstance(v, dict) for v in clusters.values()):
-            raise bad("clusters", "must map cluster names to client settings")
-        for key in ("archived", "topics"):
-            if not isinstance(data[key], list) or not all(isinstance(x, str) for x in data[key]):
-                raise bad(key, "must be a list of strings")
-        unknown = [c for c in data["archived"] if c not in clusters]
-        if unknown:
-            raise bad("archived", f"no client settings for {', '.join(unknown)} (clusters: {', '.join(clusters)})")
-        for key in ("slots", "max_records_per_run", "rows_per_object"):
-            value = data.get(key)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise bad(key, f"must be a positive integer{'' if key == 'rows_per_object' else ' or null'}, "
-                               f"got {value!r}")
-        extra = sorted(set(data) - {"run_id", "clusters", "archived", "topics", "location", "slots",
-                                    "max_records_per_run", "rows_per_object"})
-        if extra:
-            raise bad(", ".join(extra), "unknown key(s)")
-        try:
-            location = ArchiveLocation.from_dict(data["location"], where="location")
-        except MirrorflowError as exc:
-            raise bad("location", str(exc)) from None
-        return cls(
-            run_id=str(data["run_id"]),
-            clusters={k: dict(v) for k, v in clusters.items()},
-            archived=tuple(data["archived"]),
-            topics=tuple(data["topics"]),
-            location=location,
-            slots=data.get("slots"),
-            max_records_per_run=data.get("max_records_per_run"),
-            rows_per_object=data.get("rows_per_object") or DEFAULT_ROWS_PER_OBJECT,
-        )
-
-
-# --------------------------------------------------------------------------- results
-
-
-@dataclass
-class ArchiveResult(SparkJobResult):
-    run_id: str
-    #: One manifest entry per partition that archived, lost or failed something, with ``cluster``.
-    partitions: list[dict[str, Any]] = field(default_factory=list)
-    #: Cluster -> key of the manifest this run wrote.
-    manifests: dict[str, str] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    plan_s: float = 0.0
-    archive_s: float = 0.0
-    tasks: int = 0
-
-    @property
-    def count(self) -> int:
-        return sum(p["count"] for p in self.partitions if not p["error"])
-
-    @property
-    def lost(self) -> list[dict[str, Any]]:
-        return [{"cluster": p["cluster"], "topic": p["topic"], "partition": p["partition"], "lost": p["lost"]}
-                for p in self.partitions if p["lost"]]
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "ok": self.ok,
-            "archived": self.count,
-            "objects": sum(len(p["objects"]) for p in self.partitions if not p["error"]),
-            "partitions": len(self.partitions),
-            "lost": self.lost,
-            "manifests": self.manifests,
-            "spark_tasks": self.tasks,
-            "plan_s": round(self.plan_s, 3),
-            "archive_s": round(self.archive_s, 3),
-            "errors": list(self.errors),
-        }
-
-    def details(self) -> dict[str, Any]:
-        return {"partition_details": self.partitions}
-
-
-# --------------------------------------------------------------------------- planning (driver)
-
-
-@dataclass
-class PartitionPlan:
-    cluster: str
-    topic: str
-    partition: int
-    #: Where this run starts, and its exclusive planned end (capped by the per-run limit).
-    start: int
-    end: int
-    #: Where the partition's contiguous coverage began (progress' ``first`` after this run).
-    first: int
-    #: ``[from, to)`` the source deleted before the archive read it, if any.
-    lost: tuple[int, int] | None = None
-    new: bool = False
-    error: str | None = None
-
-
-@dataclass
-class ClusterPlan:
-    cluster: str
-    progress: Progress
-    partitions: list[PartitionPlan] = field(default_factory=list)
-
-
-def plan_cluster(spec: ArchiveSpec, cluster: str, selector: TopicSelector, s3: Any,
-                 timeout: float = 30.0) -> ClusterPlan:
-    """Read progress and offsets and decide each selected partition's range for this run."""
-    source = spec.client(cluster)
-    progress = read_progress(spec.location, cluster, s3=s3)
-    plan = ClusterPlan(cluster, progress)
-    topics = {t: n for t, n in list_topics(source, timeout).items() if selector.selects(t)}
-    tps = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
-    if not tps:
-        return plan
-    lows, ends = earliest_and_stable(source, tps, timeout)
-    for tp in tps:
-        low, stable = lows[(tp.topic, tp.partition)], ends[(tp.topic, tp.partition)]
-        known = progress.get(tp.topic, {}).get(str(tp.partition))
-        pp = PartitionPlan(cluster, tp.topic, tp.partition, start=low, end=stable, first=low)
-        if known is None:
-            pp.new = True
-            if low > 0:
-                pp.lost = (0, low)
-                log.info("archive %s %s[%d]: first run; offsets below %d were deleted from the source before "
-                         "the archive started (recorded as lost)", cluster, tp.topic, tp.partition, low)
-        elif known["next"] > stable:
-            pp.error = (f"archive progress of {cluster} {tp.topic}[{tp.partition}] is at offset {known['next']} but "
-                        f"the source ends at {stable}: the topic was recreated or truncated. Refusing to archive "
-                        f"over the existing archive; move it (another prefix) or remove this partition's entry "
-                        f"from {layout.progress_key(spec.location.prefix, cluster)}")
-            pp.start = pp.end = known["next"]
-        elif known["next"] < low:
-            pp.lost = (known["next"], low)
-            log.error("ARCHIVE GAP: %s %s[%d]: offsets %d..%d were deleted by the source (retention) before they "
-                      "were archived; %d records lost to the archive, which continues at %d", cluster, tp.topic,
-                      tp.partition, known["next"], low - 1, low - known["next"], low)
-        else:
-            pp.start, pp.first = known["next"], known["first"]
-        if pp.error is None and spec.max_records_per_run is not None:
-            pp.end = min(pp.end, pp.start + spec.max_records_per_run)
-        plan.partitions.append(pp)
-    return plan
 
 
 # --------------------------------------------------------------------------- archiving (executors)

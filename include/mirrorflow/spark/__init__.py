@@ -2,7 +2,7 @@
 
 Three jobs run on Spark: the level copy (:mod:`mirrorflow.copy`), the onboarding
 backfill (:mod:`mirrorflow.onboard.backfill`) and the archive run
-(:mod:`mirrorflow.archive.job`). Each plans on its driver and hands Spark bins of
+(:mod:`mirrorflow.archive`). Each plans on its driver and hands Spark bins of
 work; each is started by ``spark-submit`` of an entry point in ``spark_jobs/``,
 or by the Airflow operator on a Spark Connect server. This package is the one
 place that knows how, by what each module holds:

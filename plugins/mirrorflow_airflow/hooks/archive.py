@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-from mirrorflow.archive.location import ArchiveLocation
+from mirrorflow.archive import ArchiveLocation
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.hooks.masking import mask_values

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mirrorflow.archive.job import ArchiveSpec, run_archive
+from mirrorflow.archive import ArchiveSpec, run_archive
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.hooks.archive import archive_location

@@ -65,7 +65,7 @@ def run_preflight(topology: Topology, params: dict[str, Any], run_id: str) -> di
                                  "adopt to start over with this form")
         coverage = None
         if req.backfill == "archive":
-            from mirrorflow.archive.reader import coverage as archived
+            from mirrorflow.archive import coverage as archived
             from mirrorflow_airflow.hooks.archive import archive_location
 
             location = archive_location(topology)

@@ -195,8 +195,7 @@ class _PartitionCopy:
 
     def restore(self, start: int) -> None:
         """Copy ``[start, restore end)`` from the S3 archive, through the same transactions as Kafka data."""
-        from mirrorflow.archive.errors import ArchiveError  # executor side; only a restore needs boto3
-        from mirrorflow.archive.source import ArchiveSource
+        from mirrorflow.archive import ArchiveError, ArchiveSource  # executor side; only a restore needs boto3
 
         task, result = self.task, self.result
         assert task.restore is not None

@@ -138,8 +138,7 @@ def heal_plans(location: Mapping[str, Any] | None, archived: Sequence[str], sour
         return {tp: replace(unavailable(source, tp[0], tp[1], pos, low, reason),
                             by_origin=others if location is not None else ())
                 for tp, (pos, low) in gaps.items()}
-    from mirrorflow.archive.location import ArchiveLocation  # driver side only: boto3 and pyarrow
-    from mirrorflow.archive.reader import coverages
+    from mirrorflow.archive import ArchiveLocation, coverages  # driver side only: boto3 and pyarrow
 
     held = coverages(ArchiveLocation.from_dict(location, where="archive"), source, list(gaps))
     plans = {tp: plan_heal(source, tp[0], tp[1], pos, low, held[tp]) for tp, (pos, low) in gaps.items()}

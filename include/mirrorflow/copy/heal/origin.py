@@ -121,7 +121,7 @@ def needed_origins(source: ClusterClient, target: ClusterClient, level: int, top
 def find_in_archives(location: Any, archived: Sequence[str], topic: str, partition: int,
                      needed: Sequence[Needed]) -> list[Found]:
     """For each :class:`Needed`, the rows of the first archive proven to hold all of it; :class:`NotProven` else."""
-    from mirrorflow.archive.reader import coverage, iter_archived
+    from mirrorflow.archive import coverage, iter_archived
 
     found: list[Found] = []
     missing: list[str] = []
@@ -206,7 +206,7 @@ class OriginSource:
         if len(messages) > end - start:
             raise NotProven(f"{len(messages)} messages to restore for offsets {start}..{end - 1}: more than the gap "
                             "held; the archives disagree with the source")
-        from mirrorflow.archive.source import ArchivedMessage, EndOfRange  # restores only: pyarrow
+        from mirrorflow.archive import ArchivedMessage, EndOfRange  # restores only: pyarrow
 
         self._messages = [ArchivedMessage(replace(row, offset=start + i, headers=headers), topic, partition)
                           for i, (row, headers) in enumerate(messages)]
@@ -229,7 +229,7 @@ class OriginSource:
 def origin_source(source: ClusterClient, target: ClusterClient, level: int, topic: str, partition: int,
                   start: int, end: int, restore: Mapping[str, Any], timeout: float) -> tuple[OriginSource, str]:
     """The reader restoring ``[start, end)`` by provenance, and a sentence naming the archives it reads."""
-    from mirrorflow.archive.location import ArchiveLocation
+    from mirrorflow.archive import ArchiveLocation
 
     location = ArchiveLocation.from_dict(dict(restore["location"]))
     needed = needed_origins(source, target, level, topic, partition, start, end, timeout)

@@ -38,7 +38,7 @@ ROOTS = {"mirrorflow": REPO / "include", "mirrorflow_airflow": REPO / "plugins"}
 #: they are leaves that may lean on each other, such as ``journal`` on ``secrets``).
 LAYERS: list[set[str]] = [
     {"errors", "secrets", "internal_names", "copyflags", "subjects", "defaults", "work", "provenance", "journal",
-     "cache_root", "progress", "assets", "declined", ""},
+     "cache_root", "progress", "assets", "declined", "faces", ""},
     {"kafka"},
     # spark: how jobs reach Spark and the Spark-job contract, whose specs build cluster clients (kafka.config)
     {"topology", "spark"},

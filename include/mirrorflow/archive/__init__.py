@@ -23,12 +23,12 @@ loaded on first use of one of their names, so a copy-only executor, and
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mirrorflow.archive.errors import ArchiveConflict, ArchiveError
 from mirrorflow.archive.layout import topic_prefix
 from mirrorflow.archive.location import ArchiveLocation
+from mirrorflow.faces import on_first_use
 
 if TYPE_CHECKING:
     from mirrorflow.archive.job import run_archive
@@ -44,13 +44,7 @@ _ON_FIRST_USE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The names of :data:`_ON_FIRST_USE`, imported when first asked for."""
-    if name not in _ON_FIRST_USE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_ON_FIRST_USE[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _ON_FIRST_USE)
 
 
 __all__ = [

@@ -24,12 +24,12 @@ imports the engine, never needs.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mirrorflow.copy.headers import CopyHeaders
 from mirrorflow.copy.task import OnGap, PartitionResult, PartitionTask
 from mirrorflow.copy.txn_groups import TXN_GROUPS, transactional_id, transactional_id_prefix, txn_group, txn_unit
+from mirrorflow.faces import on_first_use
 
 if TYPE_CHECKING:
     from mirrorflow.copy.job import run_job
@@ -54,13 +54,7 @@ _DRIVER = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The driver's names, imported when first asked for."""
-    if name not in _DRIVER:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_DRIVER[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _DRIVER)
 
 
 __all__ = [

@@ -28,8 +28,8 @@ from collections import Counter
 from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from mirrorflow.acls import principal_of, required_acls
 from mirrorflow.internal_names import TOPIC_CONFIGS_TOPIC
+from mirrorflow.needed_acls import principal_of, required_acls
 from mirrorflow.topology import Topology, parse_topology
 from tests.integration.mirroring import run_level, traffic
 

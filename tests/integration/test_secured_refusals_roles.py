@@ -28,13 +28,13 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from mirrorflow.acls import principal_of, required_acls
 from mirrorflow.actions.switch import _write_cut
+from mirrorflow.cluster_sync import sync_topic_shapes
 from mirrorflow.completeness.run import run_audit
 from mirrorflow.completeness.store import AUDIT_TOPIC
 from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.topics import sync_topic_shapes
+from mirrorflow.needed_acls import principal_of, required_acls
 from mirrorflow.offsets.groups import commit, describe_every_group
 from mirrorflow.offsets.position import OFFSETS_TOPIC
 from mirrorflow.offsets.sync import publish_owned

@@ -50,8 +50,7 @@ from mirrorflow.archive.progress import Progress, read_progress, write_progress
 from mirrorflow.archive.writer import DEFAULT_ROWS_PER_OBJECT, ArchiveTask, archive_partition
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.journal import audit
-from mirrorflow.kafka.admin import earliest_and_stable, list_topics
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient, earliest_and_stable, list_topics
 from mirrorflow.progress import Progress as Tracker
 from mirrorflow.progress import tracking
 from mirrorflow.spark import SparkJobResult, SparkJobSpec, parallelism, run_bins

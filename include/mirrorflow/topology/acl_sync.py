@@ -32,7 +32,7 @@ from typing import Literal
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
 from pydantic_core import PydanticCustomError
 
-from mirrorflow.kafka.grants import MAX_DELETE_SHARE, UnmappedRule, is_wildcard
+from mirrorflow.cluster_sync import MAX_DELETE_SHARE, UnmappedRule, is_wildcard
 from mirrorflow.topology.base import Model, check_patterns
 
 

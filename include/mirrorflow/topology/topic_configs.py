@@ -33,7 +33,8 @@ from typing import Literal
 from pydantic import Field, StrictBool, StrictStr, field_validator
 from pydantic_core import PydanticCustomError
 
-from mirrorflow.kafka.ownership import KEEPING_CONFIGS, TRAVELLING_CONFIGS, ConfigOwnership
+from mirrorflow.cluster_sync import ConfigOwnership
+from mirrorflow.kafka import KEEPING_CONFIGS, TRAVELLING_CONFIGS
 from mirrorflow.topology.base import Model, check_patterns
 
 

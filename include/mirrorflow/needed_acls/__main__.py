@@ -6,11 +6,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from mirrorflow.acls.model import ROLES
-from mirrorflow.acls.principal import bootstrap_of, principals
-from mirrorflow.acls.render import as_commands, as_json
-from mirrorflow.acls.rules import inexact_patterns, required_acls
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.needed_acls.model import ROLES
+from mirrorflow.needed_acls.principal import bootstrap_of, principals
+from mirrorflow.needed_acls.render import as_commands, as_json
+from mirrorflow.needed_acls.rules import inexact_patterns, required_acls
 from mirrorflow.topology import load_topology
 
 

@@ -5,7 +5,7 @@ through level runs. This drills the rest of the table (offsets and failover, lag
 onboarding, decommission, audit, schemas, switch) through the operations that
 need them, on a pair of secured clusters (c1 over SCRAM as ``User:mirrorflow``, c2
 over mutual TLS as ``User:CN=mirrorflow``) whose principal holds exactly what
-:func:`mirrorflow.acls.required_acls` derives for every role. Each ACL of the set
+:func:`mirrorflow.needed_acls.required_acls` derives for every role. Each ACL of the set
 that the source/target drill does not cover is drilled once, on the cluster where
 its operation runs (c2, or the primary c1 for the registry's storage topic); the
 archive's and the lag monitor's rows are the source's resources and operations

@@ -1,7 +1,8 @@
 """Topic ACLs kept in sync (topology key ``acl_sync``): off by default.
 
 With it on, the ACL bindings on mirrored topics travel from one cluster to every
-other in each level run (:mod:`mirrorflow.kafka.grants` says which and as what)::
+other in each level run (:mod:`mirrorflow.cluster_sync.acl_plan` says which and as what,
+:mod:`mirrorflow.cluster_sync.acl_sync` carries them)::
 
     acl_sync:
       enabled: true

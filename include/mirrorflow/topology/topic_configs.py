@@ -2,7 +2,7 @@
 
 All optional. Without the key, every mirrored topic's travelling configs (retention,
 cleanup and compaction, segment rolling, compression, ``max.message.bytes``, the
-timestamp settings: :data:`mirrorflow.kafka.ownership.TRAVELLING_CONFIGS`) follow the
+timestamp settings: :data:`mirrorflow.kafka.TRAVELLING_CONFIGS`) follow the
 **first cluster listed under ``clusters``**, and every level run aligns its links'
 targets with it::
 

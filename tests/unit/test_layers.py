@@ -40,7 +40,7 @@ ROOTS = {"mirrorflow": REPO / "include", "mirrorflow_airflow": REPO / "plugins"}
 #: they are leaves that may lean on each other, such as ``journal`` on ``secrets``).
 LAYERS: list[set[str]] = [
     {"errors", "secrets", "internal_names", "copyflags", "subjects", "defaults", "work", "provenance", "journal",
-     "cache_root", "progress", "assets", "declined", ""},
+     "cache_root", "progress", "assets", "declined", "faces", ""},
     {"kafka"},
     # what mirrorflow changes on a cluster's topics, configs and ACLs; the topology validates its settings with its
     # pure rules (ownership, acl_plan)
@@ -225,6 +225,18 @@ def test_outside_kafka_and_cluster_sync_only_their_faces_are_imported():
              for i in [*IMPORTS, *_entry_point_imports()] for face in ROOM_FACES
              if _in(face, i.target) and not _in(face, i.module) and i.target != face]
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_kafka_and_cluster_sync_faces_hand_on_every_name_and_load_no_client_until_asked():
+    code = ("import importlib, json, sys\n"
+            f"faces = [importlib.import_module(f) for f in {ROOM_FACES!r}]\n"
+            "light = sorted({m.split('.')[0] for m in sys.modules} & {'confluent_kafka', 'pyspark', 'airflow'})\n"
+            "missing = [f'{f.__name__}.{n}' for f in faces for n in f.__all__ if getattr(f, n, None) is None]\n"
+            "print(json.dumps([light, missing]))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/",
+                         env={"PYTHONPATH": f"{REPO / 'include'}", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [[], []]
 
 
 def test_the_face_rule_sees_a_submodule_import():

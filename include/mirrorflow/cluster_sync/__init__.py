@@ -34,8 +34,7 @@ validation never needs.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mirrorflow.cluster_sync.acl_plan import (
     MAX_DELETE_SHARE,
@@ -77,6 +76,7 @@ from mirrorflow.cluster_sync.shape_plan import (
     plan_shape,
     with_headroom,
 )
+from mirrorflow.faces import on_first_use
 
 if TYPE_CHECKING:
     from mirrorflow.cluster_sync.acl_sync import (
@@ -100,13 +100,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The syncs' names, imported when first asked for."""
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -34,9 +34,9 @@ topology's validation (which needs only the shapes) stays light.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from mirrorflow.faces import on_first_use
 from mirrorflow.kafka.compression import (
     CODEC_KEYS,
     CODECS,
@@ -105,13 +105,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """The names of the modules that import confluent-kafka, imported when first asked for."""
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = on_first_use(__name__, _LAZY, globals())
 
 
 __all__ = [

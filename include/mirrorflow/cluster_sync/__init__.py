@@ -1,10 +1,14 @@
 """What mirrorflow changes on a cluster besides its data: topic shapes, topic configs, topic ACLs.
 
-Copying records is :mod:`mirrorflow.copy`; keeping each cluster's *settings* in
-step is this room, hence its name: the rules that decide what to change on a
-cluster (pure, each verdict explaining itself) and the calls that change it,
-audit it and remember what mirrorflow made, so nothing made by hand is undone.
-By module, each rule beside its sync:
+Copying records into a cluster is :mod:`mirrorflow.copy`; keeping the cluster
+*itself* in step (its topics' shape, configs and ACLs) is this room, hence its
+name. It holds the rules that decide what to change on a cluster (pure, each
+verdict explaining itself) and the calls that change it, audit it and remember
+what mirrorflow made, so nothing made by hand is undone. The ACL sync keeps one
+name wherever a reader meets it: the topology key and model ``acl_sync``
+(:mod:`mirrorflow.topology.acl_sync`), its rule
+:mod:`~mirrorflow.cluster_sync.acl_plan`, its calls
+:mod:`~mirrorflow.cluster_sync.acl_sync`. By module, each rule beside its sync:
 
 - :mod:`~mirrorflow.cluster_sync.shape_plan`: what a target's topics need to be in
   their source's shape: partitions, travelling configs, conflicts (pure);
@@ -14,12 +18,11 @@ By module, each rule beside its sync:
   follows, and what becomes of a follower's own value (pure);
   :mod:`~mirrorflow.cluster_sync.config_sync` reads the owners for a plan,
   :mod:`~mirrorflow.cluster_sync.config_memory` keeps what was applied on each follower;
-- :mod:`~mirrorflow.cluster_sync.acl_plan`: which topic ACLs travel from their owner
-  and as what (pure; the topology key ``acl_sync``,
-  :mod:`mirrorflow.topology.acl_sync`);
-  :mod:`~mirrorflow.cluster_sync.read_only_guard`: a read-only cluster's denies
-  (pure); :mod:`~mirrorflow.cluster_sync.acl_sync` creates and deletes both and
-  records what mirrorflow made.
+- :mod:`~mirrorflow.cluster_sync.acl_plan`: which topic ACLs travel from their
+  owner and as what (pure); :mod:`~mirrorflow.cluster_sync.read_only_guard`: the
+  read-only guard, a read-only cluster's denies (pure);
+  :mod:`~mirrorflow.cluster_sync.acl_sync` creates and deletes both and records
+  what mirrorflow made.
 
 The ACLs mirrorflow's own principal needs are another matter:
 :mod:`mirrorflow.needed_acls`.

@@ -9,7 +9,7 @@ the read-only guard) is :mod:`mirrorflow.cluster_sync`, a layer above. By module
 - :mod:`~mirrorflow.kafka.admin`: the admin queries planners and checks need (probe,
   topics, offsets, topic ids, groups);
 - :mod:`~mirrorflow.kafka.shared`: one admin client per cluster for a while (a plan);
-- :mod:`~mirrorflow.kafka.kept`: clients kept alive across runs in one process;
+- :mod:`~mirrorflow.kafka.kept`: the clients a long-lived poller keeps between its polls;
 - :mod:`~mirrorflow.kafka.shapes`: a topic's shape, and which topic configs travel
   with its data (pure);
 - :mod:`~mirrorflow.kafka.topics`: topics described (shapes, broker defaults) and
@@ -17,7 +17,7 @@ the read-only guard) is :mod:`mirrorflow.cluster_sync`, a layer above. By module
 - :mod:`~mirrorflow.kafka.ranges`: bounded reads, from an offset to an end;
 - :mod:`~mirrorflow.kafka.records`: a consumed record's parts, read safely;
 - :mod:`~mirrorflow.kafka.compacted`: one-partition compacted topics as key-value stores;
-- :mod:`~mirrorflow.kafka.compression`: the codec and batch sizes a copy producer uses;
+- :mod:`~mirrorflow.kafka.compression`: how copies are compressed, and the producer sizes with it;
 - :mod:`~mirrorflow.kafka.codes`: error codes grouped by what they mean;
 - :mod:`~mirrorflow.kafka.refusals`, :mod:`~mirrorflow.kafka.handshake`,
   :mod:`~mirrorflow.kafka.principal`: a refused permission or login, said as an
@@ -25,9 +25,10 @@ the read-only guard) is :mod:`mirrorflow.cluster_sync`, a layer above. By module
 - :mod:`~mirrorflow.kafka.deadline`: a deadline of our own around a call that may
   not keep its timeout.
 
-The rule: this room imports only the base layer (errors, secrets, journal, internal
-names), never a room above it. Outside ``kafka/`` import from here: these names are
-the room's face (tests/unit/test_layers.py holds it). Importing the face imports no
+The rule: this room imports only the base layer (errors, secrets, internal names),
+never a room above it, and decides nothing about what a cluster should hold.
+Outside ``kafka/`` import from here: these names are the room's face
+(tests/unit/test_layers.py holds it). Importing the face imports no
 confluent-kafka: the names of the modules that do are loaded on first use, so the
 topology's validation (which needs only the shapes) stays light.
 """

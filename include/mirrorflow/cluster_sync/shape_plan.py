@@ -49,7 +49,6 @@ def with_headroom(limit: int) -> int:
     return (limit // HEADROOM_GRID + 1) * HEADROOM_GRID + HEADROOM_MARK
 
 
-
 @dataclass(frozen=True)
 class TopicCreate:
     topic: str
@@ -102,7 +101,6 @@ class OwnedConfigs:
     target: str
     shapes: Mapping[str, TopicShape]
     records: Mapping[str, Mapping[str, Any]] | None = None
-
 
 
 @dataclass(frozen=True)
@@ -195,8 +193,7 @@ class ShapePlan:
         return {d.key: (d.source, d.target) for d in self.drift if d.topic == topic}
 
 
-
-# --------------------------------------------------------------------------- plan (pure)
+# --------------------------------------------------------------------------- plan
 
 
 def travelling(configs: Mapping[str, str]) -> dict[str, str]:

@@ -89,6 +89,8 @@ class ShapeResult:
         return bool(self.created or self.partitions_added or self.aligned)
 
 
+# --------------------------------------------------------------------------- apply
+
 
 #: Partitions created (or added) per admin request. A KRaft controller refuses one request
 #: that would write more than 10,000 records ("excessively large batch operation", found by

@@ -181,7 +181,6 @@ def inherited(entry: ConfigEntry | None) -> str | None:
     return None
 
 
-
 def await_partitions(admin_client: AdminClient, topic: str, wanted: int, timeout: float) -> int | None:
     """Poll metadata until ``topic`` shows ``wanted`` partitions, each led; return the last count seen.
 

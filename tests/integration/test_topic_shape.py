@@ -394,7 +394,7 @@ def test_many_partitions_are_created_and_grown_in_requests_the_controller_accept
     # A KRaft controller refuses a request writing more than 10,000 records, which failed every
     # topic of a plan of 10,000 partitions at once; apply_shape now cuts its requests. The limit is
     # lowered here so that a few small topics need several requests.
-    import mirrorflow.cluster_sync.shape_sync as topics_module
+    import mirrorflow.kafka.topics as topics_module
 
     _, target = c1_c2
     sent: list[int] = []
@@ -420,7 +420,7 @@ def test_many_partitions_are_created_and_grown_in_requests_the_controller_accept
 
 
 def test_batches_keep_order_and_stay_within_the_limit():
-    from mirrorflow.cluster_sync.shape_sync import batches
+    from mirrorflow.kafka.topics import batches
 
     assert batches([], len, 5) == []
     assert batches([2, 2, 1, 4, 6, 1], lambda n: n, 5) == [[2, 2, 1], [4], [6], [1]]

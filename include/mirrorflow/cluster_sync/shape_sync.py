@@ -16,8 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic, ResourceType
+from confluent_kafka import KafkaError
 
 from mirrorflow.cluster_sync.ownership import ConfigOwnership
 from mirrorflow.cluster_sync.shape_plan import (
@@ -36,7 +35,10 @@ from mirrorflow.kafka import (
     ClusterClient,
     Need,
     admin_for,
+    alter_topic_configs,
     await_partitions,
+    create_partitions,
+    create_topics,
     describe_topics,
     error_code,
     list_topics,
@@ -92,31 +94,6 @@ class ShapeResult:
 # --------------------------------------------------------------------------- apply
 
 
-#: Partitions created (or added) per admin request. A KRaft controller refuses one request
-#: that would write more than 10,000 records ("excessively large batch operation", found by
-#: the planning benchmark at 10,000 partitions), which failed every topic of the request.
-PARTITIONS_PER_REQUEST = 5000
-
-
-def batches(items: list, size: Any, limit: int) -> list[list]:
-    """``items`` in order, cut into lists whose ``size(item)`` sums stay within ``limit``.
-
-    An item bigger than ``limit`` on its own gets a list of its own (the broker then
-    judges it, and its failure names only that topic).
-    """
-    out: list[list] = []
-    total = 0
-    for item in items:
-        n = size(item)
-        if out and total + n <= limit:
-            out[-1].append(item)
-            total += n
-        else:
-            out.append([item])
-            total = n
-    return out
-
-
 def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_factor: int | None = None,
                 timeout: float = 30.0) -> ShapeResult:
     """Carry out ``plan`` on the target cluster; never raises for one topic's failure.
@@ -150,16 +127,9 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
     grow_after_race: list[PartitionAdd] = []
     if plan.create:
         rf = -1 if replication_factor is None else replication_factor
-        new = [NewTopic(c.topic, num_partitions=c.partitions, replication_factor=rf, config=dict(c.configs))
-               for c in plan.create]
-        futures = {}
-        for batch in batches(new, lambda t: t.num_partitions, PARTITIONS_PER_REQUEST):
-            try:
-                futures.update(admin_client.create_topics(batch, operation_timeout=timeout, request_timeout=timeout))
-            except KafkaException as exc:
-                for t in batch:
-                    failed[t.topic] = topic_failure(target_client, f"create topic {t.topic}", exc,
-                                                     Need("TOPIC", t.topic, "CREATE"))
+        futures, refused = create_topics(target_client, admin_client,
+                                         [(c.topic, c.partitions, c.configs) for c in plan.create], rf, timeout)
+        failed.update(refused)
         for c in plan.create:
             if c.topic not in futures:
                 continue
@@ -194,15 +164,9 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
     # -- add partitions
     adds = [a for a in (*plan.add_partitions, *grow_after_race) if a.topic not in failed]
     if adds:
-        futures = {}
-        for batch in batches(adds, lambda a: a.wanted - a.current, PARTITIONS_PER_REQUEST):
-            try:
-                futures.update(admin_client.create_partitions([NewPartitions(a.topic, a.wanted) for a in batch],
-                                                              operation_timeout=timeout, request_timeout=timeout))
-            except KafkaException as exc:
-                for a in batch:
-                    failed[a.topic] = topic_failure(target_client, f"add partitions to {a.topic}", exc,
-                                                     Need("TOPIC", a.topic, "ALTER"))
+        futures, refused = create_partitions(target_client, admin_client,
+                                             [(a.topic, a.current, a.wanted) for a in adds], timeout)
+        failed.update(refused)
         for a in adds:
             if a.topic not in futures:
                 continue
@@ -246,21 +210,9 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
 
     # -- align configs (incremental: only the travelling keys are touched, cluster-owned ones stay)
     if plan.align:
-        resources = {
-            al.topic: ConfigResource(ResourceType.TOPIC, al.topic, incremental_configs=[
-                *(ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sorted(al.set.items())),
-                *(ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in al.delete),
-            ])
-            for al in plan.align
-        }
-        try:
-            by_resource = admin_client.incremental_alter_configs(list(resources.values()), request_timeout=timeout)
-            futures = {r.name: f for r, f in by_resource.items()}
-        except KafkaException as exc:
-            futures = {}
-            for al in plan.align:
-                align_failed[al.topic] = topic_failure(target_client, f"align configs of {al.topic}", exc,
-                                                               Need("TOPIC", al.topic, "ALTER_CONFIGS"))
+        futures, refused = alter_topic_configs(target_client, admin_client,
+                                               {al.topic: (al.set, al.delete) for al in plan.align}, timeout)
+        align_failed.update(refused)
         for al in plan.align:
             if al.topic not in futures:
                 continue
@@ -268,7 +220,7 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
                 futures[al.topic].result(timeout=timeout + 5)
             except Exception as exc:
                 align_failed[al.topic] = topic_failure(target_client, f"align configs of {al.topic}", exc,
-                                                               Need("TOPIC", al.topic, "ALTER_CONFIGS"))
+                                                       Need("TOPIC", al.topic, "ALTER_CONFIGS"))
                 continue
             aligned.append(al)
             owned = verdicts.get(al.topic)

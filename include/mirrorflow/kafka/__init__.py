@@ -12,7 +12,8 @@ the read-only guard) is :mod:`mirrorflow.cluster_sync`, a layer above. By module
 - :mod:`~mirrorflow.kafka.kept`: the clients a long-lived poller keeps between its polls;
 - :mod:`~mirrorflow.kafka.shapes`: a topic's shape, and which topic configs travel
   with its data (pure);
-- :mod:`~mirrorflow.kafka.topics`: topics described (shapes, broker defaults) and
+- :mod:`~mirrorflow.kafka.topics`: topics described (shapes, broker defaults),
+  created, grown and their configs altered in requests a controller accepts, and
   the metadata wait after a topic is created or grown;
 - :mod:`~mirrorflow.kafka.ranges`: bounded reads, from an offset to an end;
 - :mod:`~mirrorflow.kafka.records`: a consumed record's parts, read safely;
@@ -81,8 +82,13 @@ if TYPE_CHECKING:
     from mirrorflow.kafka.refusals import CLUSTER_RESOURCE, Need, NotAuthorized, call_failed, is_refusal, refusal
     from mirrorflow.kafka.shared import admin_for, discard, shared_count, sharing_admins
     from mirrorflow.kafka.topics import (
+        PARTITIONS_PER_REQUEST,
+        alter_topic_configs,
         await_partitions,
+        batches,
         broker_defaults,
+        create_partitions,
+        create_topics,
         describe_topics,
         error_code,
         inherited,
@@ -100,9 +106,10 @@ _LAZY = {
     "CallAbandoned": "deadline", "within": "deadline", "KeptClients": "kept", "active": "kept",
     "RangeReader": "ranges", "CLUSTER_RESOURCE": "refusals", "Need": "refusals", "NotAuthorized": "refusals",
     "call_failed": "refusals", "is_refusal": "refusals", "refusal": "refusals", "admin_for": "shared",
-    "discard": "shared", "shared_count": "shared", "sharing_admins": "shared", "await_partitions": "topics",
-    "broker_defaults": "topics", "describe_topics": "topics", "error_code": "topics", "inherited": "topics",
-    "topic_failure": "topics",
+    "discard": "shared", "shared_count": "shared", "sharing_admins": "shared", "PARTITIONS_PER_REQUEST": "topics",
+    "alter_topic_configs": "topics", "await_partitions": "topics", "batches": "topics", "broker_defaults": "topics",
+    "create_partitions": "topics", "create_topics": "topics", "describe_topics": "topics", "error_code": "topics",
+    "inherited": "topics", "topic_failure": "topics",
 }
 
 
@@ -127,6 +134,7 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "Need",
     "NotAuthorized",
+    "PARTITIONS_PER_REQUEST",
     "RETRIABLE_COORDINATOR",
     "RangeReader",
     "SOURCE_MOVED_CODES",
@@ -137,12 +145,16 @@ __all__ = [
     "WRITE_CHUNK",
     "active",
     "admin_for",
+    "alter_topic_configs",
     "await_partitions",
+    "batches",
     "broker_defaults",
     "call_failed",
     "codec_settings",
     "committed_offsets",
     "copy_codec",
+    "create_partitions",
+    "create_topics",
     "describe_topics",
     "discard",
     "earliest_and_stable",

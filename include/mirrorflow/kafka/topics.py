@@ -1,10 +1,12 @@
-"""Topics as a cluster describes them: partition counts, travelling configs, and what a topic inherits.
+"""Topics as a cluster holds them: described (partitions, travelling configs, what they inherit), created, grown.
 
 :func:`describe_topics` reads the shapes (:class:`~mirrorflow.kafka.shapes.TopicShape`)
 of topics on one cluster; :func:`broker_defaults` and :func:`inherited` say what a
 topic keeps when it sets nothing; :func:`await_partitions` waits for metadata to
 show a topic's partitions after it was created or grown, and :func:`topic_failure`
-names one topic's failed admin call. Keeping a target in the shape of its source is
+names one topic's failed admin call. :func:`create_topics`, :func:`create_partitions`
+and :func:`alter_topic_configs` send the requests, cut to what a controller accepts,
+and hand back each topic's future. Keeping a target in the shape of its source is
 :mod:`mirrorflow.cluster_sync` (``plan_shape``, ``apply_shape``); see docs/topics.md.
 """
 
@@ -14,16 +16,19 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AdminClient,
+    AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
     ConfigSource,
+    NewPartitions,
+    NewTopic,
     ResourceType,
 )
 
@@ -205,3 +210,87 @@ def await_partitions(admin_client: AdminClient, topic: str, wanted: int, timeout
         if time.monotonic() >= deadline:
             return seen
         _pause.wait(0.05)
+
+
+# --------------------------------------------------------------------------- create, grow, alter
+
+
+#: Partitions created (or added) per admin request. A KRaft controller refuses one request
+#: that would write more than 10,000 records ("excessively large batch operation", found by
+#: the planning benchmark at 10,000 partitions), which failed every topic of the request.
+PARTITIONS_PER_REQUEST = 5000
+
+
+def batches(items: list, size: Any, limit: int) -> list[list]:
+    """``items`` in order, cut into lists whose ``size(item)`` sums stay within ``limit``.
+
+    An item bigger than ``limit`` on its own gets a list of its own (the broker then
+    judges it, and its failure names only that topic).
+    """
+    out: list[list] = []
+    total = 0
+    for item in items:
+        n = size(item)
+        if out and total + n <= limit:
+            out[-1].append(item)
+            total += n
+        else:
+            out.append([item])
+            total = n
+    return out
+
+
+def create_topics(client: ClusterClient, admin_client: AdminClient,
+                  topics: Sequence[tuple[str, int, Mapping[str, str]]], replication_factor: int,
+                  timeout: float) -> tuple[dict[str, Any], dict[str, KafkaOperationError]]:
+    """Ask for ``(name, partitions, configs)`` topics, in requests a controller accepts (``-1``: the
+    cluster's default replication factor). Each topic's future, and the failure of each topic whose
+    request was refused as a whole; what a future says is the caller's to judge."""
+    new = [NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=dict(configs))
+           for name, partitions, configs in topics]
+    futures: dict[str, Any] = {}
+    failed: dict[str, KafkaOperationError] = {}
+    for batch in batches(new, lambda t: t.num_partitions, PARTITIONS_PER_REQUEST):
+        try:
+            futures.update(admin_client.create_topics(batch, operation_timeout=timeout, request_timeout=timeout))
+        except KafkaException as exc:
+            for t in batch:
+                failed[t.topic] = topic_failure(client, f"create topic {t.topic}", exc,
+                                                Need("TOPIC", t.topic, "CREATE"))
+    return futures, failed
+
+
+def create_partitions(client: ClusterClient, admin_client: AdminClient, grow: Sequence[tuple[str, int, int]],
+                      timeout: float) -> tuple[dict[str, Any], dict[str, KafkaOperationError]]:
+    """Ask for ``(name, current, wanted)`` topics to grow to ``wanted`` partitions, in requests a controller
+    accepts. Each topic's future, and the failure of each topic whose request was refused as a whole."""
+    futures: dict[str, Any] = {}
+    failed: dict[str, KafkaOperationError] = {}
+    for batch in batches(list(grow), lambda g: g[2] - g[1], PARTITIONS_PER_REQUEST):
+        try:
+            futures.update(admin_client.create_partitions([NewPartitions(name, wanted) for name, _, wanted in batch],
+                                                          operation_timeout=timeout, request_timeout=timeout))
+        except KafkaException as exc:
+            for name, _, _ in batch:
+                failed[name] = topic_failure(client, f"add partitions to {name}", exc, Need("TOPIC", name, "ALTER"))
+    return futures, failed
+
+
+def alter_topic_configs(client: ClusterClient, admin_client: AdminClient,
+                        changes: Mapping[str, tuple[Mapping[str, str], Sequence[str]]],
+                        timeout: float) -> tuple[dict[str, Any], dict[str, KafkaOperationError]]:
+    """Ask for each topic's ``(set, delete)`` config changes, incrementally: keys named nowhere stay as they
+    are. Each topic's future, or each topic's failure when the request was refused as a whole."""
+    resources = [
+        ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+            *(ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sorted(to_set.items())),
+            *(ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in to_delete),
+        ])
+        for topic, (to_set, to_delete) in changes.items()
+    ]
+    try:
+        by_resource = admin_client.incremental_alter_configs(resources, request_timeout=timeout)
+    except KafkaException as exc:
+        return {}, {topic: topic_failure(client, f"align configs of {topic}", exc,
+                                         Need("TOPIC", topic, "ALTER_CONFIGS")) for topic in changes}
+    return {r.name: f for r, f in by_resource.items()}, {}

@@ -32,7 +32,7 @@ from mirrorflow.completeness.count import count_cluster
 from mirrorflow.completeness.store import read_state
 from mirrorflow.copy.job import run_job
 from mirrorflow.copy.spec import JobSpec, LinkJob
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient
 
 
 def _copy(src: str, dst: str, topic: str) -> tuple[float, int]:

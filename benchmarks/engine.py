@@ -24,7 +24,7 @@ from benchmarks.raw_loop import raw_copy
 from mirrorflow.copy.engine.executor import copy_tasks
 from mirrorflow.copy.engine.partition import copy_partition
 from mirrorflow.copy.task import PartitionTask
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient
 
 
 def engine_copy(src: str, dst: str, topic: str, records: int, *, exactly_once: bool, txn_records: int,

@@ -27,7 +27,7 @@ import time
 from benchmarks.common import REPO, create_topic, local_clusters
 
 sys.path.insert(0, str(REPO / "plugins"))  # the watcher's module, as benchmarks/mirrorflow_copy.py does
-from mirrorflow.kafka.kept import KeptClients  # noqa: E402
+from mirrorflow.kafka import KeptClients
 from mirrorflow.topology import parse_topology  # noqa: E402
 from mirrorflow_airflow.triggers.base import CheckContext  # noqa: E402
 from mirrorflow_airflow.triggers.data import measure_level  # noqa: E402

@@ -139,7 +139,7 @@ def delete_acls(admin_config: Mapping[str, Any], filters: Iterable[Any], timeout
 
 
 def acl_bindings(acls: Iterable[Any], principal: str | None = None) -> dict[str, list[Any]]:
-    """``mirrorflow.acls.Acl``s as confluent-kafka ``AclBinding``s, per cluster (ALLOW, any host).
+    """``mirrorflow.needed_acls.Acl``s as confluent-kafka ``AclBinding``s, per cluster (ALLOW, any host).
 
     ``principal`` overrides each ACL's own (which must then be known).
     """

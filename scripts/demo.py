@@ -444,7 +444,7 @@ def sync_acls(client: dict, principal: str, wanted: list) -> tuple[int, int]:
 
 def set_up_principal() -> None:
     """mirrorflow's SCRAM user on every cluster, the topology Airflow runs, and exactly the derived ACLs."""
-    from mirrorflow.acls import principal_of, required_acls
+    from mirrorflow.needed_acls import principal_of, required_acls
     from mirrorflow_dev.secured import acl_bindings, upsert_scram_user
 
     topology = load_topology(TOPOLOGY)

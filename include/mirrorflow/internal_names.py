@@ -61,11 +61,11 @@ WATERMARKS_GROUP = f"{INTERNAL_TOPIC_PREFIX}-watermarks"
 COPY_SCAN_GROUP = f"{INTERNAL_GROUP_PREFIX}copy-scan"
 #: Reads a source's records again to see whether its history changed (a truncated source).
 HISTORY_GROUP = f"{INTERNAL_GROUP_PREFIX}history"
-#: What mirrorflow last applied of each topic's configs on a cluster (:mod:`mirrorflow.kafka.config_memory`).
+#: What mirrorflow last applied of each topic's configs on a cluster (:mod:`mirrorflow.cluster_sync.config_memory`).
 TOPIC_CONFIGS_TOPIC = f"{INTERNAL_GROUP_PREFIX}topic-configs"
 #: Reads ``_mirrorflow.topic-configs``.
 TOPIC_CONFIGS_READER_GROUP = f"{TOPIC_CONFIGS_TOPIC}.reader"
-#: The ACL bindings mirrorflow made on a cluster (:mod:`mirrorflow.kafka.grant_sync`).
+#: The ACL bindings mirrorflow made on a cluster (:mod:`mirrorflow.cluster_sync.acl_sync`).
 ACL_GRANTS_TOPIC = f"{INTERNAL_GROUP_PREFIX}acl-grants"
 #: Reads ``_mirrorflow.acl-grants``.
 ACL_GRANTS_READER_GROUP = f"{ACL_GRANTS_TOPIC}.reader"

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from mirrorflow import copyflags, provenance
-from mirrorflow.kafka.topics import with_headroom
+from mirrorflow.cluster_sync import with_headroom
 from mirrorflow_airflow.factories.levels import build_level_dags
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import FOUR, assert_exactly_once, partitions_of, topic_everywhere, topology, traffic
@@ -59,12 +59,10 @@ def task_state(dag_run, task_id: str) -> str | None:
 def parsed(dag):
     """``dag`` written to the metadata database as the dag-processor writes a parsed file: its assets are then
     known, so the events of its outlets register (``dag.test()`` runs a DAG object, parsed from no file)."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
     from airflow.dag_processing.collection import update_dag_parsing_results_in_db
     from airflow.serialization.serialized_objects import LazyDeserializedDAG
-
     from airflow.utils.session import create_session
-
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
 
     with create_session() as session:
         DagBundlesManager().sync_bundles_to_db(session=session)

@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from mirrorflow.acls import principal_of, required_acls
+from mirrorflow.needed_acls import principal_of, required_acls
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.factories.failover import build_failover_dag
 from mirrorflow_airflow.steps.failover import read_only_guard

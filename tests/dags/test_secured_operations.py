@@ -36,9 +36,9 @@ from collections import Counter
 import pytest
 import yaml
 
-from mirrorflow.acls import principal_of, required_acls
 from mirrorflow.kafka.compacted import ensure_compacted
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.needed_acls import principal_of, required_acls
 from mirrorflow.schemas.topic_store import TOPIC_CONFIG
 from mirrorflow.topology import Topology
 from mirrorflow.topology.changes import apply_changes

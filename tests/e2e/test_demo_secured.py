@@ -30,7 +30,7 @@ import yaml
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from mirrorflow.acls import required_acls
+from mirrorflow.needed_acls import required_acls
 from mirrorflow.topology import load_topology
 from mirrorflow_dev.kafka import LocalKafka
 from mirrorflow_dev.secured import held_acls

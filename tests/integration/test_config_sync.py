@@ -16,10 +16,9 @@ import re
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from mirrorflow.cluster_sync import ConfigOwners, ConfigOwnership, sync_topic_shapes, with_headroom
 from mirrorflow.journal import AUDIT_LOGGER
-from mirrorflow.kafka.config_sync import ConfigOwners
-from mirrorflow.kafka.ownership import ConfigOwnership
-from mirrorflow.kafka.topics import describe_topics, sync_topic_shapes, with_headroom
+from mirrorflow.kafka import describe_topics
 from mirrorflow.topology import Topology
 from tests.integration.test_topic_shape import client_of, explicit_configs, wait_until
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from mirrorflow.kafka.topics import with_headroom
+from mirrorflow.cluster_sync import with_headroom
 from tests.integration.kafka_io import read_all
 
 pytestmark = pytest.mark.kafka

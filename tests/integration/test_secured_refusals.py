@@ -2,7 +2,7 @@
 
 A pair on secured clusters (c1 over SCRAM as ``User:mirrorflow``, c2 over mutual TLS as
 ``User:CN=mirrorflow``) holding exactly the ``source`` and ``target`` ACLs that
-:func:`mirrorflow.acls.required_acls` derives. For each ACL: it is revoked; traffic
+:func:`mirrorflow.needed_acls.required_acls` derives. For each ACL: it is revoked; traffic
 arrives that needs every permission of both links (new topics on either side,
 topics whose partitions must grow on either side, messages both ways); the level
 run must fail, and every error it reports must name the cluster, the principal,
@@ -28,8 +28,8 @@ from collections import Counter
 from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from mirrorflow.acls import principal_of, required_acls
 from mirrorflow.internal_names import TOPIC_CONFIGS_TOPIC
+from mirrorflow.needed_acls import principal_of, required_acls
 from mirrorflow.topology import Topology, parse_topology
 from tests.integration.mirroring import run_level, traffic
 

@@ -5,7 +5,7 @@ through level runs. This drills the rest of the table (offsets and failover, lag
 onboarding, decommission, audit, schemas, switch) through the operations that
 need them, on a pair of secured clusters (c1 over SCRAM as ``User:mirrorflow``, c2
 over mutual TLS as ``User:CN=mirrorflow``) whose principal holds exactly what
-:func:`mirrorflow.acls.required_acls` derives for every role. Each ACL of the set
+:func:`mirrorflow.needed_acls.required_acls` derives for every role. Each ACL of the set
 that the source/target drill does not cover is drilled once, on the cluster where
 its operation runs (c2, or the primary c1 for the registry's storage topic); the
 archive's and the lag monitor's rows are the source's resources and operations
@@ -28,13 +28,13 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from mirrorflow.acls import principal_of, required_acls
 from mirrorflow.actions.switch import _write_cut
+from mirrorflow.cluster_sync import sync_topic_shapes
 from mirrorflow.completeness.run import run_audit
 from mirrorflow.completeness.store import AUDIT_TOPIC
 from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.topics import sync_topic_shapes
+from mirrorflow.needed_acls import principal_of, required_acls
 from mirrorflow.offsets.groups import commit, describe_every_group
 from mirrorflow.offsets.position import OFFSETS_TOPIC
 from mirrorflow.offsets.sync import publish_owned

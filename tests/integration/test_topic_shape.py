@@ -18,20 +18,18 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, ResourceType
 
-from mirrorflow.errors import KafkaOperationError
-from mirrorflow.journal import AUDIT_LOGGER
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.topics import (
-    TRAVELLING_CONFIGS,
+from mirrorflow.cluster_sync import (
     PartitionCountConflict,
     ShapeResult,
-    TopicShape,
     apply_shape,
-    describe_topics,
     plan_shape,
     sync_topic_shapes,
     with_headroom,
 )
+from mirrorflow.errors import KafkaOperationError
+from mirrorflow.journal import AUDIT_LOGGER
+from mirrorflow.kafka import TRAVELLING_CONFIGS, TopicShape, describe_topics
+from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.topology import Topology
 from mirrorflow_dev.kafka import LocalCluster
 from tests.fixtures.kafka import wait_for_topic

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from mirrorflow.acls import principal_of, required_acls, resource_pattern
-from mirrorflow.acls.__main__ import main
-from mirrorflow.acls.principal import principals
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.needed_acls import principal_of, required_acls, resource_pattern
+from mirrorflow.needed_acls.__main__ import main
+from mirrorflow.needed_acls.principal import principals
 from mirrorflow.topology import parse_topology
 from mirrorflow_dev.tls import CertificateAuthority
 

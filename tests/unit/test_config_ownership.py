@@ -1,4 +1,4 @@
-"""Whose topic configs win (mirrorflow.kafka.ownership) and how a plan follows them (plan_shape with owners).
+"""Whose topic configs win (mirrorflow.cluster_sync.ownership) and how a plan follows them (plan_shape with owners).
 
 Pure: no cluster. The real trees are in tests/integration/test_config_sync.py.
 """
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mirrorflow.cluster_sync import ConfigOwnership, OwnedConfigs, decide, keeps_less, plan_shape, with_headroom
 from mirrorflow.errors import TopologyError
-from mirrorflow.kafka.ownership import TRAVELLING_CONFIGS, ConfigOwnership, decide, keeps_less
-from mirrorflow.kafka.topics import OwnedConfigs, TopicShape, plan_shape, with_headroom
+from mirrorflow.kafka import TRAVELLING_CONFIGS, TopicShape
 from mirrorflow.topology import Topology
 
 RET = "retention.ms"

@@ -1,4 +1,4 @@
-"""Which topic ACLs travel, as what, and which go (mirrorflow.kafka.grants): pure, no cluster.
+"""Which topic ACLs travel, as what, and which go (mirrorflow.cluster_sync.acl_plan): pure, no cluster.
 
 On secured clusters with the authorizer on: tests/integration/test_secured_refusals.py.
 """
@@ -9,19 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mirrorflow.cluster_sync import Grant, GrantRules, arrival, as_on, mirrors_every, plan_grants, select, travels
+from mirrorflow.cluster_sync.acl_sync import declined
 from mirrorflow.declined import Declined
 from mirrorflow.errors import TopologyError
-from mirrorflow.kafka.grant_sync import declined
-from mirrorflow.kafka.grants import (
-    Grant,
-    GrantRules,
-    arrival,
-    as_on,
-    mirrors_every,
-    plan_grants,
-    select,
-    travels,
-)
 from mirrorflow.topology import Topology
 
 RULES = GrantRules(owner="c1", topics=("orders", "payments\\..*"), groups=("billing-.*",),

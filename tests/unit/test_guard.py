@@ -1,4 +1,4 @@
-"""A read-only cluster's guard (mirrorflow.kafka.guard): which writers it denies, which it cannot; pure, no cluster.
+"""The read-only guard (mirrorflow.cluster_sync.read_only_guard): which writers it denies, which it cannot; pure.
 
 On secured clusters with the authorizer on: tests/integration/test_secured_refusals.py.
 """
@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from mirrorflow.acls import required_acls
+from mirrorflow.cluster_sync import Grant, GrantRules, covers, deny, plan_grants, plan_guard
 from mirrorflow.errors import TopologyError
-from mirrorflow.kafka.grants import Grant, GrantRules, plan_grants
-from mirrorflow.kafka.guard import covers, deny, plan_guard
+from mirrorflow.needed_acls import required_acls
 from mirrorflow.topology import Topology
 from tests.unit.test_grants import BASE, grant
 

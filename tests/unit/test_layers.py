@@ -10,6 +10,8 @@ under ``TYPE_CHECKING``), so a lazy import cannot hide a wrong direction:
 - the copy room's sub-rooms point one way too (``COPY_ROOMS``), and everything
   outside ``mirrorflow.copy`` and ``mirrorflow.actions`` imports them through their
   faces (``COPY_FACES``, ``mirrorflow.actions``) only;
+- everything outside ``mirrorflow.kafka`` and ``mirrorflow.cluster_sync`` imports
+  them through their faces only (``ROOM_FACES``), the one room the other too;
 - no import cycle among the modules of ``include/`` and ``plugins/``;
 - no module imports another module's private (underscore) name;
 - in the plugin, only the DAG factories import the DAG factories, and its rooms
@@ -40,13 +42,17 @@ LAYERS: list[set[str]] = [
     {"errors", "secrets", "internal_names", "copyflags", "subjects", "defaults", "work", "provenance", "journal",
      "cache_root", "progress", "assets", "declined", "faces", ""},
     {"kafka"},
+    # what mirrorflow changes on a cluster's topics, configs and ACLs; the topology validates its settings with its
+    # pure rules (ownership, acl_plan)
+    {"cluster_sync"},
     # spark: how jobs reach Spark and the Spark-job contract, whose specs build cluster clients (kafka.config)
     {"topology", "spark"},
     {"archive", "schemas"},
     {"copy"},
     {"offsets", "lag", "actions", "completeness", "lineage"},
     {"onboard", "alerts", "status"},
-    {"acls"},
+    {"needed_acls"},  # the ACLs mirrorflow's own principal needs
+    {"acls"},  # the operators' command that prints them: python -m mirrorflow.acls, forwarded to needed_acls
 ]
 FORBIDDEN_IN_CORE = ("airflow", "mirrorflow_airflow", "mirrorflow_dev")
 
@@ -63,6 +69,8 @@ COPY_ROOMS: list[set[str]] = [
 ]
 #: What modules outside ``mirrorflow.copy`` may import of it (``mirrorflow.actions``: only its own face).
 COPY_FACES = {"mirrorflow.copy", "mirrorflow.copy.state", "mirrorflow.copy.heal", "mirrorflow.copy.engine"}
+#: Rooms that modules outside them import through their face only (``mirrorflow.kafka``, not ``mirrorflow.kafka.admin``).
+ROOM_FACES = ("mirrorflow.kafka", "mirrorflow.cluster_sync")
 #: Outside the core and the plugin: the Spark entry points and the DAG files import faces only too.
 ENTRY_POINTS = [*sorted((REPO / "spark_jobs").glob("*.py")), *sorted((REPO / "dags").glob("*.py"))]
 
@@ -210,6 +218,25 @@ def test_outside_copy_and_actions_only_their_faces_are_imported():
                 and i.target != "mirrorflow.actions"):
             wrong.append(f"{i.module}:{i.line} imports {i.target}: import from mirrorflow.actions")
     assert not wrong, "\n".join(wrong)
+
+
+def test_outside_kafka_and_cluster_sync_only_their_faces_are_imported():
+    wrong = [f"{i.module}:{i.line} imports {i.target}: import from {face}"
+             for i in [*IMPORTS, *_entry_point_imports()] for face in ROOM_FACES
+             if _in(face, i.target) and not _in(face, i.module) and i.target != face]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_kafka_and_cluster_sync_faces_hand_on_every_name_and_load_no_client_until_asked():
+    code = ("import importlib, json, sys\n"
+            f"faces = [importlib.import_module(f) for f in {ROOM_FACES!r}]\n"
+            "light = sorted({m.split('.')[0] for m in sys.modules} & {'confluent_kafka', 'pyspark', 'airflow'})\n"
+            "missing = [f'{f.__name__}.{n}' for f in faces for n in f.__all__ if getattr(f, n, None) is None]\n"
+            "print(json.dumps([light, missing]))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd="/",
+                         env={"PYTHONPATH": f"{REPO / 'include'}", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [[], []]
 
 
 def test_the_face_rule_sees_a_submodule_import():

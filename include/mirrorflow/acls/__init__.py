@@ -1,15 +1,6 @@
-"""The Kafka ACLs mirrorflow's principal needs, per cluster and role: derived, printed, applied.
+"""The operators' command ``python -m mirrorflow.acls TOPOLOGY``, kept where README and deploy/ say it is.
 
-``python -m mirrorflow.acls TOPOLOGY`` prints them as ``kafka-acls`` commands
-(``--format json`` for automation); docs/security.md explains each one.
+The code is :mod:`mirrorflow.needed_acls` (the ACLs mirrorflow's own principal
+needs); this package only forwards the command to it, so scripts written against
+the documented command keep working. Import from :mod:`mirrorflow.needed_acls`.
 """
-
-from mirrorflow.acls.model import ROLES, Acl
-from mirrorflow.acls.patterns import ResourcePattern, resource_pattern
-from mirrorflow.acls.principal import principals
-from mirrorflow.acls.render import as_commands, as_json
-from mirrorflow.acls.rules import inexact_patterns, required_acls
-from mirrorflow.kafka.principal import principal_of
-
-__all__ = ["ROLES", "Acl", "ResourcePattern", "as_commands", "as_json", "inexact_patterns", "principal_of",
-           "principals", "required_acls", "resource_pattern"]

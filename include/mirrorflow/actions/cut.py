@@ -27,7 +27,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from mirrorflow.copy.engine import fence
 from mirrorflow.copy.state import checkpoint_group, read_checkpoints
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient
 
 log = logging.getLogger(__name__)
 _pause = threading.Event()  # never set: .wait(t) is a back-off

@@ -50,8 +50,7 @@ from mirrorflow.copy.state import (
 )
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.journal import audit_warning
-from mirrorflow.kafka.admin import earliest_and_stable, topic_ids
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient, earliest_and_stable, topic_ids
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,7 @@ from mirrorflow.copy.engine import fenced_commit
 from mirrorflow.copy.state import CheckpointMeta, Held, LastRead, carried_to, carry_mark, read_checkpoints
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.journal import audit_warning
-from mirrorflow.kafka.admin import list_topics
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient, list_topics
 
 log = logging.getLogger(__name__)
 

@@ -41,13 +41,11 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.actions.cut import CutUnstable, commit_checkpoints, cut
+from mirrorflow.cluster_sync import sync_topic_shapes
 from mirrorflow.copy.state import CopyScanner, ScanStalled, checkpoint_group, read_checkpoints, switch_mark
 from mirrorflow.errors import ClusterUnreachable, MirrorflowError
 from mirrorflow.journal import audit
-from mirrorflow.kafka import admin
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.refusals import Need, call_failed
-from mirrorflow.kafka.topics import sync_topic_shapes
+from mirrorflow.kafka import ClusterClient, Need, call_failed, list_topics, probe
 from mirrorflow.topology import Distributor
 from mirrorflow.topology.model import TopicSelector
 
@@ -93,10 +91,10 @@ def switch_target(link: Distributor, new_target: str, clients: dict[str, Cluster
         return report
     source, old, new = clients[link.source], clients[old_target], clients[new_target]
     selector = TopicSelector(topics)
-    admin.probe(source, timeout)
-    admin.probe(new, timeout)
+    probe(source, timeout)
+    probe(new, timeout)
     try:
-        admin.probe(old, min(timeout, 10.0))
+        probe(old, min(timeout, 10.0))
         old_up = True
     except ClusterUnreachable as exc:
         old_up = False
@@ -107,7 +105,7 @@ def switch_target(link: Distributor, new_target: str, clients: dict[str, Cluster
                               f"not yet passed on would be copied to {new_target} again, and duplicated there if "
                               f"{old_target} comes back)") from None
 
-    partitions = {t: n for t, n in admin.list_topics(source, timeout).items() if selector.selects(t)}
+    partitions = {t: n for t, n in list_topics(source, timeout).items() if selector.selects(t)}
     tps = [TopicPartition(t, p) for t, n in sorted(partitions.items()) for p in range(n)]
     if dry_run:
         if old_up:
@@ -150,7 +148,7 @@ def _by_topic(cuts: dict[tuple[str, int], int | None]) -> dict[str, dict[int, in
 
 def _cut_old_target(link_id: str, old: ClusterClient, new_target: str, tps: list[TopicPartition],
                     report: SwitchReport, timeout: float, max_attempts: int) -> dict[tuple[str, int], int | None]:
-    existing = admin.list_topics(old, timeout)
+    existing = list_topics(old, timeout)
     on_old = [tp for tp in tps if tp.partition < existing.get(tp.topic, 0)]
     try:
         cuts, report.attempts = cut(old, link_id, on_old, switch_mark(new_target), timeout, max_attempts)
@@ -180,7 +178,7 @@ def _provenance_cuts(new: ClusterClient, source: str, tps: list[TopicPartition],
                      ) -> dict[tuple[str, int], int | None]:
     """Per source partition: one past the highest origin offset from ``source`` found on ``new``."""
     cuts: dict[tuple[str, int], int | None] = {(tp.topic, tp.partition): None for tp in tps}
-    existing = admin.list_topics(new, timeout)
+    existing = list_topics(new, timeout)
     with CopyScanner(new) as scanner:
         for topic in sorted({tp.topic for tp in tps if tp.topic in existing}):
             for p in range(existing[topic]):

@@ -36,7 +36,7 @@ from mirrorflow.archive.progress import write_progress
 from mirrorflow.archive.spec import ArchiveResult, ArchiveSpec
 from mirrorflow.archive.writer import ArchiveTask, archive_partition
 from mirrorflow.journal import audit
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient
 from mirrorflow.progress import Progress as Tracker
 from mirrorflow.progress import tracking
 from mirrorflow.spark import parallelism, run_bins

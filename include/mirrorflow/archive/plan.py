@@ -25,7 +25,7 @@ from confluent_kafka import TopicPartition
 from mirrorflow.archive import layout
 from mirrorflow.archive.progress import Progress, read_progress
 from mirrorflow.archive.spec import ArchiveSpec
-from mirrorflow.kafka.admin import earliest_and_stable, list_topics
+from mirrorflow.kafka import earliest_and_stable, list_topics
 from mirrorflow.topology.model import TopicSelector
 
 log = logging.getLogger(__name__)

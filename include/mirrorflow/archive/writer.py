@@ -34,9 +34,7 @@ from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.archive.records import ArchivedRecord, to_table
 from mirrorflow.errors import KafkaOperationError, OffsetGone
 from mirrorflow.internal_names import archive_reader_group as reader_group
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.ranges import RangeReader
-from mirrorflow.kafka.records import read_headers
+from mirrorflow.kafka import ClusterClient, RangeReader, read_headers
 from mirrorflow.progress import note
 
 log = logging.getLogger(__name__)

@@ -32,10 +32,7 @@ from mirrorflow import provenance
 from mirrorflow.completeness.store import AuditState, Position, write_topic
 from mirrorflow.completeness.tally import Tallies, Tally, WindowKey
 from mirrorflow.internal_names import AUDIT_READER_GROUP
-from mirrorflow.kafka.admin import earliest_and_stable, list_topics, topic_ids
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.ranges import RangeReader
-from mirrorflow.kafka.records import read_headers
+from mirrorflow.kafka import ClusterClient, RangeReader, earliest_and_stable, list_topics, read_headers, topic_ids
 from mirrorflow.progress import Progress, note, tracking
 
 log = logging.getLogger(__name__)

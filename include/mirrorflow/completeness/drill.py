@@ -34,8 +34,7 @@ from mirrorflow.completeness.store import Position
 from mirrorflow.copy.state import CopyScanner
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.internal_names import AUDIT_DRILL_GROUP
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.records import read_headers
+from mirrorflow.kafka import ClusterClient, read_headers
 
 #: At most this many messages are named per list (the counts are always whole).
 NAMED = 20

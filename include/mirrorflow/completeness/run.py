@@ -26,8 +26,7 @@ from mirrorflow.completeness.store import Position, announced_entry, proven_entr
 from mirrorflow.completeness.tally import DEFAULT_WINDOW_S, Tallies, WindowKey
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.journal import audit, audit_warning
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.topics import describe_topics
+from mirrorflow.kafka import ClusterClient, describe_topics
 
 log = logging.getLogger(__name__)
 

@@ -37,9 +37,7 @@ from confluent_kafka import KafkaException, Producer
 
 from mirrorflow.completeness.tally import DEFAULT_WINDOW_S, Tallies, Tally, WindowKey
 from mirrorflow.internal_names import AUDIT_READER_GROUP, AUDIT_TOPIC
-from mirrorflow.kafka.compacted import ensure_compacted, read_whole
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.refusals import Need, call_failed
+from mirrorflow.kafka import ClusterClient, Need, call_failed, ensure_compacted, read_whole
 
 TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}
 

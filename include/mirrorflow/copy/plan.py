@@ -28,6 +28,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from mirrorflow.cluster_sync import ConfigOwners, GrantOwner, GrantResult, ShapeResult, sync_topic_shapes
 from mirrorflow.copy.engine.fencing import attempt_checkpoints
 from mirrorflow.copy.heal.archive import Heal, heal_plans, unavailable
 from mirrorflow.copy.spec import JobSpec, LinkJob, LinkReport, PartitionError, link_fields
@@ -51,20 +52,17 @@ from mirrorflow.copy.txn_groups import txn_unit
 from mirrorflow.defaults import DEFAULT_TXN_RECORDS, KEEP_ALIVE_FRACTION
 from mirrorflow.errors import ClusterUnreachable, KafkaOperationError, MirrorflowError
 from mirrorflow.journal import audit_warning
-from mirrorflow.kafka.admin import (
+from mirrorflow.kafka import (
+    LEADERLESS,
+    ClusterClient,
     earliest_and_stable_or_leaderless,
     group_ids,
     list_topics,
     offsets_retention_s,
     probe,
+    sharing_admins,
     topic_ids,
 )
-from mirrorflow.kafka.codes import LEADERLESS
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.config_sync import ConfigOwners
-from mirrorflow.kafka.grant_sync import GrantOwner, GrantResult
-from mirrorflow.kafka.shared import sharing_admins
-from mirrorflow.kafka.topics import ShapeResult, sync_topic_shapes
 from mirrorflow.topology.model import TopicSelector
 from mirrorflow.topology.windows import window_closes, window_open
 from mirrorflow.work import PartitionWork, cap

@@ -17,11 +17,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mirrorflow.cluster_sync import ConfigOwnership, GrantRules
 from mirrorflow.copy.task import OnGap
 from mirrorflow.copyflags import OnMalformed
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP
-from mirrorflow.kafka.grants import GrantRules
-from mirrorflow.kafka.ownership import ConfigOwnership
 from mirrorflow.spark import SparkJobResult, SparkJobSpec
 from mirrorflow.topology import Distributor, Topology
 from mirrorflow.topology.windows import Window

@@ -19,8 +19,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaException
 
 from mirrorflow.errors import KafkaOperationError, ReadStalled
 from mirrorflow.internal_names import LAG_READER_GROUP
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.ranges import RangeReader
+from mirrorflow.kafka import ClusterClient, RangeReader
 from mirrorflow.lag.reach import Clusters
 from mirrorflow.lag.rows import join_notes
 

@@ -18,8 +18,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
-from mirrorflow.kafka.admin import committed_offsets, earliest_and_stable_or_errors
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient, committed_offsets, earliest_and_stable_or_errors
 from mirrorflow.lag.ages import epoch_ms, fill_ages
 from mirrorflow.lag.reach import DEFAULT_TIMEOUT, Clusters
 from mirrorflow.lag.rows import WHOLE, GroupPartitionLag

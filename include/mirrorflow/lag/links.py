@@ -17,8 +17,7 @@ from confluent_kafka import TopicPartition
 
 from mirrorflow.copy.state import read_checkpoints, switched_to
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.admin import earliest_and_stable_or_errors
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient, earliest_and_stable_or_errors
 from mirrorflow.lag.ages import epoch_ms, fill_ages, fill_open_transactions
 from mirrorflow.lag.reach import DEFAULT_TIMEOUT, Clusters
 from mirrorflow.lag.rows import WHOLE, LinkPartitionLag, join_notes, open_transaction

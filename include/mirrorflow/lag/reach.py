@@ -16,9 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import KafkaException
 
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.kept import active
-from mirrorflow.kafka.shared import admin_for
+from mirrorflow.kafka import ClusterClient, active, admin_for
 
 # one logger for the whole package: its lines keep the name they had before lag became a package
 log = logging.getLogger("mirrorflow.lag")

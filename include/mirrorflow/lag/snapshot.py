@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient
 from mirrorflow.lag.groups import group_lag
 from mirrorflow.lag.links import link_lag
 from mirrorflow.lag.reach import DEFAULT_TIMEOUT, Clusters

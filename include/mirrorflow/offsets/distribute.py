@@ -18,8 +18,7 @@ from confluent_kafka import TopicPartition
 from mirrorflow.copy import PartitionTask
 from mirrorflow.copy.engine import copy_partition
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.admin import earliest_and_stable
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient, earliest_and_stable
 from mirrorflow.offsets.position import OFFSETS_TOPIC
 from mirrorflow.topology.tree import Distributor
 

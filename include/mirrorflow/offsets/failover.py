@@ -19,8 +19,7 @@ from dataclasses import asdict, dataclass, field
 from confluent_kafka import TopicPartition
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.admin import earliest_and_stable, list_topics
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient, earliest_and_stable, list_topics
 from mirrorflow.offsets import frontier as _frontier
 from mirrorflow.offsets.groups import GroupActiveError, committed, describe
 from mirrorflow.offsets.position import Position
@@ -145,7 +144,7 @@ def missing_on_target(target: ClusterClient, positions: Iterable[Position]) -> d
 
 
 def _present(client: ClusterClient, positions: list[Position]) -> list[Position]:
-    from mirrorflow.kafka.admin import list_topics
+    from mirrorflow.kafka import list_topics
 
     topics = list_topics(client)
     return [p for p in positions if p.partition < topics.get(p.topic, 0)]

@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient
 from mirrorflow.offsets.failover import FailoverPlan, plan_failover
 from mirrorflow.offsets.frontier import FIRST_SCAN_LIMIT
 from mirrorflow.offsets.groups import GroupInfo

@@ -31,9 +31,7 @@ from collections.abc import Callable
 
 from mirrorflow import provenance
 from mirrorflow.internal_names import POSITION_SCAN_GROUP
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.ranges import RangeReader
-from mirrorflow.kafka.records import read_headers
+from mirrorflow.kafka import ClusterClient, RangeReader, read_headers
 
 log = logging.getLogger(__name__)
 

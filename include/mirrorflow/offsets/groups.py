@@ -21,10 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 from mirrorflow.errors import ClusterUnreachable, MirrorflowError
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX
-from mirrorflow.kafka.admin import committed_offsets
-from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.refusals import Need, call_failed
+from mirrorflow.kafka import RETRIABLE_COORDINATOR, ClusterClient, Need, call_failed, committed_offsets
 
 #: Commit metadata mirrorflow writes, so the next commit knows where it left the group.
 CUT_MARK = "mirrorflow:cut"

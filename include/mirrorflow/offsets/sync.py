@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import TopicPartition
 
 from mirrorflow.journal import audit
-from mirrorflow.kafka.admin import earliest_and_stable, list_topics
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient, earliest_and_stable, list_topics
 from mirrorflow.offsets import frontier as _frontier
 from mirrorflow.offsets.groups import GroupInfo, commit, committed, cut_metadata
 from mirrorflow.offsets.position import Position, key_of

@@ -7,9 +7,7 @@ from collections.abc import Iterable
 
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.internal_names import OFFSETS_READER_GROUP
-from mirrorflow.kafka.compacted import ensure_compacted, read_whole, write_all
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.refusals import NotAuthorized
+from mirrorflow.kafka import ClusterClient, NotAuthorized, ensure_compacted, read_whole, write_all
 from mirrorflow.offsets.position import OFFSETS_TOPIC, Position
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.internal_names import OFFSETS_TRANSLATE_GROUP
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient
 from mirrorflow.offsets import frontier as _frontier
 from mirrorflow.offsets.groups import parse_cut_metadata
 from mirrorflow.offsets.position import Position

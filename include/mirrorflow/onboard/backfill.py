@@ -35,8 +35,7 @@ from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.internal_names import BACKFILL_SINCE_GROUP
 from mirrorflow.journal import audit
-from mirrorflow.kafka.admin import earliest_and_stable
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient, earliest_and_stable
 from mirrorflow.progress import Progress
 from mirrorflow.spark import SparkJobResult, SparkJobSpec, parallelism
 from mirrorflow.work import PartitionWork, pack

@@ -37,9 +37,7 @@ from confluent_kafka import KafkaException, Producer
 
 from mirrorflow.errors import ClusterUnreachable, MirrorflowError
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX, is_internal_topic
-from mirrorflow.kafka.admin import earliest_and_stable, list_topics, probe
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.refusals import Need, refusal
+from mirrorflow.kafka import ClusterClient, Need, earliest_and_stable, list_topics, probe, refusal
 from mirrorflow.offsets.position import OFFSETS_TOPIC
 from mirrorflow.topology import Distributor, Topology
 from mirrorflow.topology.model import TopicSelector

@@ -32,10 +32,7 @@ from confluent_kafka import TopicPartition
 
 from mirrorflow import provenance
 from mirrorflow.internal_names import VERIFY_GROUP
-from mirrorflow.kafka.admin import earliest_and_stable
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.ranges import RangeReader
-from mirrorflow.kafka.records import read_headers
+from mirrorflow.kafka import ClusterClient, RangeReader, earliest_and_stable, read_headers
 
 log = logging.getLogger(__name__)
 

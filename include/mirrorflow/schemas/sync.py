@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.journal import audit
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient
 from mirrorflow.schemas.plan import Conflict, Write, plan_target
 from mirrorflow.schemas.records import RegistryState
 from mirrorflow.schemas.rest_store import RegistryAccessError, RestStore

@@ -12,8 +12,7 @@ from collections.abc import Callable, Sequence
 
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.internal_names import SCHEMAS_READER_GROUP as READER_GROUP
-from mirrorflow.kafka.compacted import ensure_compacted, read_whole, write_all
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient, ensure_compacted, read_whole, write_all
 from mirrorflow.schemas.plan import Write
 from mirrorflow.schemas.records import Key, RecordError, RegistryState, decode_value, encode_value
 

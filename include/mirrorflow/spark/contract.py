@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient
 
 
 class SparkJobSpec:

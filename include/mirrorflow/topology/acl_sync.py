@@ -1,7 +1,8 @@
 """Topic ACLs kept in sync (topology key ``acl_sync``): off by default.
 
 With it on, the ACL bindings on mirrored topics travel from one cluster to every
-other in each level run (:mod:`mirrorflow.kafka.grants` says which and as what)::
+other in each level run (:mod:`mirrorflow.cluster_sync.acl_plan` says which and as what,
+:mod:`mirrorflow.cluster_sync.acl_sync` carries them)::
 
     acl_sync:
       enabled: true
@@ -32,7 +33,7 @@ from typing import Literal
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
 from pydantic_core import PydanticCustomError
 
-from mirrorflow.kafka.grants import MAX_DELETE_SHARE, UnmappedRule, is_wildcard
+from mirrorflow.cluster_sync import MAX_DELETE_SHARE, UnmappedRule, is_wildcard
 from mirrorflow.topology.base import Model, check_patterns
 
 

@@ -38,12 +38,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from mirrorflow.cluster_sync import ConfigOwnership, GrantRules
 from mirrorflow.copyflags import LEVEL_MAX, LEVEL_MIN
 from mirrorflow.errors import TopologyError, UnknownClusterError, UnknownLinkError
 from mirrorflow.internal_names import is_internal_topic
-from mirrorflow.kafka.compression import CODEC_KEYS, CODECS
-from mirrorflow.kafka.grants import GrantRules
-from mirrorflow.kafka.ownership import ConfigOwnership
+from mirrorflow.kafka import CODEC_KEYS, CODECS
 from mirrorflow.secrets import is_secret_config
 from mirrorflow.topology import tree as _tree
 from mirrorflow.topology.acl_sync import AclSyncConfig

@@ -2,7 +2,7 @@
 
 All optional. Without the key, every mirrored topic's travelling configs (retention,
 cleanup and compaction, segment rolling, compression, ``max.message.bytes``, the
-timestamp settings: :data:`mirrorflow.kafka.ownership.TRAVELLING_CONFIGS`) follow the
+timestamp settings: :data:`mirrorflow.kafka.TRAVELLING_CONFIGS`) follow the
 **first cluster listed under ``clusters``**, and every level run aligns its links'
 targets with it::
 
@@ -33,7 +33,8 @@ from typing import Literal
 from pydantic import Field, StrictBool, StrictStr, field_validator
 from pydantic_core import PydanticCustomError
 
-from mirrorflow.kafka.ownership import KEEPING_CONFIGS, TRAVELLING_CONFIGS, ConfigOwnership
+from mirrorflow.cluster_sync import ConfigOwnership
+from mirrorflow.kafka import KEEPING_CONFIGS, TRAVELLING_CONFIGS
 from mirrorflow.topology.base import Model, check_patterns
 
 

@@ -19,8 +19,7 @@ from collections.abc import Iterable
 from airflow.sdk import BaseHook
 
 from mirrorflow.errors import ClusterUnreachable, MirrorflowError
-from mirrorflow.kafka.admin import probe
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient, probe
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.hooks.masking import mask_settings
 

@@ -13,7 +13,7 @@ import logging
 from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow.actions import CarryRefused, carry_checkpoints, parse_level_map
-from mirrorflow.kafka.admin import list_topics
+from mirrorflow.kafka import list_topics
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.state import link_targets

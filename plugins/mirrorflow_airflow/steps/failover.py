@@ -16,11 +16,11 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from mirrorflow.cluster_sync import move_groups
 from mirrorflow.errors import ClusterUnreachable, MirrorflowError
 from mirrorflow.internal_names import ACL_GRANTS_TOPIC
 from mirrorflow.journal import audit
-from mirrorflow.kafka.admin import probe
-from mirrorflow.kafka.grant_sync import move_groups
+from mirrorflow.kafka import probe
 from mirrorflow.offsets.distribute import distribute
 from mirrorflow.offsets.failover import (
     MODES,

@@ -15,10 +15,10 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from mirrorflow.cluster_sync import sync_topic_shapes
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.journal import audit
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.topics import sync_topic_shapes
+from mirrorflow.kafka import ClusterClient
 from mirrorflow.offsets.groups import describe
 from mirrorflow.offsets.position import OFFSETS_TOPIC
 from mirrorflow.offsets.sync import commit_positions

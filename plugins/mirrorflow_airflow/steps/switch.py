@@ -11,8 +11,7 @@ import logging
 from mirrorflow.actions import SwitchError, switch_target
 from mirrorflow.errors import ClusterUnreachable
 from mirrorflow.journal import audit
-from mirrorflow.kafka.admin import probe
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient, probe
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.state import link_targets, set_link_target

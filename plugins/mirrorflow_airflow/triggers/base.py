@@ -59,7 +59,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient
 from mirrorflow.secrets import is_secret_config
 from mirrorflow.topology import Topology
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from mirrorflow.kafka.kept import KeptClients
+from mirrorflow.kafka import KeptClients
 from mirrorflow.lag import DataWatch, Waiting, link_lag, waiting
 from mirrorflow.lag.backoff import DEFAULT_CAP_S, DEFAULT_FIRST_S, Backoff, Failing
 from mirrorflow.topology import effective_links, split_by_window

@@ -19,8 +19,7 @@ from mirrorflow.copy.engine.clients import reader_group
 from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_groups import transactional_id
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.refusals import Need, NotAuthorized, refusal
+from mirrorflow.kafka import ClusterClient, Need, NotAuthorized, refusal
 
 #: The attribute :func:`during` sets on a ``KafkaException`` (the innermost stage wins).
 _STAGE = "mirrorflow_stage"

@@ -39,8 +39,7 @@ from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_groups import transactional_id
 from mirrorflow.internal_names import link_reader_group as reader_group
-from mirrorflow.kafka.compression import codec_settings, copy_codec, size_settings
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient, codec_settings, copy_codec, size_settings
 
 #: How long the reader's fetch may wait at the broker for data. A range is bounded, so
 #: waiting at its end buys nothing; a short wait keeps a kept reader's next request quick.

@@ -25,9 +25,7 @@ from mirrorflow.copy.task import PartitionResult, PartitionTask
 from mirrorflow.copy.txn_groups import txn_group
 from mirrorflow.defaults import LARGE_GROUP_RECORDS
 from mirrorflow.errors import ClusterUnreachable
-from mirrorflow.kafka.admin import probe
-from mirrorflow.kafka.codes import UNREACHABLE_CODES
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import UNREACHABLE_CODES, ClusterClient, probe
 from mirrorflow.progress import Progress, in_context, tracking
 from mirrorflow.spark import run_bins
 

@@ -20,7 +20,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from mirrorflow.copy.state.checkpoints import read_checkpoints
 from mirrorflow.copy.txn_groups import transactional_id
 from mirrorflow.errors import KafkaOperationError
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import ClusterClient
 
 log = logging.getLogger(__name__)
 

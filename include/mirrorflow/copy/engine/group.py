@@ -80,9 +80,7 @@ from mirrorflow.copy.state.history import LastRead, last_read, verify
 from mirrorflow.copy.task import PartitionResult, PartitionTask
 from mirrorflow.copy.txn_groups import txn_group
 from mirrorflow.errors import MalformedCopyFlags, UnreadableRecord
-from mirrorflow.kafka.codes import FENCED_CODES, SOURCE_MOVED_CODES
-from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
-from mirrorflow.kafka.records import read_headers
+from mirrorflow.kafka import CONSUME_WAIT_S, FENCED_CODES, SOURCE_MOVED_CODES, ClusterClient, read_headers
 from mirrorflow.progress import note
 
 log = logging.getLogger(__name__)

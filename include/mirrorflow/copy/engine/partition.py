@@ -60,9 +60,7 @@ from mirrorflow.copy.state.held import Held, HeldUnknown, held_at_start, skippin
 from mirrorflow.copy.state.history import LastRead, last_read, verify
 from mirrorflow.copy.task import PartitionResult, PartitionTask
 from mirrorflow.errors import MalformedCopyFlags, UnreadableRecord
-from mirrorflow.kafka.codes import FENCED_CODES, SOURCE_MOVED_CODES
-from mirrorflow.kafka.config import CONSUME_WAIT_S, ClusterClient
-from mirrorflow.kafka.records import read_headers
+from mirrorflow.kafka import CONSUME_WAIT_S, FENCED_CODES, SOURCE_MOVED_CODES, ClusterClient, read_headers
 from mirrorflow.progress import note
 
 log = logging.getLogger(__name__)

@@ -20,9 +20,7 @@ from mirrorflow.copy.state.checkpoints import CheckpointMeta, checkpoint_group
 from mirrorflow.copy.state.held import Held
 from mirrorflow.copy.state.history import LastRead
 from mirrorflow.copy.task import PartitionTask
-from mirrorflow.kafka.codes import UNREACHABLE_CODES
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.deadline import CallAbandoned, within
+from mirrorflow.kafka import UNREACHABLE_CODES, CallAbandoned, ClusterClient, within
 
 
 class TargetSilent(KafkaException):

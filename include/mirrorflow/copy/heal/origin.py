@@ -38,8 +38,7 @@ from typing import Any
 from mirrorflow import copyflags, provenance
 from mirrorflow.copy.state.copies import CopyScanner
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.records import read_headers
+from mirrorflow.kafka import ClusterClient, read_headers
 
 log = logging.getLogger(__name__)
 

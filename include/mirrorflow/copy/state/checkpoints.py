@@ -34,9 +34,7 @@ from mirrorflow.copy.state.history import LastRead
 from mirrorflow.copy.task import OnGap, PartitionResult, PartitionTask
 from mirrorflow.defaults import DEFAULT_ON_GAP
 from mirrorflow.internal_names import checkpoint_group
-from mirrorflow.kafka.admin import committed_offsets
-from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
-from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.kafka import RETRIABLE_COORDINATOR, ClusterClient, committed_offsets
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,7 @@ from confluent_kafka import TopicPartition
 from mirrorflow import provenance
 from mirrorflow.errors import ReadStalled
 from mirrorflow.internal_names import COPY_SCAN_GROUP as SCAN_GROUP
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.ranges import RangeReader
-from mirrorflow.kafka.records import read_headers
+from mirrorflow.kafka import ClusterClient, RangeReader, read_headers
 
 #: Reading a target partition made no progress within the timeout (the bounded reader's stall).
 ScanStalled = ReadStalled

@@ -29,8 +29,7 @@ from mirrorflow.copy.state.checkpoints import CheckpointMeta, source_recreated
 from mirrorflow.copy.state.copies import CopyScanner
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.records import read_headers
+from mirrorflow.kafka import ClusterClient, read_headers
 
 
 class HeldUnknown(MirrorflowError):

@@ -31,8 +31,7 @@ from mirrorflow.copy.state.copies import content, copy_contents
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.internal_names import HISTORY_GROUP
 from mirrorflow.internal_names import link_reader_group as reader_group
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.ranges import RangeReader
+from mirrorflow.kafka import ClusterClient, RangeReader
 
 
 @dataclass(frozen=True)

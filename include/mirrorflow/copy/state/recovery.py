@@ -28,8 +28,7 @@ from dataclasses import dataclass
 
 from mirrorflow.copy.headers import CopyHeaders
 from mirrorflow.copy.state.copies import CopyScanner
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.records import read_headers
+from mirrorflow.kafka import ClusterClient, read_headers
 
 #: At most this many source records after the last copy are read to prove a resume point.
 SCAN_LIMIT = 1_000_000

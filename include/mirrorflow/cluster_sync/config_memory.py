@@ -2,7 +2,7 @@
 
 A follower's config that differs from its owner's was either changed by the owner
 (the follower still holds the owner's value of last time) or is the follower's
-own; only a record tells them apart (:mod:`mirrorflow.kafka.ownership`), and
+own; only a record tells them apart (:mod:`mirrorflow.cluster_sync.ownership`), and
 without one the sync could shorten a follower's own retention. The record lives on
 the follower itself, in a compacted one-partition topic keyed by topic name, so it
 needs nothing besides Kafka, survives any Airflow worker and travels with the
@@ -19,9 +19,7 @@ from typing import Any
 
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.internal_names import TOPIC_CONFIGS_READER_GROUP, TOPIC_CONFIGS_TOPIC
-from mirrorflow.kafka.compacted import ensure_compacted, read_whole, write_all
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.refusals import NotAuthorized
+from mirrorflow.kafka import ClusterClient, NotAuthorized, ensure_compacted, read_whole, write_all
 
 log = logging.getLogger(__name__)
 

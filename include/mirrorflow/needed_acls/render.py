@@ -6,8 +6,8 @@ import json
 import shlex
 from collections.abc import Mapping
 
-from mirrorflow.acls.model import OPERATION_FLAGS, RESOURCE_FLAGS, Acl
-from mirrorflow.acls.patterns import ResourcePattern
+from mirrorflow.needed_acls.model import OPERATION_FLAGS, RESOURCE_FLAGS, Acl
+from mirrorflow.needed_acls.patterns import ResourcePattern
 
 
 def as_json(acls: list[Acl]) -> str:

@@ -1,6 +1,6 @@
 """Topic ACLs carried from the owner to a cluster: read the bindings, create and delete, remember what was made.
 
-What travels and as what is :mod:`mirrorflow.kafka.grants` (pure). Here: the
+What travels and as what is :mod:`mirrorflow.cluster_sync.acl_plan` (pure). Here: the
 owner's bindings are read once per plan (:class:`GrantOwner`); on each cluster
 its bindings and its record are read, the difference is created or deleted
 (never the whole set again), and the record is updated. The record is the
@@ -9,7 +9,7 @@ binding mirrorflow made (a tombstone once it deleted it): how mirrorflow knows
 which grants are its own, so a grant someone made by hand is never removed.
 
 On a read-only cluster the same loop applies the guard's denies
-(:mod:`mirrorflow.kafka.guard`), recorded as the guard's; the record also holds
+(:mod:`mirrorflow.cluster_sync.read_only_guard`), recorded as the guard's; the record also holds
 which topics a failover opened to writers, for which consumer groups
 (:func:`move_groups`), so every later level run leaves them open.
 """
@@ -33,14 +33,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from mirrorflow.declined import Declined
-from mirrorflow.errors import KafkaOperationError, MirrorflowError
-from mirrorflow.internal_names import ACL_GRANTS_READER_GROUP, ACL_GRANTS_TOPIC
-from mirrorflow.journal import audit
-from mirrorflow.kafka.admin import list_topics
-from mirrorflow.kafka.compacted import ensure_compacted, read_whole, write_all
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.grants import (
+from mirrorflow.cluster_sync.acl_plan import (
     Grant,
     GrantPlan,
     GrantRules,
@@ -51,10 +44,23 @@ from mirrorflow.kafka.grants import (
     plan_grants,
     select,
 )
-from mirrorflow.kafka.guard import GUARD, plan_guard
-from mirrorflow.kafka.principal import principal_of
-from mirrorflow.kafka.refusals import CLUSTER_RESOURCE, Need, call_failed
-from mirrorflow.kafka.shared import admin_for
+from mirrorflow.cluster_sync.read_only_guard import GUARD, plan_guard
+from mirrorflow.declined import Declined
+from mirrorflow.errors import KafkaOperationError, MirrorflowError
+from mirrorflow.internal_names import ACL_GRANTS_READER_GROUP, ACL_GRANTS_TOPIC
+from mirrorflow.journal import audit
+from mirrorflow.kafka import (
+    CLUSTER_RESOURCE,
+    ClusterClient,
+    Need,
+    admin_for,
+    call_failed,
+    ensure_compacted,
+    list_topics,
+    principal_of,
+    read_whole,
+    write_all,
+)
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +263,7 @@ def _own_principals(clients: Mapping[str, ClusterClient]) -> set[str]:
 class GrantOwner:
     """The owner's travelling grants, read once; :meth:`sync` brings one cluster in line with them.
 
-    On a read-only cluster it also applies the guard (:mod:`mirrorflow.kafka.guard`),
+    On a read-only cluster it also applies the guard (:mod:`mirrorflow.cluster_sync.read_only_guard`),
     with or without the owner's grants travelling (``rules.sync``).
     """
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from mirrorflow.acls.model import ROLES, Acl
-from mirrorflow.acls.patterns import ResourcePattern, resource_pattern
 from mirrorflow.completeness.store import AUDIT_TOPIC
 from mirrorflow.copy import transactional_id_prefix
 from mirrorflow.copy.state import checkpoint_group
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.internal_names import ACL_GRANTS_TOPIC, INTERNAL_TOPIC_PREFIX, TOPIC_CONFIGS_TOPIC
-from mirrorflow.kafka.refusals import CLUSTER_RESOURCE
+from mirrorflow.kafka import CLUSTER_RESOURCE
+from mirrorflow.needed_acls.model import ROLES, Acl
+from mirrorflow.needed_acls.patterns import ResourcePattern, resource_pattern
 from mirrorflow.offsets.position import OFFSETS_TOPIC
 from mirrorflow.onboard.plan import preflight_transactional_id
 from mirrorflow.topology import Topology

@@ -1,6 +1,6 @@
 """Read-only clusters (``acl_sync.read_only``): every writer of a mirrored topic there denied, but mirrorflow.
 
-Pure; :mod:`mirrorflow.kafka.grant_sync` reads and writes the clusters.
+Pure; :mod:`mirrorflow.cluster_sync.acl_sync` reads and writes the clusters.
 
 A standby in active-passive use must not fork the data: a producer sent there by
 mistake should fail at once. Kafka's authorizer lets a DENY beat any ALLOW, so the
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from mirrorflow.kafka.grants import WRITING, Grant
+from mirrorflow.cluster_sync.acl_plan import WRITING, Grant
 
 #: The ``owner`` a guard's plan names (for audit lines and reports): no cluster, the rule itself.
 GUARD = "read-only guard"

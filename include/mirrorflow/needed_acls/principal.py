@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from mirrorflow.kafka.principal import principal_of
+from mirrorflow.kafka import principal_of
 from mirrorflow.topology import Topology
 
 

@@ -1,7 +1,7 @@
 """The owners' side of shaping a target: each owner's topic configs read once per plan, and the records.
 
-:func:`mirrorflow.kafka.topics.sync_topic_shapes` asks a :class:`ConfigOwners` for
-the owners' shapes of the topics it shapes (:class:`~mirrorflow.kafka.topics.OwnedConfigs`),
+:func:`mirrorflow.cluster_sync.shape_sync.sync_topic_shapes` asks a :class:`ConfigOwners` for
+the owners' shapes of the topics it shapes (:class:`~mirrorflow.cluster_sync.shape_plan.OwnedConfigs`),
 for the target's records when a follower differs from its owner, and to remember
 what it applied. An owner that cannot be read leaves its topics' configs as they
 are for this run, said once in the log; the copy goes on.
@@ -14,11 +14,11 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from mirrorflow.cluster_sync.config_memory import read_records, write_records
+from mirrorflow.cluster_sync.ownership import ConfigOwnership
+from mirrorflow.cluster_sync.shape_plan import OwnedConfigs
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.kafka.config_memory import read_records, write_records
-from mirrorflow.kafka.ownership import ConfigOwnership
-from mirrorflow.kafka.topics import OwnedConfigs, TopicShape, describe_topics
+from mirrorflow.kafka import ClusterClient, TopicShape, describe_topics
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ one cluster's values are ever copied.
 
 A follower's value that differs from the owner's has one of two histories, told
 apart by the record of what the sync last saw there (kept on the follower by
-:mod:`mirrorflow.kafka.config_memory`, under every policy):
+:mod:`mirrorflow.cluster_sync.config_memory`, under every policy):
 
 - the follower still holds the owner's value of that time: **the owner changed**,
   and the owner's new value is applied, a shorter retention included: that is
@@ -42,34 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-#: Topic configs that belong to the topic's data and travel from source to target
-#: (all exist in Kafka 4.3; ``message.timestamp.difference.max.ms`` was removed in 4.0
-#: and its successors ``message.timestamp.before/after.max.ms`` are here instead).
-#: Everything else stays with each cluster: ``replication.factor``, ``min.insync.replicas``,
-#: ``unclean.leader.election.enable``, the replication throttles, replica placement,
-#: tiered storage (``remote.storage.enable``, ``local.retention.*``), flushing, index and
-#: preallocation tuning, ``segment.jitter.ms``.
-TRAVELLING_CONFIGS: frozenset[str] = frozenset({
-    "cleanup.policy",
-    "retention.ms",
-    "retention.bytes",
-    "delete.retention.ms",
-    "min.compaction.lag.ms",
-    "max.compaction.lag.ms",
-    "min.cleanable.dirty.ratio",
-    "segment.bytes",
-    "segment.ms",
-    "compression.type",
-    # The level goes with the codec it tunes (Kafka 3.8+, KIP-390): a copy of a topic set to
-    # zstd level 19 should not silently compress at level 3.
-    "compression.gzip.level",
-    "compression.lz4.level",
-    "compression.zstd.level",
-    "max.message.bytes",
-    "message.timestamp.type",
-    "message.timestamp.before.max.ms",
-    "message.timestamp.after.max.ms",
-})
+from mirrorflow.kafka import KEEPING_CONFIGS
 
 LocalPolicy = Literal["overwrite", "keep_target", "report_only"]
 LOCAL_POLICIES: tuple[str, ...] = get_args(LocalPolicy)
@@ -78,8 +51,6 @@ LOCAL_POLICIES: tuple[str, ...] = get_args(LocalPolicy)
 Why = Literal["owner_changed", "unset", "first_look", "owner_moved", "keeps_less", "local_overwritten",
               "local_kept", "local_reported"]
 
-#: Keys whose change can make a follower keep less data: their values' order is known (:func:`keeps_less`).
-KEEPING_CONFIGS: frozenset[str] = frozenset({"retention.ms", "retention.bytes", "cleanup.policy"})
 
 
 def _limit(value: str) -> float:
@@ -246,7 +217,7 @@ class TopicVerdict:
 
 
 def record(owner: str, applied: Mapping[str, str], local: Mapping[str, str | None] | None = None) -> dict[str, Any]:
-    """A follower topic's record (:mod:`mirrorflow.kafka.config_memory`): whose values it holds, and its own."""
+    """A follower topic's record (:mod:`mirrorflow.cluster_sync.config_memory`): whose values it holds, and its own."""
     return {"owner": owner, "applied": dict(sorted(applied.items())), "local": dict(sorted((local or {}).items()))}
 
 

@@ -1,6 +1,6 @@
 """Topic ACLs that travel from one cluster to every other (topology key ``acl_sync``): which, as what, which go.
 
-Pure; :mod:`mirrorflow.kafka.grant_sync` reads and writes the clusters.
+Pure; :mod:`mirrorflow.cluster_sync.acl_sync` reads and writes the clusters.
 
 - **Which travel.** The owner's ALLOW and DENY bindings on mirrored topics: literal
   names the topology selects, and prefixed patterns every name of which the topology
@@ -91,7 +91,7 @@ class GrantRules:
     write: WriteRule = "keep"
     #: Whether the owner's grants travel at all (``acl_sync.enabled``); read-only clusters work without.
     sync: bool = True
-    #: Clusters where only mirrorflow writes mirrored topics (:mod:`mirrorflow.kafka.guard`).
+    #: Clusters where only mirrorflow writes mirrored topics (:mod:`mirrorflow.cluster_sync.read_only_guard`).
     read_only: tuple[str, ...] = ()
     #: cluster -> ``keep``: a principal ``principals`` does not name there travels under its own name;
     #: a cluster not listed (``report``) gets none of those grants, each reported.

@@ -47,17 +47,9 @@ import yaml  # noqa: E402
 from mirrorflow.topology import load_topology  # noqa: E402
 from mirrorflow_dev.airflow_api import unpause  # noqa: E402
 from mirrorflow_dev.demo import servers, standalone, traffic  # noqa: E402
+from mirrorflow_dev.demo import settings as demo_settings  # noqa: E402
 from mirrorflow_dev.demo.mirroring import level_dag_id  # noqa: E402
-from mirrorflow_dev.demo.settings import (  # noqa: E402
-    DEFAULT_TOPOLOGY,
-    LAG_DAG,
-    POOLS,
-    USER,
-    VENV_BIN,
-    DemoSettings,
-    say,
-    wait_for,
-)
+from mirrorflow_dev.demo.settings import DemoSettings, say, wait_for  # noqa: E402
 from mirrorflow_dev.platform import (  # noqa: E402
     Detached,
     LocalPostgres,
@@ -73,7 +65,7 @@ RUN = Path(os.environ.get("MIRRORFLOW_PLATFORM_RUN_DIR", REPO / ".run" / "platfo
 # ports (a variable left empty is the demo's default), plaintext, on a Spark Connect server.
 DEMO = DemoSettings(
     run=RUN,
-    topology=Path(os.environ.get("MIRRORFLOW_PLATFORM_TOPOLOGY") or DEFAULT_TOPOLOGY),
+    topology=Path(os.environ.get("MIRRORFLOW_PLATFORM_TOPOLOGY") or demo_settings.DEFAULT_TOPOLOGY),
     ui_port=int(os.environ.get("MIRRORFLOW_PLATFORM_UI_PORT") or 8080),
     s3_port=int(os.environ.get("MIRRORFLOW_PLATFORM_S3_PORT") or 19100),
     spark_connect_port=int(os.environ.get("MIRRORFLOW_PLATFORM_SPARK_CONNECT_PORT") or 15002),
@@ -93,8 +85,8 @@ SPARK_WORKER_UI_PORT = int(os.environ.get("MIRRORFLOW_PLATFORM_SPARK_WORKER_UI_P
 WORKERS = ("worker1", "worker2")
 #: What the scheduler runs once the platform is up besides the level DAGs (the rest stays paused, as in
 #: the compose stack); MIRRORFLOW_PLATFORM_UNPAUSE="" keeps only the level DAGs running.
-SCHEDULED = tuple(d for d in os.environ.get("MIRRORFLOW_PLATFORM_UNPAUSE", f"mirror_offsets,{LAG_DAG}").split(",")
-                  if d.strip())
+SCHEDULED = tuple(d for d in os.environ.get("MIRRORFLOW_PLATFORM_UNPAUSE",
+                                            f"mirror_offsets,{demo_settings.LAG_DAG}").split(",") if d.strip())
 CONVERGE_TIMEOUT = float(os.environ.get("MIRRORFLOW_PLATFORM_CONVERGE_TIMEOUT", "900"))
 
 
@@ -187,7 +179,7 @@ def airflow_env() -> dict[str, str]:
 def components(env: dict[str, str]) -> list[Detached]:
     """Airflow's long-running processes, each with its own pid file and log under ``.run/platform/airflow/``."""
     run_dir = AIRFLOW_HOME / "components"
-    airflow = str(VENV_BIN / "airflow")
+    airflow = str(demo_settings.VENV_BIN / "airflow")
     # The api-server retitles itself "airflow api_server -- host:...".
     parts = [Detached(role, [airflow, role], run_dir, marker=f"airflow {role}|airflow {role.replace('-', '_')}",
                       env=env, cwd=AIRFLOW_HOME)
@@ -222,9 +214,9 @@ def start_airflow() -> str:
             raise SystemExit(f"mirrorflow platform: port {DEMO.ui_port} already answers (the demo? `make stop`); "
                              "set MIRRORFLOW_PLATFORM_UI_PORT to another port")
         say("Migrating Airflow's metadata database (PostgreSQL)")
-        for step in (["db", "migrate"], ["pools", "import", str(POOLS)]):
-            out = subprocess.run([str(VENV_BIN / "airflow"), *step], env=env, capture_output=True, text=True,
-                                 cwd=AIRFLOW_HOME)
+        for step in (["db", "migrate"], ["pools", "import", str(demo_settings.POOLS)]):
+            out = subprocess.run([str(demo_settings.VENV_BIN / "airflow"), *step], env=env, capture_output=True,
+                                 text=True, cwd=AIRFLOW_HOME)
             if out.returncode != 0:
                 raise SystemExit(f"mirrorflow platform: airflow {' '.join(step)} failed:\n{out.stderr[-3000:]}")
     for part in parts:
@@ -247,7 +239,7 @@ def start_airflow() -> str:
     wanted = {f"{name}@{os.uname().nodename}" for name in WORKERS}
     wait_for(f"the Celery workers {sorted(wanted)} to answer", lambda: wanted <= set(celery_workers(env)),
              timeout=180, interval=3, on_timeout=tail(parts[-1]))
-    say(f"Airflow UI: http://127.0.0.1:{DEMO.ui_port}  login: {USER} / {password}")
+    say(f"Airflow UI: http://127.0.0.1:{DEMO.ui_port}  login: {demo_settings.USER} / {password}")
     say(f"Celery workers: {', '.join(sorted(wanted))}")
     return password
 
@@ -330,8 +322,8 @@ def start(traffic: bool = True) -> None:
     unpause_scheduled(password)
     if traffic:
         converge(password)
-    say(f"Platform running: UI http://127.0.0.1:{DEMO.ui_port} (login {USER} / {password}); Celery workers "
-        f"{', '.join(WORKERS)}; Spark master UI http://127.0.0.1:{SPARK_MASTER_UI_PORT}. "
+    say(f"Platform running: UI http://127.0.0.1:{DEMO.ui_port} (login {demo_settings.USER} / {password}); "
+        f"Celery workers {', '.join(WORKERS)}; Spark master UI http://127.0.0.1:{SPARK_MASTER_UI_PORT}. "
         "Stop it with: make platform-stop")
 
 

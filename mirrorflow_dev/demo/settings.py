@@ -3,10 +3,14 @@
 ``make demo`` reads its settings from ``MIRRORFLOW_DEMO_*`` and ``MIRRORFLOW_SECURED``
 (:meth:`DemoSettings.from_env`); platform mode builds its own (its run dir and
 ports) and hands it to the same parts. Nothing here changes the environment.
+:func:`airflow_base_env` is the environment every local Airflow of the
+repository starts from: the demo's, platform mode's and the test fixture's
+(tests/fixtures/standalone.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -126,6 +130,44 @@ class DemoSettings:
     @property
     def ui_base(self) -> str:
         return f"http://127.0.0.1:{self.ui_port}"
+
+
+def airflow_base_env(base: Mapping[str, str], home: Path, port: int, topology: Path, users: str, *,
+                     dags_folder: Path = REPO / "dags", spark_connect_port: int | None = None) -> dict[str, str]:
+    """``base`` with a local Airflow's settings: its home, API port, this repo's DAGs and plugins, ``topology``.
+
+    ``users`` is the simple auth manager's ``user:role,...``; ``spark_default`` is
+    the Connect server on ``spark_connect_port``, or without one a spark-submit
+    each on ``local[*]``.
+    """
+    env = dict(base)
+    env.update({
+        "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": users,
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        # LocalExecutor forks one worker per parallelism slot (default 32): a handful
+        # is plenty on a small machine.
+        "AIRFLOW__CORE__PARALLELISM": env.get("AIRFLOW__CORE__PARALLELISM", "4"),
+        "AIRFLOW__API__PORT": str(port),
+        # Task processes report to the API server: follow the port we chose.
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        # A busy two-core machine can stall the API server for tens of seconds; the default 5 s
+        # makes task processes give up and die (seen in the browser test). Airflow's docs say raise it.
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": env.get("AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT", "60"),
+        "MIRROR_TOPOLOGY": str(topology),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        # Spark binds and advertises loopback only, like everything else.
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+            {"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_port}
+            if spark_connect_port is not None else {"conn_type": "spark", "host": "local[*]"}),
+    })
+    return env
 
 
 def say(msg: str) -> None:

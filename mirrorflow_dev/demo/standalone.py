@@ -1,10 +1,10 @@
 """The demo's Airflow: ``airflow standalone`` (SQLite) with this repository's DAGs and plugins, and its environment.
 
-:func:`airflow_base_env` is the environment every local Airflow of the
-repository starts from (the demo's, platform mode's on top of it, and the test
-fixture's in tests/fixtures/standalone.py); :func:`airflow_env` adds the demo's
-connections: Spark, the archive's S3 and, secured, mirrorflow's Kafka
-connections (their secrets in the environment, never an argument or a log).
+:func:`airflow_env` is the environment every local Airflow of the repository
+starts from (:func:`~mirrorflow_dev.demo.settings.airflow_base_env`, which
+platform mode's and the test fixture's share) with the demo's connections:
+Spark, the archive's S3 and, secured, mirrorflow's Kafka connections (their
+secrets in the environment, never an argument or a log).
 
 One demo runs at a time: the guards refuse a start while platform mode's
 clusters, or the other mode's demo, hold the same ports.
@@ -17,7 +17,6 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -32,51 +31,13 @@ from mirrorflow_dev.demo.settings import (
     S3_BUCKET,
     S3_CONN_ID,
     USER,
-    VENV_BIN,
     DemoSettings,
+    airflow_base_env,
     say,
     wait_for,
 )
 from mirrorflow_dev.process import group_alive, leader_running, stop_group
 from mirrorflow_dev.s3 import DEFAULT_REGION
-
-
-def airflow_base_env(base: Mapping[str, str], home: Path, port: int, topology: Path, users: str, *,
-                     dags_folder: Path = REPO / "dags", spark_connect_port: int | None = None) -> dict[str, str]:
-    """``base`` with a local Airflow's settings: its home, API port, this repo's DAGs and plugins, ``topology``.
-
-    ``users`` is the simple auth manager's ``user:role,...``; ``spark_default`` is
-    the Connect server on ``spark_connect_port``, or without one a spark-submit
-    each on ``local[*]``.
-    """
-    env = dict(base)
-    env.update({
-        "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": users,
-        "AIRFLOW__API__HOST": "127.0.0.1",
-        # LocalExecutor forks one worker per parallelism slot (default 32): a handful
-        # is plenty on a small machine.
-        "AIRFLOW__CORE__PARALLELISM": env.get("AIRFLOW__CORE__PARALLELISM", "4"),
-        "AIRFLOW__API__PORT": str(port),
-        # Task processes report to the API server: follow the port we chose.
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-        # A busy two-core machine can stall the API server for tens of seconds; the default 5 s
-        # makes task processes give up and die (seen in the browser test). Airflow's docs say raise it.
-        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": env.get("AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT", "60"),
-        "MIRROR_TOPOLOGY": str(topology),
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        # Spark binds and advertises loopback only, like everything else.
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
-            {"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_port}
-            if spark_connect_port is not None else {"conn_type": "spark", "host": "local[*]"}),
-    })
-    return env
 
 
 def airflow_env(demo: DemoSettings) -> dict[str, str]:

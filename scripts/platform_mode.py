@@ -2,8 +2,8 @@
 
 ``make platform`` runs ``start``:
 
-1. the demo's four Kafka clusters and S3 server (scripts/demo.py's, with their
-   state under ``.run/platform/``);
+1. the demo's four Kafka clusters and S3 server (the demo's parts in
+   mirrorflow_dev/demo/, with their state under ``.run/platform/``);
 2. PostgreSQL (Airflow's metadata database) and Redis (the Celery broker), from
    Debian's packages, on loopback;
 3. a Spark standalone master and worker, and the Spark Connect server on them:

@@ -77,7 +77,7 @@ class AirflowApi:
             except (urllib.error.URLError, OSError, json.JSONDecodeError) as exc:
                 problem = str(exc)
                 attempt += 1
-                if attempt < self.attempts:
+                if self.attempts > 1:  # after the last one too: a stalled API server gets the whole back-off
                     _pause.wait(2.0 * attempt)
         raise ApiError(f"{method} {path}: no answer after {self.attempts} attempts: {problem}")
 

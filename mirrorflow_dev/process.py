@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 import random
+import secrets
 import select
 import signal
 import socket
@@ -218,6 +219,18 @@ def write_secret_file(path: Path, text: str, owner: str | None = None) -> None:
 
         user = pwd.getpwnam(owner)
         os.chown(path, user.pw_uid, user.pw_gid)
+
+
+def stored_secret(path: Path) -> str:
+    """A secret generated once into a 0600 file (``path``) and read from it after; never printed."""
+    try:
+        stored = path.read_text().strip()
+    except FileNotFoundError:
+        stored = ""
+    if not stored:
+        stored = secrets.token_urlsafe(24)
+        write_secret_file(path, stored + "\n")
+    return stored
 
 
 # --------------------------------------------------------------------------- one child server

@@ -2,8 +2,8 @@
 
 ``make platform`` runs ``start``:
 
-1. the demo's four Kafka clusters and S3 server (scripts/demo.py's, with their
-   state under ``.run/platform/``);
+1. the demo's four Kafka clusters and S3 server (the demo's parts in
+   mirrorflow_dev/demo/, with their state under ``.run/platform/``);
 2. PostgreSQL (Airflow's metadata database) and Redis (the Celery broker), from
    Debian's packages, on loopback;
 3. a Spark standalone master and worker, and the Spark Connect server on them:
@@ -35,30 +35,21 @@ import secrets
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-RUN = Path(os.environ.get("MIRRORFLOW_PLATFORM_RUN_DIR", REPO / ".run" / "platform"))
-# The demo's parts (its clusters, S3 server, traffic and check) run here with the platform's run dir and ports.
-os.environ["MIRRORFLOW_DEMO_RUN_DIR"] = str(RUN)
-os.environ["MIRRORFLOW_SECURED"] = ""
-for _demo_var, _platform_var in (("MIRRORFLOW_DEMO_UI_PORT", "MIRRORFLOW_PLATFORM_UI_PORT"),
-                                 ("MIRRORFLOW_DEMO_S3_PORT", "MIRRORFLOW_PLATFORM_S3_PORT"),
-                                 ("MIRRORFLOW_DEMO_SPARK_CONNECT_PORT", "MIRRORFLOW_PLATFORM_SPARK_CONNECT_PORT"),
-                                 ("MIRRORFLOW_DEMO_TOPOLOGY", "MIRRORFLOW_PLATFORM_TOPOLOGY"),
-                                 ("MIRRORFLOW_DEMO_MESSAGES", "MIRRORFLOW_PLATFORM_MESSAGES")):
-    if os.environ.get(_platform_var):
-        os.environ[_demo_var] = os.environ[_platform_var]
-    else:
-        os.environ.pop(_demo_var, None)
-os.environ["MIRRORFLOW_DEMO_SPARK"] = "connect"
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import demo  # noqa: E402
+# The core (include/) and the development package (mirrorflow_dev/, at the repository root).
+for _path in (REPO / "include", REPO):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 import yaml  # noqa: E402
 
 from mirrorflow.topology import load_topology  # noqa: E402
+from mirrorflow_dev.airflow_api import unpause  # noqa: E402
+from mirrorflow_dev.demo import servers, standalone, traffic  # noqa: E402
+from mirrorflow_dev.demo import settings as demo_settings  # noqa: E402
+from mirrorflow_dev.demo.mirroring import level_dag_id  # noqa: E402
+from mirrorflow_dev.demo.settings import DemoSettings, say, wait_for  # noqa: E402
 from mirrorflow_dev.platform import (  # noqa: E402
     Detached,
     LocalPostgres,
@@ -69,10 +60,19 @@ from mirrorflow_dev.platform import (  # noqa: E402
 from mirrorflow_dev.process import write_secret_file  # noqa: E402
 from mirrorflow_dev.spark import LocalConnectServer  # noqa: E402
 
-say = demo.say
+RUN = Path(os.environ.get("MIRRORFLOW_PLATFORM_RUN_DIR", REPO / ".run" / "platform"))
+# The demo's parts (its clusters, S3 server, traffic and check) run here with the platform's run dir and
+# ports (a variable left empty is the demo's default), plaintext, on a Spark Connect server.
+DEMO = DemoSettings(
+    run=RUN,
+    topology=Path(os.environ.get("MIRRORFLOW_PLATFORM_TOPOLOGY") or demo_settings.DEFAULT_TOPOLOGY),
+    ui_port=int(os.environ.get("MIRRORFLOW_PLATFORM_UI_PORT") or 8080),
+    s3_port=int(os.environ.get("MIRRORFLOW_PLATFORM_S3_PORT") or 19100),
+    spark_connect_port=int(os.environ.get("MIRRORFLOW_PLATFORM_SPARK_CONNECT_PORT") or 15002),
+    messages=int(os.environ.get("MIRRORFLOW_PLATFORM_MESSAGES") or 200),
+)
 SETTINGS = REPO / "deploy" / "airflow.env"
-POOLS = demo.POOLS
-AIRFLOW_HOME = demo.AIRFLOW_HOME
+AIRFLOW_HOME = DEMO.airflow_home
 SECRETS_FILE = RUN / "secrets.json"
 TOPOLOGY = RUN / "topology.yaml"
 SCHEDULE = os.environ.get("MIRRORFLOW_PLATFORM_SCHEDULE", "30s")
@@ -85,8 +85,8 @@ SPARK_WORKER_UI_PORT = int(os.environ.get("MIRRORFLOW_PLATFORM_SPARK_WORKER_UI_P
 WORKERS = ("worker1", "worker2")
 #: What the scheduler runs once the platform is up besides the level DAGs (the rest stays paused, as in
 #: the compose stack); MIRRORFLOW_PLATFORM_UNPAUSE="" keeps only the level DAGs running.
-SCHEDULED = tuple(d for d in os.environ.get("MIRRORFLOW_PLATFORM_UNPAUSE", f"mirror_offsets,{demo.LAG_DAG}").split(",")
-                  if d.strip())
+SCHEDULED = tuple(d for d in os.environ.get("MIRRORFLOW_PLATFORM_UNPAUSE",
+                                            f"mirror_offsets,{demo_settings.LAG_DAG}").split(",") if d.strip())
 CONVERGE_TIMEOUT = float(os.environ.get("MIRRORFLOW_PLATFORM_CONVERGE_TIMEOUT", "900"))
 
 
@@ -136,16 +136,16 @@ def spark_cluster() -> SparkStandalone:
 
 def connect_server() -> LocalConnectServer:
     """The Connect server on the standalone master; its executors on the worker."""
-    return LocalConnectServer(demo.SPARK_CONNECT_PORT, run_dir=demo.SPARK_RUN, master=spark_cluster().master_url,
+    return LocalConnectServer(DEMO.spark_connect_port, run_dir=DEMO.spark_run, master=spark_cluster().master_url,
                               die_with_parent=False, start_new_session=True,
                               conf={"spark.executor.memory": "2g", "spark.executorEnv.SPARK_LOCAL_IP": "127.0.0.1"})
 
 
 def write_topology() -> Path:
     """The demo's topology with its levels every SCHEDULE, into the run dir: what the scheduler runs."""
-    raw = yaml.safe_load(demo.TOPOLOGY.read_text())
+    raw = yaml.safe_load(DEMO.topology.read_text())
     raw.setdefault("replication", {})["schedule"] = SCHEDULE
-    TOPOLOGY.write_text("# Generated by scripts/platform_mode.py from " + str(demo.TOPOLOGY) + "\n"
+    TOPOLOGY.write_text("# Generated by scripts/platform_mode.py from " + str(DEMO.topology) + "\n"
                         + yaml.safe_dump(raw, sort_keys=False))
     load_topology(TOPOLOGY)  # a wrong MIRRORFLOW_PLATFORM_SCHEDULE fails here, naming the key
     return TOPOLOGY
@@ -154,7 +154,7 @@ def write_topology() -> Path:
 def airflow_env() -> dict[str, str]:
     """The demo's Airflow environment, with the shared settings, PostgreSQL, Redis and the platform's Spark."""
     keys = platform_secrets()
-    env = demo.airflow_env()
+    env = standalone.airflow_env(DEMO)
     # The shared settings over the demo's defaults; a setting of the caller's environment wins over both.
     env.update({key: value for key, value in read_settings().items() if key not in os.environ})
     pg = postgres()
@@ -165,10 +165,10 @@ def airflow_env() -> dict[str, str]:
         "AIRFLOW__CORE__FERNET_KEY": keys["fernet"],
         "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt"],
         "AIRFLOW__API__SECRET_KEY": keys["api"],
-        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{demo.UI_PORT}",
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{DEMO.ui_port}",
         "MIRROR_TOPOLOGY": str(TOPOLOGY),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
-            {"conn_type": "spark_connect", "host": "127.0.0.1", "port": demo.SPARK_CONNECT_PORT}
+            {"conn_type": "spark_connect", "host": "127.0.0.1", "port": DEMO.spark_connect_port}
             if SPARK_MODE == "connect" else
             {"conn_type": "spark", "host": "spark://127.0.0.1", "port": SPARK_PORT,
              "extra": {"deploy-mode": "client"}}),
@@ -179,7 +179,7 @@ def airflow_env() -> dict[str, str]:
 def components(env: dict[str, str]) -> list[Detached]:
     """Airflow's long-running processes, each with its own pid file and log under ``.run/platform/airflow/``."""
     run_dir = AIRFLOW_HOME / "components"
-    airflow = str(demo.VENV_BIN / "airflow")
+    airflow = str(demo_settings.VENV_BIN / "airflow")
     # The api-server retitles itself "airflow api_server -- host:...".
     parts = [Detached(role, [airflow, role], run_dir, marker=f"airflow {role}|airflow {role.replace('-', '_')}",
                       env=env, cwd=AIRFLOW_HOME)
@@ -206,18 +206,17 @@ def celery_workers(env: dict[str, str]) -> list[str]:
 def start_airflow() -> str:
     """Migrate, import the pools, start every component; the UI password once the DAGs and workers are up."""
     env = airflow_env()
-    password = demo.demo_password()
-    env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] = str(
-        AIRFLOW_HOME / "simple_auth_manager_passwords.json.generated")
+    password = standalone.demo_password(DEMO)
+    env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] = str(standalone.password_file(DEMO))
     parts = components(env)
     if not any(part.running() for part in parts):
-        if demo.ui_healthy():
-            raise SystemExit(f"mirrorflow platform: port {demo.UI_PORT} already answers (the demo? `make stop`); "
+        if standalone.ui_healthy(DEMO):
+            raise SystemExit(f"mirrorflow platform: port {DEMO.ui_port} already answers (the demo? `make stop`); "
                              "set MIRRORFLOW_PLATFORM_UI_PORT to another port")
         say("Migrating Airflow's metadata database (PostgreSQL)")
-        for step in (["db", "migrate"], ["pools", "import", str(POOLS)]):
-            out = subprocess.run([str(demo.VENV_BIN / "airflow"), *step], env=env, capture_output=True, text=True,
-                                 cwd=AIRFLOW_HOME)
+        for step in (["db", "migrate"], ["pools", "import", str(demo_settings.POOLS)]):
+            out = subprocess.run([str(demo_settings.VENV_BIN / "airflow"), *step], env=env, capture_output=True,
+                                 text=True, cwd=AIRFLOW_HOME)
             if out.returncode != 0:
                 raise SystemExit(f"mirrorflow platform: airflow {' '.join(step)} failed:\n{out.stderr[-3000:]}")
     for part in parts:
@@ -232,15 +231,15 @@ def start_airflow() -> str:
     def tail(part: Detached):
         return lambda: f"last lines of {part.log_path}:\n{part.log_tail()}"
 
-    demo.wait_for("the Airflow API server to answer", demo.ui_healthy, timeout=240, interval=2,
+    wait_for("the Airflow API server to answer", lambda: standalone.ui_healthy(DEMO), timeout=240, interval=2,
                   on_timeout=tail(parts[0]))
-    expected = demo.expected_dags()
-    demo.wait_for(f"the DAGs {sorted(expected)} to be listed", lambda: expected <= demo.listed_dags(password),
-                  timeout=300, interval=3, on_timeout=lambda: "import errors:\n" + demo.import_errors(env))
+    expected = standalone.expected_dags(DEMO)
+    wait_for(f"the DAGs {sorted(expected)} to be listed", lambda: expected <= standalone.dags_listed(DEMO, password),
+             timeout=300, interval=3, on_timeout=lambda: "import errors:\n" + standalone.import_errors(env))
     wanted = {f"{name}@{os.uname().nodename}" for name in WORKERS}
-    demo.wait_for(f"the Celery workers {sorted(wanted)} to answer", lambda: wanted <= set(celery_workers(env)),
-                  timeout=180, interval=3, on_timeout=tail(parts[-1]))
-    say(f"Airflow UI: http://127.0.0.1:{demo.UI_PORT}  login: {demo.USER} / {password}")
+    wait_for(f"the Celery workers {sorted(wanted)} to answer", lambda: wanted <= set(celery_workers(env)),
+             timeout=180, interval=3, on_timeout=tail(parts[-1]))
+    say(f"Airflow UI: http://127.0.0.1:{DEMO.ui_port}  login: {demo_settings.USER} / {password}")
     say(f"Celery workers: {', '.join(sorted(wanted))}")
     return password
 
@@ -257,8 +256,8 @@ def start_spark() -> None:
     if SPARK_MODE == "submit":
         say(f"Spark: every job a spark-submit of its own to {cluster.master_url} (MIRRORFLOW_PLATFORM_SPARK=submit)")
         return
-    demo.start_connect(connect_server(), f"master {cluster.master_url}", "platform",
-                       "MIRRORFLOW_PLATFORM_SPARK_CONNECT_PORT")
+    servers.start_connect(DEMO, connect_server(), f"master {cluster.master_url}", "platform",
+                          "MIRRORFLOW_PLATFORM_SPARK_CONNECT_PORT")
 
 
 def start_servers() -> None:
@@ -270,23 +269,11 @@ def start_servers() -> None:
             raise SystemExit(f"mirrorflow platform: {exc}") from None
 
 
-def held_once(topology, produced: list[str]) -> dict[str, str]:
-    """Per cluster, what is wrong with its copy of ``produced`` (empty when every cluster holds each once)."""
-    wrong = {}
-    for name, client in demo.demo_clients(topology).items():
-        counts = Counter(v for v in demo.read_topic(name, client) if v in set(produced))
-        missing = len(set(produced) - set(counts))
-        doubled = sum(n - 1 for n in counts.values() if n > 1)
-        if missing or doubled:
-            wrong[name] = f"{missing} missing, {doubled} duplicates"
-    return wrong
-
-
 def unpause_scheduled(password: str) -> None:
     """The level DAGs and SCHEDULED unpaused: from now on the scheduler starts their runs."""
-    api = demo.AirflowApi(password)
-    for dag_id in [demo.level_dag_id(level) for level in load_topology(TOPOLOGY).levels] + list(SCHEDULED):
-        demo.unpause(api, dag_id)
+    api = standalone.api(DEMO, password)
+    for dag_id in [level_dag_id(level) for level in load_topology(TOPOLOGY).levels] + list(SCHEDULED):
+        unpause(api, dag_id)
     also = f" and {', '.join(SCHEDULED)}" if SCHEDULED else ""
     say(f"Unpaused the level DAGs (every {SCHEDULE}){also}: the scheduler alone starts runs")
 
@@ -294,27 +281,27 @@ def unpause_scheduled(password: str) -> None:
 def converge(password: str) -> None:
     """Produce a batch everywhere and wait, triggering nothing, for the scheduler's runs to mirror it."""
     topology = load_topology(TOPOLOGY)
-    tag = demo.batch_tag()
-    produced = demo.produce_traffic(topology, tag)
+    tag = traffic.batch_tag()
+    produced = traffic.produce_traffic(DEMO, topology, tag)
     started = time.monotonic()
     last: dict[str, str] = {}
 
     def settled() -> bool:
         nonlocal last
-        last = held_once(topology, produced)
+        last = traffic.held_once(DEMO, topology, produced)
         return not last
 
-    demo.wait_for(f"the scheduler's runs to put batch {tag} on every cluster exactly once", settled,
-                  timeout=CONVERGE_TIMEOUT, interval=10, on_timeout=lambda: f"still: {last}")
+    wait_for(f"the scheduler's runs to put batch {tag} on every cluster exactly once", settled,
+             timeout=CONVERGE_TIMEOUT, interval=10, on_timeout=lambda: f"still: {last}")
     say(f"Mirroring settled in {time.monotonic() - started:.0f}s with the scheduler alone")
-    if not demo.report(topology, produced, tag):
+    if not traffic.report(DEMO, topology, produced, tag):
         raise SystemExit("mirrorflow platform: the clusters do not all hold every message exactly once "
                          f"(left running for a look; logs under {RUN}; make platform-stop ends it)")
 
 
 def refuse_demo() -> None:
     """The demo's clusters hold the same ports: one of the two at a time."""
-    up = demo.holding_our_ports(REPO / ".run" / "demo" / "kafka")
+    up = servers.holding_our_ports(DEMO, REPO / ".run" / "demo" / "kafka")
     if up:
         raise SystemExit(f"mirrorflow platform: the demo's clusters run ({', '.join(up)}) on the ports platform "
                          "mode needs; stop the demo with `make stop`, then run `make platform` again")
@@ -327,16 +314,16 @@ def start(traffic: bool = True) -> None:
     RUN.mkdir(parents=True, exist_ok=True)
     refuse_demo()
     write_topology()
-    demo.start_kafka()
-    demo.start_s3()
+    servers.start_kafka(DEMO)
+    servers.start_s3(DEMO)
     start_servers()
     start_spark()
     password = start_airflow()
     unpause_scheduled(password)
     if traffic:
         converge(password)
-    say(f"Platform running: UI http://127.0.0.1:{demo.UI_PORT} (login {demo.USER} / {password}); Celery workers "
-        f"{', '.join(WORKERS)}; Spark master UI http://127.0.0.1:{SPARK_MASTER_UI_PORT}. "
+    say(f"Platform running: UI http://127.0.0.1:{DEMO.ui_port} (login {demo_settings.USER} / {password}); "
+        f"Celery workers {', '.join(WORKERS)}; Spark master UI http://127.0.0.1:{SPARK_MASTER_UI_PORT}. "
         "Stop it with: make platform-stop")
 
 
@@ -352,7 +339,7 @@ def stop() -> None:
             say(f"Stopping airflow {part.name}")
         if not part.stop(grace=30):
             leftovers.append(f"airflow {part.name}")
-    if not demo.stop_spark():
+    if not servers.stop_spark(DEMO):
         leftovers.append("the Spark Connect server")
     if not spark_cluster().stop():
         leftovers.append("Spark standalone")
@@ -360,11 +347,9 @@ def stop() -> None:
         say(f"Stopping {what}")
         if not server.stop():
             leftovers.append(what)
-    if not demo.stop_s3():
+    if not servers.stop_s3(DEMO):
         leftovers.append("the S3 server")
-    if demo.PLAIN_KAFKA_RUN.exists():
-        say("Stopping the Kafka clusters")
-        demo.kafka_cli("stop", "--run-dir", str(demo.PLAIN_KAFKA_RUN))
+    servers.stop_kafka(DEMO.plain_kafka_run)
     if leftovers:
         raise SystemExit(f"mirrorflow platform: {', '.join(leftovers)} outlived stop; run it again")
     say(f"Stopped. State and logs stay in {RUN} (delete it for a clean slate).")

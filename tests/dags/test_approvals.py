@@ -24,7 +24,7 @@ from tests.dags.test_failover_dag import Member, _conf, as_current, owners  # no
 from tests.dags.test_lag_monitor_dag import states, task_output
 from tests.integration.groups import committed_offsets, consume_and_commit
 from tests.integration.mirroring import FOUR, clients, converge, topic_everywhere, topology, traffic
-from tests.unit.test_grants import BASE
+from tests.unit.topologies import BASE
 
 pytestmark = pytest.mark.airflow
 

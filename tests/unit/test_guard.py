@@ -12,7 +12,8 @@ from mirrorflow.errors import TopologyError
 from mirrorflow.kafka.grants import Grant, GrantRules, plan_grants
 from mirrorflow.kafka.guard import covers, deny, plan_guard
 from mirrorflow.topology import Topology
-from tests.unit.test_grants import BASE, grant
+from tests.unit.grants import grant
+from tests.unit.topologies import BASE
 
 OWN = {"User:mirrorflow"}
 TOPICS = ["orders", "payments.eu"]

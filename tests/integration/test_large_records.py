@@ -1,7 +1,7 @@
 """A record whose copy does not fit its target stops its partition by name (real brokers).
 
 That records over librdkafka's 1 MB default travel, and one at exactly its topic's
-limit too, is shown through the level DAGs in tests/dags/test_real_traffic_dag.py.
+limit too, is shown through the level DAGs in tests/dags/test_level_dags.py.
 """
 
 from __future__ import annotations

@@ -60,6 +60,7 @@ pytest_plugins = [
     "tests.fixtures.registry",
     "tests.fixtures.s3",
     "tests.fixtures.operator_state",
+    "tests.fixtures.topologies",
     "tests.fixtures.secured",
     "tests.fixtures.prometheus",
     "tests.fixtures.workers",

@@ -22,7 +22,7 @@ import pytest
 
 from mirrorflow_airflow.factories.lag_monitor import build_lag_monitor_dag
 from mirrorflow_airflow.state import INCIDENTS_VARIABLE, LAG_SNAPSHOT_VARIABLE, open_incidents
-from tests.dags.test_lag_monitor_dag import pending, states, task_output  # noqa: F401 (pending is a fixture)
+from tests.dags.dag_runs import states, task_output
 from tests.fixtures.receivers import Inbox
 from tests.integration.mirroring import clients, converge
 

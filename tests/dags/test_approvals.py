@@ -20,11 +20,11 @@ from mirrorflow_airflow.factories.failover import build_failover_dag
 from mirrorflow_airflow.factories.switch import build_switch_dag
 from mirrorflow_airflow.operators.approval import PlanApprovalOperator, responder
 from mirrorflow_dev.process import wait_until
-from tests.dags.test_failover_dag import Member, _conf, as_current, owners  # noqa: F401 (fixtures)
-from tests.dags.test_lag_monitor_dag import states, task_output
-from tests.integration.groups import committed_offsets, consume_and_commit
+from tests.dags.dag_runs import states, task_output
+from tests.dags.forms import failover_conf
+from tests.integration.groups import Member, committed_offsets, consume_and_commit
 from tests.integration.mirroring import FOUR, clients, converge, topic_everywhere, topology, traffic
-from tests.unit.test_grants import BASE
+from tests.unit.topologies import BASE
 
 pytestmark = pytest.mark.airflow
 
@@ -163,7 +163,7 @@ def test_a_planned_failover_approved_after_its_group_came_back_on_the_source_ref
 
     # 1. the requester approves their own change (no approvers listed: anyone but the requester): a rejection
     approver = _Approver(dag.dag_id, seen, "Approve", "dag_test")  # dag.test()'s triggering user
-    run = dag.test(run_conf=_conf(groups=["fo-back"]))
+    run = dag.test(run_conf=failover_conf(groups=["fo-back"]))
     approver.done()
     assert states(run)["approve"] == "success" and states(run)["publish_final"] == "skipped", states(run)
     assert "dag_test requested this change and may not approve it" in task_output(caplog, capfd)
@@ -178,7 +178,7 @@ def test_a_planned_failover_approved_after_its_group_came_back_on_the_source_ref
 
     approver = _Approver(dag.dag_id, seen, "Approve", "bob", restarted)
     try:
-        run = dag.test(run_conf=_conf(groups=["fo-back"]))
+        run = dag.test(run_conf=failover_conf(groups=["fo-back"]))
         approver.done()
     finally:
         for member in members:
@@ -192,7 +192,7 @@ def test_a_planned_failover_approved_after_its_group_came_back_on_the_source_ref
 
     # 3. it consumed and committed more, then stopped again: no member, but the cut moved
     approver = _Approver(dag.dag_id, seen, "Approve", "bob", lambda: consume_and_commit(c1, topic, "fo-back", 10))
-    run = dag.test(run_conf=_conf(groups=["fo-back"]))
+    run = dag.test(run_conf=failover_conf(groups=["fo-back"]))
     approver.done()
     assert run.state == "failed" and states(run)["publish_final"] == "failed", states(run)
     said = task_output(caplog, capfd)

@@ -14,24 +14,13 @@ import pytest
 from mirrorflow.assets import proven_uri
 from mirrorflow.completeness.proven import window_key
 from mirrorflow_airflow.factories.audit import build_audit_dag
-from tests.dags.test_level_dags import asset_events, parsed, task_state, xcom
+from tests.dags.dag_runs import asset_events, parsed, task_state, xcom
 from tests.integration.kafka_io import lose, produce, read_all
 from tests.integration.mirroring import FOUR, Traffic, clients, converge, run_level, topic_everywhere, topology
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
 NAMES = ["c1", "c2", "c3", "c4"]
-
-
-@pytest.fixture
-def audit_result_cleared(airflow_home):
-    """The Variable the audit leaves for the lag monitor is this test's: later tests' monitors must not see it."""
-    from airflow.models import Variable
-
-    from mirrorflow_airflow.state import AUDIT_RESULT_VARIABLE
-
-    yield
-    Variable.delete(AUDIT_RESULT_VARIABLE)
 
 
 def test_the_audit_dag_finds_the_tree_complete_under_traffic_and_fails_naming_a_loss(kafka_clusters, make_topic,

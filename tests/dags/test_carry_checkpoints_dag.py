@@ -7,7 +7,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow_airflow.factories.carry_checkpoints import build_carry_checkpoints_dag
 from mirrorflow_airflow.steps.carry_checkpoints import run_carry
-from tests.dags.test_level_dags import xcom
+from tests.dags.dag_runs import xcom
 from tests.integration.mirroring import (
     FOUR,
     RENUMBERED,

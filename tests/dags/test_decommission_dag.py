@@ -11,7 +11,7 @@ from mirrorflow.topology.changes import apply_changes
 from mirrorflow_airflow.factories.decommission import build_decommission_dag
 from mirrorflow_airflow.state import CHANGES_VARIABLE, TARGETS_VARIABLE
 from mirrorflow_airflow.steps.decommission import run_preflight
-from tests.dags.test_level_dags import xcom
+from tests.dags.dag_runs import xcom
 from tests.integration.mirroring import (
     FOUR,
     Traffic,

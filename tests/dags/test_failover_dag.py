@@ -12,14 +12,14 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import Consumer
 
 from mirrorflow_airflow.factories.failover import build_failover_dag
 from mirrorflow_airflow.factories.lag_monitor import build_lag_monitor_dag
 from mirrorflow_airflow.factories.offsets import build_offsets_dag
 from mirrorflow_airflow.state import LAG_SNAPSHOT_VARIABLE, OWNERS_VARIABLE
-from tests.dags.test_level_dags import xcom
-from tests.integration.groups import committed_offsets, consume_and_commit, read_from_committed
+from tests.dags.dag_runs import xcom
+from tests.dags.forms import failover_conf
+from tests.integration.groups import Member, committed_offsets, consume_and_commit, read_from_committed
 from tests.integration.mirroring import (
     FOUR,
     Traffic,
@@ -35,68 +35,12 @@ pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
 
 @pytest.fixture
-def as_current(tmp_path, monkeypatch):
-    """Make a test topology the one MIRROR_TOPOLOGY names (sensors and triggers load it from there)."""
-    def use(topo):
-        path = tmp_path / "topology.yaml"
-        path.write_text(topo.to_yaml())
-        monkeypatch.setenv("MIRROR_TOPOLOGY", str(path))
-        return topo
-    return use
-
-
-@pytest.fixture
-def owners(airflow_home):
-    from airflow.models import Variable
-
-    yield lambda: json.loads(Variable.get(OWNERS_VARIABLE, default_var="{}"))
-    Variable.delete(OWNERS_VARIABLE)
-
-
-@pytest.fixture
 def lag_snapshot(airflow_home):
     """The lag monitor's snapshot Variable, removed afterwards (a later monitor would read it as its previous)."""
     from airflow.models import Variable
 
     yield lambda: json.loads(Variable.get(LAG_SNAPSHOT_VARIABLE, default_var="{}"))
     Variable.delete(LAG_SNAPSHOT_VARIABLE)
-
-
-def _conf(**kw):
-    conf = {"groups": [], "from_cluster": "c1", "to_cluster": "c4", "mode": "planned", "precision": "exact",
-            "dry_run": False, "force": False}
-    conf.update(kw)
-    return conf
-
-
-class Member:
-    """A live member of a group (subscribed and polling) until stopped."""
-
-    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                                   "auto.offset.reset": "latest"})
-        self._consumer.subscribe([topic])
-        self._stop = threading.Event()
-        self.assigned = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._consumer.poll(0.2)
-            if self._consumer.assignment():
-                self.assigned.set()
-        self._consumer.close()
-
-    def wait_joined(self, where: str, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not self.assigned.is_set():
-            assert time.monotonic() < deadline, f"the member never joined on {where}"
-            self.assigned.wait(0.2)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
 
 
 def test_planned_exact_failover_two_hops_and_back_skips_nothing_and_replays_nothing(kafka_clusters, make_topic, as_current,
@@ -110,7 +54,7 @@ def test_planned_exact_failover_two_hops_and_back_skips_nothing_and_replays_noth
     done = consume_and_commit(kafka_clusters["c1"].bootstrap, topic, "fo-planned", 350)
     dag = build_failover_dag(topo)
 
-    dry = dag.test(run_conf=_conf(groups=["fo-planned"], dry_run=True))
+    dry = dag.test(run_conf=failover_conf(groups=["fo-planned"], dry_run=True))
     assert dry.state == "success"
     assert committed_offsets(kafka_clusters["c4"].bootstrap, topic, "fo-planned", 2) == [-1001, -1001]
     assert xcom(dry, "switch")["dry_run"] is True
@@ -118,7 +62,7 @@ def test_planned_exact_failover_two_hops_and_back_skips_nothing_and_replays_noth
     # the wait must hold the switch until c4 holds what the group consumed: mirror meanwhile
     mirrored = threading.Thread(target=converge, args=(topo, settings))
     mirrored.start()
-    run = dag.test(run_conf=_conf(groups=["fo-planned"], dry_run=False))
+    run = dag.test(run_conf=failover_conf(groups=["fo-planned"], dry_run=False))
     mirrored.join(300)
     assert run.state == "success"
     rows = xcom(run, "switch")["plan"]["rows"]
@@ -131,7 +75,7 @@ def test_planned_exact_failover_two_hops_and_back_skips_nothing_and_replays_noth
 
     # failback: the same DAG the other way round, after the group consumed a little more on c4
     done += consume_and_commit(kafka_clusters["c4"].bootstrap, topic, "fo-planned", 20)
-    back = dag.test(run_conf=_conf(groups=["fo-planned"], from_cluster="c4", to_cluster="c1"))
+    back = dag.test(run_conf=failover_conf(groups=["fo-planned"], from_cluster="c4", to_cluster="c1"))
     assert back.state == "success"
     rest = read_from_committed(kafka_clusters["c1"].bootstrap, topic, "fo-planned", 2)
     assert Counter(done) + Counter(rest) == Counter(expected), "skipped or replayed on c1 after the failback"
@@ -150,7 +94,7 @@ def test_refuses_a_group_with_members_on_the_source_or_the_target(kafka_clusters
         member = Member(kafka_clusters[where].bootstrap, topic, "fo-busy")
         try:
             member.wait_joined(where)
-            run = dag.test(run_conf=_conf(groups=["fo-busy"]))
+            run = dag.test(run_conf=failover_conf(groups=["fo-busy"]))
         finally:
             member.stop()
         assert run.state == "failed", f"a member on {where} must stop the failover"
@@ -184,7 +128,7 @@ def test_active_active_exact_failover_skips_nothing_and_replays_what_the_lag_mon
         assert committed_offsets(kafka_clusters[cluster].bootstrap, topic, "fo-aa", 2) == [-1001, -1001]
 
     # c4, on the other side of the tree: it orders the two origins unlike c1 (c2 copies c1's order as it is)
-    run = build_failover_dag(topo).test(run_conf=_conf(groups=["fo-a.*"], to_cluster="c4"))
+    run = build_failover_dag(topo).test(run_conf=failover_conf(groups=["fo-a.*"], to_cluster="c4"))
     assert run.state == "success"
     rest = read_from_committed(kafka_clusters["c4"].bootstrap, topic, "fo-aa", 2)
     skipped = set(expected) - set(done) - set(rest)
@@ -238,7 +182,7 @@ def test_emergency_failover_with_the_source_killed(kafka_clusters, make_topic, a
     c1.kill()
     killed = time.time()
     try:
-        run = build_failover_dag(topo).test(run_conf=_conf(groups=["fo-emergency"], mode="emergency"))
+        run = build_failover_dag(topo).test(run_conf=failover_conf(groups=["fo-emergency"], mode="emergency"))
         ended = time.time()
         assert run.state == "success"
         # published between `started` and `distributed`, used between `killed` and `ended`

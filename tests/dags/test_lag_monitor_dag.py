@@ -32,10 +32,9 @@ from mirrorflow_airflow.factories.lag_monitor import DAG_ID, build_lag_monitor_d
 from mirrorflow_airflow.state import LAG_SNAPSHOT_VARIABLE
 from mirrorflow_airflow.triggers.base import PollingTrigger
 from mirrorflow_airflow.triggers.lag import ConsumerGroupLagTrigger, ReplicationLagTrigger
-from tests.dags.test_level_dags import xcom
-from tests.integration.kafka_io import produce
-from tests.integration.mirroring import clients, converge, topic_everywhere, topology
-from tests.integration.test_lag import commit
+from tests.dags.dag_runs import states, task_output, xcom
+from tests.integration.groups import commit
+from tests.integration.mirroring import clients, converge
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
@@ -85,37 +84,6 @@ def trigger_rows() -> list:
 
     with create_session() as session:
         return [(t.classpath, str(t.kwargs)) for t in session.query(Trigger).all()]
-
-
-@pytest.fixture
-def pending(airflow_home, kafka_clusters, make_topic, tmp_path, monkeypatch):
-    """A pair topology (c1 <-> c2) with 5 hour-old messages on c1 not yet copied; MIRROR_TOPOLOGY points at it.
-
-    Triggers load the topology from MIRROR_TOPOLOGY in the process that runs them, as in a real triggerer.
-    """
-
-    def make(extra: str = ""):
-        topic = topic_everywhere(make_topic, PAIR_NAMES, partitions=1)
-        topo = topology(kafka_clusters, PAIR, [topic], names=PAIR_NAMES, extra=extra)
-        old = int(time.time() * 1000) - HOUR_MS
-        produce(kafka_clusters["c1"].bootstrap, topic,
-                [(b"k", f"m{i}".encode(), None, old + i) for i in range(5)], partition=0)
-        path = tmp_path / "topology.yaml"
-        path.write_text(topo.to_yaml(), encoding="utf-8")
-        monkeypatch.setenv("MIRROR_TOPOLOGY", str(path))
-        return topo, topic
-
-    return make
-
-
-def task_output(caplog, capfd) -> str:
-    """What dag.test() logged: stdlib records (task code) and the task runner's structlog output (failures)."""
-    out, err = capfd.readouterr()
-    return caplog.text + out + err
-
-
-def states(run) -> dict[str, str]:
-    return {ti.task_id: ti.state for ti in run.get_task_instances()}
 
 
 def sensor_dag(dag_id: str, folder, sensor_factory):

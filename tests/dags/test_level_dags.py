@@ -15,77 +15,13 @@ from confluent_kafka import KafkaError
 from mirrorflow import copyflags, provenance
 from mirrorflow.cluster_sync import with_headroom
 from mirrorflow_airflow.factories.levels import build_level_dags
+from tests.dags.dag_runs import asset_events, run_until_quiescent, task_state, xcom
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import FOUR, assert_exactly_once, partitions_of, topic_everywhere, topology, traffic
-from tests.integration.test_config_sync import alter
-from tests.integration.test_large_records import AT_LIMIT, LIMIT, _produce
-from tests.integration.test_topic_shape import explicit_configs
+from tests.integration.record_size import AT_LIMIT, LIMIT, produce_large
+from tests.integration.topic_configs import alter, explicit_configs
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
-
-
-def xcom(dag_run, task_id: str):
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        row = (
-            session.query(XComModel)
-            .filter_by(dag_id=dag_run.dag_id, run_id=dag_run.run_id, task_id=task_id, key="return_value")
-            .one_or_none()
-        )
-        return None if row is None else XComModel.deserialize_value(row)
-
-
-def asset_events(uri: str, dag_run=None, by_task: bool = False) -> list[tuple]:
-    """The asset events of ``uri`` in the metadata database (of ``dag_run`` only, if given): (partition key, extra),
-    and with ``by_task`` the emitting task's id last."""
-    from airflow.models.asset import AssetEvent, AssetModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    query = select(AssetEvent).join(AssetModel, AssetModel.id == AssetEvent.asset_id).where(AssetModel.uri == uri)
-    if dag_run is not None:
-        query = query.where(AssetEvent.source_dag_id == dag_run.dag_id, AssetEvent.source_run_id == dag_run.run_id)
-    with create_session() as session:
-        return [(e.partition_key, dict(e.extra), *([e.source_task_id] if by_task else []))
-                for e in session.scalars(query.order_by(AssetEvent.id))]
-
-
-def task_state(dag_run, task_id: str) -> str | None:
-    return next(ti.state for ti in dag_run.get_task_instances() if ti.task_id == task_id)
-
-
-def parsed(dag):
-    """``dag`` written to the metadata database as the dag-processor writes a parsed file: its assets are then
-    known, so the events of its outlets register (``dag.test()`` runs a DAG object, parsed from no file)."""
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
-    from airflow.serialization.serialized_objects import LazyDeserializedDAG
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        DagBundlesManager().sync_bundles_to_db(session=session)
-    with create_session() as session:
-        update_dag_parsing_results_in_db("dags-folder", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(),
-                                         session=session)
-    return dag
-
-
-def run_until_quiescent(dags: dict, levels: list[int], max_rounds: int = 6) -> list[dict]:
-    """dag.test() every level DAG, lowest level first, until a whole round copies nothing."""
-    summaries = []
-    for _ in range(max_rounds):
-        copied = 0
-        for level in levels:
-            run = dags[f"mirror_level_{level}"].test()
-            summary = xcom(run, "copy")
-            assert run.state == "success", summary
-            summaries.append(summary)
-            copied += summary["copied"]
-        if copied == 0:
-            return summaries
-    raise AssertionError(f"not quiescent after {max_rounds} rounds")
 
 
 SECRET = "s3cr3t-never-in-a-log"
@@ -131,10 +67,10 @@ def test_level_dags_mirror_real_traffic_on_the_four_cluster_tree_exactly_once(
 
     expected_orders = traffic(kafka_clusters, "c1", orders, 25) + traffic(kafka_clusters, "c3", orders, 25)
     expected_raw = traffic(kafka_clusters, "c1", raw, 30) + traffic(kafka_clusters, "c3", raw, 20)
-    too_large = _produce(c1, large, b"x" * (AT_LIMIT + 1))
+    too_large = produce_large(c1, large, b"x" * (AT_LIMIT + 1))
     assert too_large is not None and too_large.code() == KafkaError.MSG_SIZE_TOO_LARGE  # AT_LIMIT is the limit
-    assert _produce(c1, large, b"m" * 2_000_000) is None
-    assert _produce(c1, large, b"e" * AT_LIMIT) is None
+    assert produce_large(c1, large, b"m" * 2_000_000) is None
+    assert produce_large(c1, large, b"e" * AT_LIMIT) is None
     updates = [(f"k{i % 4}".encode(), f"v{i}".encode(), None, None) for i in range(12)]
     updates += [(b"k1", None, None, None), (b"k3", None, None, None), (b"k3", b"back", None, None)]  # tombstones
     produce(c1, compacted, updates, partition=0)
@@ -359,12 +295,12 @@ def test_a_log_start_moved_past_a_running_level_run_fails_it_by_name_never_green
         airflow_home, kafka_clusters, make_topic, caplog, capfd):
     """Retention racing a throttled copy (case 2): the run fails naming the range, the copies stop before it."""
     from mirrorflow.topology import Topology
-    from tests.integration.test_gap_during_copy import CUT, RECORDS, SMALL_PREFETCH, _checkpoint, _fill, _values
+    from tests.integration.retention_gap import CUT, RECORDS, SMALL_PREFETCH, checkpoint_of, fill_source, values_of
 
     topic = make_topic("c1")
     make_topic("c2", name=topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
-    _fill(c1, topic, 0)
+    fill_source(c1, topic, 0)
     data = topology(kafka_clusters, "\n  level: 1\n  children: [c1, c2]\n", [topic], names=("c1", "c2"), extra="""
 replication: {defaults: {max_bytes_per_second: 1500000, txn_records: 500, on_gap: fail}}
 """).to_dict()
@@ -385,8 +321,8 @@ replication: {defaults: {max_bytes_per_second: 1500000, txn_records: 500, on_gap
     assert 2000 <= first < CUT, error
     assert f"offsets {first}..{CUT - 1} ({CUT - first}) are no longer on c1 and were never copied" in error
     assert "on_gap: fail" in error and "c1.L1" in error and topic in error
-    assert _values(c2, topic, 1, 0) == list(range(first))  # everything read before the cut, once, nothing after
-    assert _checkpoint(c2, topic, 0) == first and RECORDS > CUT
+    assert values_of(c2, topic, 1, 0) == list(range(first))  # everything read before the cut, once, nothing after
+    assert checkpoint_of(c2, topic, 0) == first and RECORDS > CUT
     gaps = _audit_lines(caplog.text + "".join(capfd.readouterr()), "gap")
     assert [(g["lost_offsets"], g["found"]) for g in gaps] == [([first, CUT - 1], "while copying")], gaps
 
@@ -396,10 +332,10 @@ def _cut_when_copying(c1, c2, topic):
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from tests.integration.test_gap_during_copy import CUT, _target_end
+    from tests.integration.retention_gap import CUT, target_end
 
     deadline = time.monotonic() + 120
-    while _target_end(c2, topic, 0) < 2000:
+    while target_end(c2, topic, 0) < 2000:
         assert time.monotonic() < deadline, "the copy never got going"
         _pause.wait(0.05)
     admin = AdminClient({"bootstrap.servers": c1})

@@ -23,7 +23,8 @@ from mirrorflow.offsets.topic import ensure_topic
 from mirrorflow.topology.changes import apply_changes
 from mirrorflow_airflow.factories.onboard import build_onboard_dag
 from mirrorflow_airflow.state import CHANGES_VARIABLE, ONBOARDING_VARIABLE, OWNERS_VARIABLE, TARGETS_VARIABLE
-from tests.dags.test_level_dags import asset_events, xcom
+from tests.dags.dag_runs import asset_events, xcom
+from tests.dags.forms import onboard_form
 from tests.integration.groups import consume_and_commit, read_from_committed
 from tests.integration.kafka_io import stable_end_offsets
 from tests.integration.mirroring import (
@@ -40,12 +41,6 @@ from tests.integration.mirroring import (
 )
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
-
-
-def form(kafka_clusters, **extra):
-    return {"cluster": "c4", "bootstrap": kafka_clusters["c4"].bootstrap, "conn_id": None, "sibling_of": "c3",
-            "level": 1, "topics": [], "backfill": "retained", "since": None, "schemas": True, "adopt": False,
-            "dry_run": False, **extra}
 
 
 def _checkpointed(bootstrap: str, topic: str, partitions: int) -> int:
@@ -104,7 +99,7 @@ def test_onboarding_under_traffic_killed_mid_backfill_and_rerun_is_exactly_once(
     dag = build_onboard_dag(topo)
     assert {"cluster", "bootstrap", "conn_id", "sibling_of", "level", "topics", "backfill", "since", "schemas",
             "dry_run"} <= set(dag.params)
-    dry = dag.test(run_conf=form(kafka_clusters, dry_run=True))
+    dry = dag.test(run_conf=onboard_form(kafka_clusters, dry_run=True))
     assert dry.state == "success"
     plan = xcom(dry, "preflight")
     assert plan["link_id"] == "c3.L1" and plan["pins"] == {"c2.L3": "c3"} and plan["bits"] == 0b101
@@ -126,8 +121,8 @@ def test_onboarding_under_traffic_killed_mid_backfill_and_rerun_is_exactly_once(
         try:
             env = {**os.environ, "MIRROR_TOPOLOGY": str(tmp_path / "topology.yaml")}
             first = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "airflow"), "dags", "test",
-                                      "mirror_onboard_cluster", "-c", json.dumps(form(kafka_clusters))], env=env,
-                                     start_new_session=True, stdout=open(tmp_path / "first.log", "wb"),
+                                      "mirror_onboard_cluster", "-c", json.dumps(onboard_form(kafka_clusters))],
+                                     env=env, start_new_session=True, stdout=open(tmp_path / "first.log", "wb"),
                                      stderr=subprocess.STDOUT)
             deadline = time.monotonic() + 240
             while _checkpointed(c4, topic, 2) == 0:
@@ -144,7 +139,7 @@ def test_onboarding_under_traffic_killed_mid_backfill_and_rerun_is_exactly_once(
         assert operator_state(ONBOARDING_VARIABLE)["c4"]["sibling_of"] == "c3"
         assert operator_state(CHANGES_VARIABLE, "[]") == [], "the killed attempt never joined"
 
-        run = dag.test(run_conf=form(kafka_clusters))
+        run = dag.test(run_conf=onboard_form(kafka_clusters))
         flowing.wait_for(len(flowing.ids) + 60)
     assert run.state == "success", {t: xcom(run, t) for t in ("preflight", "backfill", "verify", "summary")}
     # The killed attempt's open transaction held the link's checkpoints; the rerun fenced it
@@ -185,7 +180,7 @@ def test_a_topic_clash_stops_preflight_and_nothing_is_created(kafka_clusters, ma
     make_topic("c4", partitions=3, name=topic)  # same name, different partition count
     topo = topology(kafka_clusters, THREE, [topic, other], names=("c1", "c2", "c3"))
     dag = build_onboard_dag(topo)
-    run = dag.test(run_conf=form(kafka_clusters))
+    run = dag.test(run_conf=onboard_form(kafka_clusters))
     assert run.state == "failed"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["preflight"] == "failed" and states["create_topics"] == "upstream_failed", states
@@ -193,7 +188,7 @@ def test_a_topic_clash_stops_preflight_and_nothing_is_created(kafka_clusters, ma
     from mirrorflow_airflow.steps.onboard import run_preflight
 
     with pytest.raises(Exception) as refused:
-        run_preflight(topo, form(kafka_clusters), "t")
+        run_preflight(topo, onboard_form(kafka_clusters), "t")
     message = str(refused.value)
     assert f"{topic}: 3 partitions on c4, 2 on c3" in message and "nothing was created" in message
     names = AdminClient({"bootstrap.servers": kafka_clusters["c4"].bootstrap}).list_topics(timeout=10).topics
@@ -246,7 +241,7 @@ def test_onboarding_from_the_archive_restores_history_the_peers_deleted(kafka_cl
     expected += traffic(kafka_clusters, "c1", topic, 40, start=100)
     converge(topo, settings)
 
-    run = build_onboard_dag(topo).test(run_conf=form(kafka_clusters, backfill="archive"))
+    run = build_onboard_dag(topo).test(run_conf=onboard_form(kafka_clusters, backfill="archive"))
     assert run.state == "success", {t: xcom(run, t) for t in ("preflight", "backfill", "verify")}
     backfill = xcom(run, "backfill")
     # the archive restores its whole range (up to where it ends), then Kafka continues on c3

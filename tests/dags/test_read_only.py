@@ -35,8 +35,7 @@ from mirrorflow.topology import Topology
 from mirrorflow_airflow.factories.failover import build_failover_dag
 from mirrorflow_airflow.steps.failover import read_only_guard
 from mirrorflow_dev.secured import scram_config, upsert_scram_user
-from tests.dags.test_failover_dag import as_current, owners  # noqa: F401 - fixtures
-from tests.dags.test_level_dags import xcom
+from tests.dags.dag_runs import xcom
 from tests.fixtures.secured import connections_env
 from tests.integration.groups import consume_and_commit
 from tests.integration.mirroring import run_level

@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -35,10 +34,8 @@ from mirrorflow import provenance
 from mirrorflow.copy.txn_groups import TXN_GROUPS
 from mirrorflow.topology import parse_topology
 from mirrorflow_airflow.factories.levels import build_level_dags
-from mirrorflow_dev.kafka import LocalCluster, LocalKafka, new_cluster_id
-from mirrorflow_dev.process import HOST, free_port
-from tests.dags.test_audit_dag import audit_result_cleared  # noqa: F401 (a fixture)
-from tests.dags.test_level_dags import xcom
+from mirrorflow_dev.kafka import LocalKafka
+from tests.dags.dag_runs import level_1_dag, one_way_pair, xcom
 from tests.fixtures.kafka import TEST_BROKERS, _runs_root
 from tests.integration.kafka_io import produce, read_all
 
@@ -46,27 +43,6 @@ pytestmark = [pytest.mark.airflow, pytest.mark.kafka, pytest.mark.usefixtures("s
 
 HOUR_MS = 3600_000
 _pause = threading.Event()  # never set: .wait(t) paces the watch loops, each with a deadline
-
-
-def _closed_window() -> str:
-    """A UTC replication window that is closed now (it opens in six hours)."""
-    start = datetime.now(UTC) + timedelta(hours=6)
-    return f"{start:%H:%M}-{start + timedelta(hours=1):%H:%M}"
-
-
-def _pair(source: str, target: str, target_name: str, topic: str, *, extra: str = "", defaults: str = "") -> str:
-    """A level-1 pair, ``c1`` -> ``target_name``, whose reverse link is outside its window; ``defaults``: its links'."""
-    return (f"clusters:\n  c1: {{bootstrap: '{source}'}}\n  {target_name}: {{bootstrap: '{target}'}}\n"
-            f"tree: {{level: 1, children: [c1, {target_name}]}}\ntopics: ['{topic}']\n{extra}replication:\n"
-            + (f"  defaults: {defaults}\n" if defaults else "")
-            + f"  links:\n    {target_name}.L1: {{windows: ['{_closed_window()}']}}\n")
-
-
-def _level_1(topology_text: str):
-    dag = build_level_dags(parse_topology(topology_text, source="test"))["mirror_level_1"]
-    for t in dag.tasks:  # production retries; here one attempt shows the outcome
-        t.retries = 0
-    return dag
 
 
 # --------------------------------------------------------------------------- an open transaction
@@ -80,8 +56,8 @@ def test_records_behind_an_open_transaction_are_lag_and_the_lag_monitor_names_th
     topic = make_topic("c1", partitions=1)
     make_topic("c2", partitions=1, name=topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
-    text = _pair(c1, c2, "c2", topic, extra="lag: {sla: {records: 100}}\n")
-    level = _level_1(text)
+    text = one_way_pair(c1, c2, "c2", topic, extra="lag: {sla: {records: 100}}\n")
+    level = level_1_dag(text)
     opened_ms = int(time.time() * 1000) - HOUR_MS  # the transaction's first record: an hour old
     hung = Producer({"bootstrap.servers": c1, "transactional.id": f"hung-{topic}", "transaction.timeout.ms": 900000})
     hung.init_transactions(30)
@@ -114,32 +90,6 @@ def test_records_behind_an_open_transaction_are_lag_and_the_lag_monitor_names_th
 # --------------------------------------------------------------------------- a target partition without a leader
 
 
-@pytest.fixture(scope="module")
-def three_nodes(kafka_distribution):
-    """A three-node cluster (ids 1..3), started together (a quorum needs two of them), killed at the end."""
-    run_dir = Path(_runs_root()) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-three"
-    ports = [(free_port(), free_port()) for _ in range(3)]
-    voters = ",".join(f"{i + 1}@{HOST}:{controller}" for i, (_, controller) in enumerate(ports))
-    cluster_id = new_cluster_id()
-    # Kafka's own topics on every node: the group and transaction coordinators outlive the node the test stops
-    config = {**TEST_BROKERS["broker_config"], "offsets.topic.replication.factor": "3",
-              "transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "1",
-              "min.insync.replicas": "1"}
-    nodes = [LocalCluster(f"n{i + 1}", run_dir / f"n{i + 1}", port, controller, kafka_distribution, config=config,
-                          jvm_options=TEST_BROKERS["jvm_options"], node_id=i + 1, quorum_voters=voters,
-                          cluster_id=cluster_id, heap_max="512m")
-             for i, (port, controller) in enumerate(ports)]
-    try:
-        for node in nodes:
-            node.launch()
-        for node in nodes:
-            node.wait_ready()
-        yield nodes
-    finally:
-        for node in nodes:
-            node.kill()  # its data is thrown away: no controlled shutdown (one node alone has no quorum for it)
-
-
 def test_a_target_partition_without_a_leader_fails_alone_and_the_rest_of_its_group_copies(
         airflow_home, kafka_clusters, make_topic, three_nodes):
     """Two ways to meet it: a partition the link copied before (its copy finds no leader) and one it has never
@@ -155,7 +105,7 @@ def test_a_target_partition_without_a_leader_fails_alone_and_the_rest_of_its_gro
                                        for t in (copied, new)]).values():
         future.result(timeout=30)
     c1 = kafka_clusters["c1"].bootstrap
-    level = _level_1(_pair(c1, bootstrap, "three", f"{copied}|{new}"))
+    level = level_1_dag(one_way_pair(c1, bootstrap, "three", f"{copied}|{new}"))
 
     def batch(topic: str, p: int, first: int) -> None:
         produce(c1, topic, [(b"k", f"{p}-{i}".encode(), None, None) for i in range(first, first + 50)], partition=p)
@@ -240,8 +190,8 @@ def test_a_target_topic_deleted_mid_copy_is_named_never_auto_created_and_refille
     topic = make_topic("c1", partitions=1, config={"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"})
     produce(c1, topic, [(f"k{i}".encode(), f"{i:06d}".encode() + b"x" * 1000, None, None) for i in range(RECORDS)],
             partition=0)
-    level = _level_1(_pair(c1, target, "auto", topic))
-    throttled = _level_1(_pair(c1, target, "auto", topic, defaults="{max_bytes_per_second: 1000000}"))
+    level = level_1_dag(one_way_pair(c1, target, "auto", topic))
+    throttled = level_1_dag(one_way_pair(c1, target, "auto", topic, defaults="{max_bytes_per_second: 1000000}"))
     first = level.test()  # creates the topic, as compacted
     assert first.state == "success" and xcom(first, "copy")["copied"] == RECORDS
     produce(c1, topic, [(f"k{i}".encode(), f"{i:06d}".encode() + b"y" * 1000, None, None) for i in range(RECORDS)],
@@ -319,7 +269,7 @@ def test_a_compacted_topic_compacted_on_different_schedules_is_complete_and_a_lo
     from mirrorflow.completeness.store import read_state
     from mirrorflow.kafka.config import ClusterClient
     from mirrorflow_airflow.factories.audit import build_audit_dag
-    from tests.dags.test_level_dags import run_until_quiescent
+    from tests.dags.dag_runs import run_until_quiescent
 
     topic = make_topic("c1", partitions=2, config=LAZY)
     make_topic("c2", partitions=2, config=EAGER, name=topic)

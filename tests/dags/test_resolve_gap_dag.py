@@ -13,7 +13,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow_airflow.factories.resolve_gap import build_resolve_gap_dag
-from tests.dags.test_level_dags import asset_events, xcom
+from tests.dags.dag_runs import asset_events, xcom
 from tests.integration.kafka_io import produce, read_all, stable_end_offsets
 from tests.integration.mirroring import (
     FOUR,

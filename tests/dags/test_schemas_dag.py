@@ -11,9 +11,8 @@ from airflow.sdk import DeltaTriggerTimetable
 
 from mirrorflow.schemas.records import SCHEMA, Key
 from mirrorflow_airflow.factories.schemas import DAG_ID, build_schemas_dag
-from tests.dags.test_lag_monitor_dag import states, task_output
-from tests.dags.test_level_dags import xcom
-from tests.integration.test_schema_sync import ORDER, P, plant, register_all, schema_topology, state_of
+from tests.dags.dag_runs import states, task_output, xcom
+from tests.integration.schemas import ORDER, P, plant, register_all, schema_topology, state_of
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 

@@ -43,12 +43,12 @@ from mirrorflow.schemas.topic_store import TOPIC_CONFIG
 from mirrorflow.topology import Topology
 from mirrorflow.topology.changes import apply_changes
 from mirrorflow_airflow.state import CHANGES_VARIABLE, OWNERS_VARIABLE, TARGETS_VARIABLE
-from tests.dags.test_level_dags import xcom
+from tests.dags.dag_runs import xcom
 from tests.fixtures.secured import connections_env
 from tests.integration.groups import consume_and_commit, read_from_committed
 from tests.integration.mirroring import FOUR, THREE, assert_exactly_once, traffic
 from tests.integration.registry import PrimaryRegistry, registry_state
-from tests.integration.test_schema_sync import EVENT, ORDER
+from tests.integration.schemas import EVENT, ORDER
 from tests.processes import CommandLines
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka, pytest.mark.spark]

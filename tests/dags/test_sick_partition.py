@@ -23,9 +23,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirrorflow.lag.backoff import Failing
 from mirrorflow.topology import parse_topology
 from mirrorflow_airflow.assets import arrived
-from tests.dags.test_level_dags import asset_events, parsed, task_state, xcom
-from tests.dags.test_on_data import Fired
-from tests.dags.test_real_traffic_dags import _level_1, _pair, three_nodes  # noqa: F401 (a fixture)
+from tests.dags.dag_runs import asset_events, level_1_dag, one_way_pair, parsed, task_state, xcom
+from tests.dags.watcher import Fired
 from tests.integration.kafka_io import produce, read_all
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka,
@@ -73,9 +72,9 @@ def test_a_gap_stopped_partition_fails_the_run_red_yet_the_healthy_topic_arrives
 
     healthy, sick = make_topic("c1"), make_topic("c1")
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
-    text = _pair(c1, c2, "c2", f"{healthy}|{sick}", defaults="{on_gap: fail}")
+    text = one_way_pair(c1, c2, "c2", f"{healthy}|{sick}", defaults="{on_gap: fail}")
     topo = parse_topology(text, source="test")
-    level = parsed(_level_1(text))
+    level = parsed(level_1_dag(text))
     for topic in (healthy, sick):
         _records(c1, topic, 10)
     first = level.test()
@@ -156,7 +155,7 @@ def test_a_source_partition_without_a_leader_fails_alone_and_the_rest_of_the_lin
         _records(bootstrap, split, 20, partition=p)
     _records(bootstrap, other, 20)
     c2 = kafka_clusters["c2"].bootstrap
-    level = _level_1(_pair(bootstrap, c2, "c2", f"{split}|{other}"))
+    level = level_1_dag(one_way_pair(bootstrap, c2, "c2", f"{split}|{other}"))
 
     three_nodes[1].stop()  # node 2: split[1] has no leader now
     deadline = time.monotonic() + 60

@@ -9,7 +9,7 @@ import pytest
 from mirrorflow.topology import Topology
 from mirrorflow_airflow.factories.switch import build_switch_dag
 from mirrorflow_airflow.state import TARGETS_VARIABLE
-from tests.dags.test_level_dags import xcom
+from tests.dags.dag_runs import xcom
 from tests.integration.mirroring import (
     FOUR,
     assert_exactly_once,

@@ -123,7 +123,7 @@ def test_onboarding_a_fourth_cluster_under_traffic_with_every_dag_run_by_airflow
 
     The backfill's lineage (c3's topic in, c4's out) goes to a real HTTP receiver.
     """
-    from tests.dags.test_onboard_dag import form
+    from tests.dags.forms import onboard_form
     from tests.integration.mirroring import Traffic, assert_exactly_once, clients, converge, traffic
 
     topic = topic_everywhere(make_topic, ("c1", "c2", "c3"), partitions=2)
@@ -135,7 +135,7 @@ def test_onboarding_a_fourth_cluster_under_traffic_with_every_dag_run_by_airflow
     converge(topo, clients(kafka_clusters, topo))  # the three-cluster tree in sync before c4 comes
 
     with Traffic(kafka_clusters, topic, ["c1", "c2", "c3"], batch=5, interval=0.2) as flowing:
-        onboard = _airflow("dags", "test", "mirror_onboard_cluster", "-c", json.dumps(form(kafka_clusters)),
+        onboard = _airflow("dags", "test", "mirror_onboard_cluster", "-c", json.dumps(onboard_form(kafka_clusters)),
                            env={**env, **_lineage_to(receiver)}, timeout=900)
         assert onboard.returncode == 0, (onboard.stdout + onboard.stderr)[-4000:]
         flowing.wait_for(len(flowing.ids) + 30)

@@ -13,7 +13,7 @@ import pytest
 
 from mirrorflow_airflow.triggers.data import LevelDataTrigger
 from mirrorflow_dev.sockets import ConnectionWatch, own_connections
-from tests.dags.test_on_data import ON_DATA, Fired
+from tests.dags.watcher import ON_DATA, Fired
 from tests.integration.kafka_io import produce
 from tests.integration.mirroring import topic_everywhere, topology
 

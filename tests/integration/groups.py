@@ -1,13 +1,19 @@
-"""Real consumer groups for offset tests: consume and commit a known prefix, read on from a committed position."""
+"""Real consumer groups for offset tests: consume and commit a known prefix, read on from a committed position.
+
+Also a bare commit retried while the coordinator is not ready (:func:`commit`), and a
+live member of a group (:class:`Member`) for the tests that must find a group active.
+"""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
 from tests.integration.kafka_io import client_conf, stable_end_offsets
 
 
@@ -83,3 +89,49 @@ def committed_offsets(bootstrap: str | Mapping[str, Any], topic: str, group: str
                                                          timeout=30)]
     finally:
         consumer.close()
+
+
+def commit(bootstrap: str, group: str, offsets: list[TopicPartition], timeout: float = 30.0) -> None:
+    """Commit ``offsets`` for ``group``, retried while the group coordinator loads or moves (fresh clusters)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                consumer.commit(offsets=offsets, asynchronous=False)
+                return
+            except KafkaException as exc:
+                if exc.args[0].code() not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
+                    raise
+    finally:
+        consumer.close()
+
+
+class Member:
+    """A live member of a group (subscribed and polling) until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                                   "auto.offset.reset": "latest"})
+        self._consumer.subscribe([topic])
+        self._stop = threading.Event()
+        self.assigned = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._consumer.poll(0.2)
+            if self._consumer.assignment():
+                self.assigned.set()
+        self._consumer.close()
+
+    def wait_joined(self, where: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.assigned.is_set():
+            assert time.monotonic() < deadline, f"the member never joined on {where}"
+            self.assigned.wait(0.2)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)

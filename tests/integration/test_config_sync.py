@@ -14,26 +14,17 @@ import logging
 import re
 
 import pytest
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from mirrorflow.cluster_sync import ConfigOwners, ConfigOwnership, sync_topic_shapes, with_headroom
 from mirrorflow.journal import AUDIT_LOGGER
 from mirrorflow.kafka import describe_topics
 from mirrorflow.topology import Topology
-from tests.integration.test_topic_shape import client_of, explicit_configs, wait_until
+from tests.integration.topic_configs import alter, client_of, explicit_configs, wait_until
 
 pytestmark = pytest.mark.kafka
 
 RET, SEG, MAX = "retention.ms", "segment.ms", "max.message.bytes"
 LIMIT = str(with_headroom(1048588))  # the owner's broker default, with room for the copies' headers
-
-
-def alter(cluster, topic: str, **configs: str) -> None:
-    """Change configs the way an operator does, with a bare AdminClient (not the code under test)."""
-    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
-        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
-    admin = AdminClient(cluster.client_config())  # kept: a collected client cancels its futures
-    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
 
 
 def audit(caplog, *events: str) -> list[dict]:

@@ -14,53 +14,33 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow.copy.engine.clients import CopyClients
 from mirrorflow.copy.engine.group import copy_group
 from mirrorflow.copy.engine.partition import copy_partition
-from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_groups import TXN_GROUPS
 from mirrorflow.kafka.config import ClusterClient
-from tests.integration.kafka_io import produce, read_all
+from tests.integration.retention_gap import (
+    CUT,
+    LINK,
+    RECORDS,
+    SMALL_PREFETCH,
+    checkpoint_of,
+    fill_source,
+    target_end,
+    values_of,
+)
 
 pytestmark = pytest.mark.kafka
 
 _pause = threading.Event()  # never set: .wait(t) paces the watch loop
 
-LINK = "c1.L1"
-RECORDS, CUT = 12_000, 9_000
-#: A reader that holds little ahead of its position: about 64 records of 1 KB per fetch, 256 KB queued.
-SMALL_PREFETCH = {"queued.max.messages.kbytes": 256, "max.partition.fetch.bytes": 65536}
-
-
 def _task(topic, partition, **kw):
     return PartitionTask(link_id=LINK, level=1, source="c1", target="c2", topic=topic, partition=partition,
                          end_offset=RECORDS, max_bytes_per_second=1_500_000, txn_max_seconds=1.0, **kw)
-
-
-def _fill(bootstrap, topic, partition):
-    base = int(time.time() * 1000) - 60_000
-    produce(bootstrap, topic, [(f"k{i}".encode(), f"{i:06d}".encode() + b"x" * 1000, None, base + i)
-                               for i in range(RECORDS)], partition=partition)
-
-
-def _target_end(bootstrap, topic, partition):
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "test-gap-watch"})
-    try:
-        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)[1]
-    finally:
-        consumer.close()
-
-
-def _checkpoint(bootstrap, topic, partition):
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": checkpoint_group(LINK)})
-    try:
-        return consumer.committed([TopicPartition(topic, partition)], timeout=30)[0].offset
-    finally:
-        consumer.close()
 
 
 def _cut_while_copying(kafka_clusters, topic, partition, copy):
@@ -69,7 +49,7 @@ def _cut_while_copying(kafka_clusters, topic, partition, copy):
     worker = threading.Thread(target=lambda: box.setdefault("result", copy()), daemon=True)
     worker.start()
     deadline = time.monotonic() + 60
-    while _target_end(kafka_clusters["c2"].bootstrap, topic, partition) < 2000:
+    while target_end(kafka_clusters["c2"].bootstrap, topic, partition) < 2000:
         assert worker.is_alive() and time.monotonic() < deadline, "the copy never got going"
         _pause.wait(0.05)
     admin = AdminClient({"bootstrap.servers": kafka_clusters["c1"].bootstrap})
@@ -80,17 +60,13 @@ def _cut_while_copying(kafka_clusters, topic, partition, copy):
     return box["result"]
 
 
-def _values(bootstrap, topic, partitions, partition):
-    return [int(r.value[:6]) for r in read_all(bootstrap, topic, partitions) if r.partition == partition]
-
-
 @pytest.mark.parametrize("on_gap", ["fail", "skip"])
 def test_a_log_start_moved_past_a_running_copy_stops_or_skips_by_name_never_in_silence(
         kafka_clusters, make_topic, on_gap):
     topic = make_topic("c1", partitions=1)
     make_topic("c2", partitions=1, name=topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
-    _fill(c1, topic, 0)
+    fill_source(c1, topic, 0)
     src = ClusterClient("c1", {"bootstrap.servers": c1, **SMALL_PREFETCH})
     dst = ClusterClient("c2", {"bootstrap.servers": c2})
 
@@ -99,16 +75,16 @@ def test_a_log_start_moved_past_a_running_copy_stops_or_skips_by_name_never_in_s
     first, last = result.lost_offsets
     assert 2000 <= first < CUT and last == CUT - 1, result
     assert result.lost_to_retention == CUT - first and result.lost_ranges == [[first, CUT - 1]]
-    held = _values(c2, topic, 1, 0)
+    held = values_of(c2, topic, 1, 0)
     if on_gap == "fail":
         assert result.error == (f"retention gap: offsets {first}..{CUT - 1} ({CUT - first}) are no longer on c1 and "
                                 f"were never copied; the partition stops at {first} (on_gap: fail; on_gap: skip "
                                 f"steps over them with a recorded loss)")
-        assert (result.error_offset, result.next_offset, _checkpoint(c2, topic, 0)) == (first, first, first)
+        assert (result.error_offset, result.next_offset, checkpoint_of(c2, topic, 0)) == (first, first, first)
         assert held == list(range(first))  # everything read before the cut, once, and nothing after it
     else:
         assert result.ok, result.error
-        assert (result.next_offset, _checkpoint(c2, topic, 0)) == (RECORDS, RECORDS)
+        assert (result.next_offset, checkpoint_of(c2, topic, 0)) == (RECORDS, RECORDS)
         assert held == list(range(first)) + list(range(CUT, RECORDS))
         assert result.copied == len(held)
 
@@ -120,7 +96,7 @@ def test_in_a_transaction_group_the_partition_whose_log_moved_skips_and_the_othe
     make_topic("c2", partitions=partitions, name=topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
     for p in (0, TXN_GROUPS):
-        _fill(c1, topic, p)
+        fill_source(c1, topic, p)
     src = ClusterClient("c1", {"bootstrap.servers": c1, **SMALL_PREFETCH})
     dst = ClusterClient("c2", {"bootstrap.servers": c2})
     pool = CopyClients()
@@ -132,9 +108,9 @@ def test_in_a_transaction_group_the_partition_whose_log_moved_skips_and_the_othe
     assert gap.ok and fine.ok, (gap.error, fine.error)
     first = gap.lost_offsets[0]
     assert gap.lost_ranges == [[first, CUT - 1]] and 2000 <= first < CUT
-    assert _values(c2, topic, partitions, 0) == list(range(first)) + list(range(CUT, RECORDS))
-    assert _values(c2, topic, partitions, TXN_GROUPS) == list(range(RECORDS))
-    assert (_checkpoint(c2, topic, 0), _checkpoint(c2, topic, TXN_GROUPS)) == (RECORDS, RECORDS)
+    assert values_of(c2, topic, partitions, 0) == list(range(first)) + list(range(CUT, RECORDS))
+    assert values_of(c2, topic, partitions, TXN_GROUPS) == list(range(RECORDS))
+    assert (checkpoint_of(c2, topic, 0), checkpoint_of(c2, topic, TXN_GROUPS)) == (RECORDS, RECORDS)
 
 
 def test_with_on_gap_restore_the_partition_stops_and_the_next_run_heals_the_range_from_the_archive(
@@ -148,7 +124,7 @@ def test_with_on_gap_restore_the_partition_stops_and_the_next_run_heals_the_rang
     topic = make_topic("c1", partitions=1)
     make_topic("c2", partitions=1, name=topic)
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
-    _fill(c1, topic, 0)
+    fill_source(c1, topic, 0)
     settings = {"c1": {"bootstrap.servers": c1}, "c2": {"bootstrap.servers": c2}}
     archived = run_archive(ArchiveSpec(run_id="a1", clusters={"c1": settings["c1"]}, archived=("c1",),
                                        topics=(re.escape(topic),), location=s3_bucket))
@@ -159,11 +135,11 @@ def test_with_on_gap_restore_the_partition_stops_and_the_next_run_heals_the_rang
     stopped = _cut_while_copying(kafka_clusters, topic, 0, lambda: copy_partition(_task(topic, 0, on_gap="restore"),
                                                                                   src, dst))
     first = stopped.error_offset
-    assert stopped.lost_ranges == [[first, CUT - 1]] and _checkpoint(c2, topic, 0) == first
+    assert stopped.lost_ranges == [[first, CUT - 1]] and checkpoint_of(c2, topic, 0) == first
     assert stopped.error.endswith("(on_gap: restore: the next run restores them from the archive of c1)")
 
     healed = run_job(JobSpec(level=1, run_id="heal", topics=(re.escape(topic),), clusters=settings,
                              links=(LinkJob("c1.L1", 1, "c1", "c2", on_gap="restore"),),
                              archive=s3_bucket.to_dict(), archived=("c1",)))
     assert healed.ok, healed.summary()["errors"]
-    assert _values(c2, topic, 1, 0) == list(range(RECORDS))  # once each: read before the cut, restored, read after
+    assert values_of(c2, topic, 1, 0) == list(range(RECORDS))  # once each: read before the cut, restored, read after

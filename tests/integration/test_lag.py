@@ -13,14 +13,14 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
-from mirrorflow.kafka.codes import RETRIABLE_COORDINATOR
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.lag import WHOLE, group_lag, link_lag, link_table, measure
 from mirrorflow.topology import parse_topology
 from mirrorflow.topology.routes import effective_links
 from mirrorflow_dev.process import free_port
+from tests.integration.groups import commit
 from tests.integration.kafka_io import produce
 from tests.integration.mirroring import FOUR, clients, converge, run_level, topic_everywhere, topology
 
@@ -33,22 +33,6 @@ PAIR_NAMES = ("c1", "c2")
 
 def cluster_clients(settings) -> dict[str, ClusterClient]:
     return {name: ClusterClient(name, s) for name, s in settings.items()}
-
-
-def commit(bootstrap: str, group: str, offsets: list[TopicPartition], timeout: float = 30.0) -> None:
-    """Commit ``offsets`` for ``group``, retried while the group coordinator loads or moves (fresh clusters)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            try:
-                consumer.commit(offsets=offsets, asynchronous=False)
-                return
-            except KafkaException as exc:
-                if exc.args[0].code() not in RETRIABLE_COORDINATOR or time.monotonic() > deadline:
-                    raise
-    finally:
-        consumer.close()
 
 
 def records(key: str, count: int, timestamp_ms: int, start: int = 0) -> list:

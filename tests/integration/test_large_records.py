@@ -1,32 +1,18 @@
 """A record whose copy does not fit its target stops its partition by name (real brokers).
 
 That records over librdkafka's 1 MB default travel, and one at exactly its topic's
-limit too, is shown through the level DAGs in tests/dags/test_real_traffic_dag.py.
+limit too, is shown through the level DAGs in tests/dags/test_level_dags.py.
 """
 
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Producer
 
 from mirrorflow.cluster_sync import with_headroom
 from tests.integration.kafka_io import read_all
+from tests.integration.record_size import LIMIT, produce_large
 
 pytestmark = pytest.mark.kafka
-
-LIMIT = 5 * 1024 * 1024
-#: The value size whose record batch (61 bytes of batch header, 13 of record framing: no key, no headers)
-#: is exactly LIMIT bytes; the test shows the broker refuses one byte more.
-AT_LIMIT = LIMIT - 74
-
-
-def _produce(bootstrap, topic, value):
-    producer = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 2 * LIMIT, "linger.ms": 0})
-    errors = []
-    producer.produce(topic, value, partition=0, on_delivery=lambda err, msg: errors.append(err))
-    producer.flush(60)
-    return errors[0]
-
 
 def test_a_record_too_large_for_its_target_stops_its_partition_naming_both_limits(kafka_clusters, make_topic):
     from mirrorflow.copy.engine.partition import copy_partition
@@ -36,8 +22,8 @@ def test_a_record_too_large_for_its_target_stops_its_partition_naming_both_limit
     topic = make_topic("c1", partitions=1, config={"max.message.bytes": str(LIMIT)})
     make_topic("c2", partitions=1, name=topic, config={"max.message.bytes": "1000000"})
     c1, c2 = kafka_clusters["c1"].bootstrap, kafka_clusters["c2"].bootstrap
-    assert _produce(c1, topic, b"s" * 1000) is None
-    assert _produce(c1, topic, b"m" * 2_000_000) is None
+    assert produce_large(c1, topic, b"s" * 1000) is None
+    assert produce_large(c1, topic, b"m" * 2_000_000) is None
     task = PartitionTask(link_id="c1.L1", level=1, source="c1", target="c2", topic=topic, partition=0, end_offset=2,
                          max_message_bytes=1000000, source_max_message_bytes=LIMIT)
     # Uncompressed copies (the cluster's own codec): the producer refuses the record itself, before sending,

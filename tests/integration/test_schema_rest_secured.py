@@ -32,7 +32,7 @@ from mirrorflow.secrets import scrub
 from mirrorflow.topology import Topology, parse_topology
 from mirrorflow_dev.tls import CertificateAuthority
 from tests.integration.registry import registry_state
-from tests.integration.test_schema_sync import ADDRESS, CUSTOMER, EVENT, ORDER, ORDER_V2
+from tests.integration.schemas import ADDRESS, CUSTOMER, EVENT, ORDER, ORDER_V2
 
 #: Refusals must not sit in the client's retries (1 s, 2 s, 4 s back-off): one request decides.
 FAST = 3.0

@@ -21,13 +21,13 @@ from mirrorflow.schemas.records import CONFIG, SCHEMA, Key
 from mirrorflow.schemas.sync import stores_for, sync
 from tests.integration.mirroring import FOUR, clients, converge, topic_everywhere, topology
 from tests.integration.registry import decode_avro, registry_state
-from tests.integration.test_schema_sync import (
+from tests.integration.schemas import (
     ADDRESS,
     CUSTOMER,
     EVENT,
     ORDER,
     ORDER_V2,
-    _only_message,
+    only_message,
     schema_topology,
 )
 
@@ -94,7 +94,7 @@ def test_a_rest_primary_syncs_to_storage_topics_with_ids_and_versions_kept(kafka
     converge(topo, clients(kafka_clusters, topo))
     for cluster in ("c2", "c3"):
         state = registry_state(kafka_clusters[cluster].bootstrap, cluster, storage)
-        assert decode_avro(_only_message(kafka_clusters[cluster].bootstrap, topic), state) == \
+        assert decode_avro(only_message(kafka_clusters[cluster].bootstrap, topic), state) == \
             {"id": 7, "item": "jam", "qty": 2}
 
 

@@ -31,11 +31,9 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from mirrorflow.internal_names import TOPIC_CONFIGS_TOPIC
 from mirrorflow.needed_acls import principal_of, required_acls
 from mirrorflow.topology import Topology, parse_topology
+from tests.integration.acl_refusals import covers
 from tests.integration.mirroring import run_level, traffic
 
-#: What an ACL grants besides its own operation: a call refused one of these names the operation it needed (a
-#: source's config read names DESCRIBE_CONFIGS where the cluster, a target too, holds ALTER_CONFIGS).
-IMPLIED = {"ALTER_CONFIGS": ("DESCRIBE_CONFIGS",)}
 #: Missing, these do not fail a run (see the module docstring).
 NOT_FATAL = {("CLUSTER", "DESCRIBE_CONFIGS"), ("GROUP", "DESCRIBE")}
 
@@ -85,19 +83,6 @@ def _pair_shape(error: str, i: int) -> bool:
     return f".i{i}-grow-" in error and "clears by itself" in error
 
 
-def _covers(acl, text: str) -> bool:
-    """Whether ``text`` names a refusal of ``acl``: its cluster, principal, operation and a resource it covers."""
-    heads = [f"cluster {acl.cluster} refused {acl.principal} {op} on {acl.resource_type} "
-             for op in (acl.operation, *IMPLIED.get(acl.operation, ()))]
-    head = next((h for h in heads if h in text), None)
-    if head is None:
-        return False
-    name = text.split(head, 1)[1].split(": ", 1)[0]
-    if acl.pattern_type == "prefixed":
-        return all(n.startswith(acl.name) for n in name.split(", "))
-    return name == acl.name
-
-
 def test_each_missing_acl_is_named_and_the_run_completes_once_it_is_back(mirrorflow_acls, caplog):
     secured = mirrorflow_acls
     prefix = f"rf{uuid.uuid4().hex[:6]}"
@@ -125,14 +110,14 @@ def test_each_missing_acl_is_named_and_the_run_completes_once_it_is_back(mirrorf
         errors = [e for e in run_level(rounds[i], 1, settings).summary()["errors"] if not _pair_shape(e, i)]
         what = f"{acl.cluster} {acl.resource_type} {acl.pattern_type} {acl.name} {acl.operation}"
         if acl.name == TOPIC_CONFIGS_TOPIC:  # the config sync's memory: without it configs are only reported (a
-            assert all(_covers(acl, e) for e in errors), (what, errors)  # warning, when it is read), the copy goes on
+            assert all(covers(acl, e) for e in errors), (what, errors)  # warning, when it is read), the copy goes on
         elif (acl.resource_type, acl.operation) in NOT_FATAL:
-            assert all(_covers(acl, e) for e in errors), (what, errors)
+            assert all(covers(acl, e) for e in errors), (what, errors)
             if acl.resource_type == "CLUSTER":
-                assert any(_covers(acl, r.getMessage()) for r in caplog.records), (what, caplog.text[-2000:])
+                assert any(covers(acl, r.getMessage()) for r in caplog.records), (what, caplog.text[-2000:])
         else:
             assert errors, f"{what}: revoked, yet the run reported no error"
-            assert all(_covers(acl, e) for e in errors), (what, errors)
+            assert all(covers(acl, e) for e in errors), (what, errors)
         secured.grant_acls([acl])
         healed = run_level(rounds[i], 1, settings)
         if not healed.ok and all(_pair_shape(e, i) for e in healed.summary()["errors"]):

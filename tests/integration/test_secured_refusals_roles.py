@@ -42,10 +42,10 @@ from mirrorflow.offsets.topic import ensure_topic, read_positions
 from mirrorflow.onboard.plan import _check_transactions
 from mirrorflow.schemas.sync import stores_for, sync
 from mirrorflow.topology import parse_topology
+from tests.integration.acl_refusals import covers
 from tests.integration.groups import committed_offsets, consume_and_commit
 from tests.integration.mirroring import traffic
 from tests.integration.registry import PrimaryRegistry
-from tests.integration.test_secured_refusals import _covers
 
 _pause = threading.Event()  # never set: .wait(t) paces polling
 
@@ -201,7 +201,7 @@ audit: {{window_minutes: 10, grace_minutes: 1}}
             for other in narrower:
                 secured.revoke_acl(other)
             secured.grant_acls([acl])
-        if not _covers(acl, failure):
+        if not covers(acl, failure):
             problems.append(f"{what}: {failure[:600] or 'no error at all'}")
         if case.kept is not None and not case.kept():
             problems.append(f"{what}: the refused operation changed what it guards")

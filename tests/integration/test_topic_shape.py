@@ -12,11 +12,10 @@ import logging
 import pickle
 import re
 import threading
-import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, ResourceType
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from mirrorflow.cluster_sync import (
     PartitionCountConflict,
@@ -29,10 +28,10 @@ from mirrorflow.cluster_sync import (
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.journal import AUDIT_LOGGER
 from mirrorflow.kafka import TRAVELLING_CONFIGS, TopicShape, describe_topics
-from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.topology import Topology
 from mirrorflow_dev.kafka import LocalCluster
 from tests.fixtures.kafka import wait_for_topic
+from tests.integration.topic_configs import client_of, explicit_configs, wait_until
 
 _pause = threading.Event()  # never set; .wait(t) paces probe loops
 SHAPE_EVENTS = {"topic_create", "topic_partitions_add", "topic_config_align"}
@@ -152,10 +151,6 @@ def test_plan_warns_about_log_append_time_and_a_finite_before_max_on_the_target(
 # --------------------------------------------------------------------------- helpers (real brokers)
 
 
-def client_of(cluster: LocalCluster) -> ClusterClient:
-    return ClusterClient(cluster.name, {"bootstrap.servers": cluster.bootstrap})
-
-
 def topology_for(kafka_clusters, *patterns: str) -> Topology:
     return Topology.parse({
         "clusters": {n: {"bootstrap": kafka_clusters[n].bootstrap} for n in ("c1", "c2")},
@@ -164,24 +159,9 @@ def topology_for(kafka_clusters, *patterns: str) -> Topology:
     })
 
 
-def explicit_configs(cluster: LocalCluster, topic: str) -> dict[str, str]:
-    """Every config set explicitly on the topic, read with a bare AdminClient (not the code under test)."""
-    admin = AdminClient(cluster.client_config())
-    resource = ConfigResource(ResourceType.TOPIC, topic)
-    entries = admin.describe_configs([resource], request_timeout=15)[resource].result(timeout=20)
-    return {k: e.value for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
-
-
 def partitions_of(cluster: LocalCluster, topic: str) -> int | None:
     tm = AdminClient(cluster.client_config()).list_topics(timeout=10).topics.get(topic)
     return None if tm is None or tm.error is not None else len(tm.partitions)
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout:.0f}s: {what}"
-        _pause.wait(0.05)
 
 
 def grow(cluster: LocalCluster, topic: str, partitions: int) -> None:

@@ -20,14 +20,14 @@ from mirrorflow.lag import WHOLE, GroupPartitionLag, LagSnapshot, LinkPartitionL
 from mirrorflow.topology import Topology
 from mirrorflow.topology.alerts import KINDS, AlertsConfig
 from mirrorflow.topology.lag import LagConfig
-from tests.unit.test_lag_config import four as four_clusters
+from tests.unit.topologies import four_with_lag
 
 T0 = datetime(2026, 11, 22, 14, 4, 3, tzinfo=UTC)
 CHANNELS = {"email": frozenset(KINDS), "webhook": frozenset({"gap", "audit"})}
 
 
 def four(alerts_section=None) -> dict:
-    data = four_clusters()
+    data = four_with_lag()
     if alerts_section is not None:
         data["alerts"] = alerts_section
     return data

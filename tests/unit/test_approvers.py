@@ -11,7 +11,7 @@ from mirrorflow.offsets.failover import _moves, stale_positions
 from mirrorflow.offsets.position import Position
 from mirrorflow.topology import Topology
 from mirrorflow.topology.approvals import ApproversInvalid, check_approvers, may_answer, self_approval
-from tests.unit.test_grants import BASE
+from tests.unit.topologies import BASE
 
 
 def test_an_empty_list_means_anyone_but_the_requester():

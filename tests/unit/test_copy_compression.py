@@ -12,7 +12,7 @@ from mirrorflow.kafka.compression import (
     size_settings,
 )
 from mirrorflow.topology.model import Topology
-from tests.unit.test_topology import four, has_problem, refuse
+from tests.unit.topologies import four, has_problem, refuse
 
 
 def test_copies_are_compressed_with_zstd_unless_the_target_cluster_names_a_codec():

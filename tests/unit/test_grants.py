@@ -14,14 +14,11 @@ from mirrorflow.cluster_sync.acl_sync import declined
 from mirrorflow.declined import Declined
 from mirrorflow.errors import TopologyError
 from mirrorflow.topology import Topology
+from tests.unit.grants import grant
+from tests.unit.topologies import BASE
 
 RULES = GrantRules(owner="c1", topics=("orders", "payments\\..*"), groups=("billing-.*",),
                    principals={"c3": {"User:alice": "User:alice-eu"}})
-
-
-def grant(name="orders", principal="User:alice", operation="READ", kind="TOPIC", pattern="LITERAL",
-          permission="ALLOW") -> Grant:
-    return Grant(kind, name, pattern, principal, "*", operation, permission)
 
 
 @pytest.mark.parametrize("binding, goes", [
@@ -218,12 +215,6 @@ def test_after_a_plan_the_cluster_holds_what_is_wanted_and_a_second_plan_does_no
 def test_a_binding_keeps_its_identity_through_its_record_key():
     assert Grant.from_key(grant("payments.", pattern="PREFIXED").key()) == grant("payments.", pattern="PREFIXED")
     assert str(grant()) == "ALLOW User:alice READ on TOPIC 'orders' (literal) from *"
-
-
-BASE = {"clusters": {c: {"bootstrap": f"127.0.0.1:{9000 + i}"} for i, c in enumerate(["c1", "c2", "c3", "c4"])},
-        "tree": {"level": 3, "children": [{"level": 1, "children": ["c1", "c2"]},
-                                          {"level": 1, "children": ["c3", "c4"]}]},
-        "topics": ["orders"]}
 
 
 def test_acl_sync_is_off_by_default_and_its_owner_defaults_to_the_config_owner():

@@ -11,7 +11,8 @@ from mirrorflow.cluster_sync import Grant, GrantRules, covers, deny, plan_grants
 from mirrorflow.errors import TopologyError
 from mirrorflow.needed_acls import required_acls
 from mirrorflow.topology import Topology
-from tests.unit.test_grants import BASE, grant
+from tests.unit.grants import grant
+from tests.unit.topologies import BASE
 
 OWN = {"User:mirrorflow"}
 TOPICS = ["orders", "payments.eu"]

@@ -12,39 +12,28 @@ from mirrorflow.errors import TopologyError
 from mirrorflow.lag import WHOLE, GroupPartitionLag, LinkPartitionLag, evaluate
 from mirrorflow.topology import Topology
 from mirrorflow.topology.lag import DEFAULT_LAG_SCHEDULE, Bound, LagConfig
-
-
-def four(lag=None) -> dict:
-    data = {
-        "clusters": {f"c{i}": {"bootstrap": f"127.0.0.1:{19091 + i}"} for i in range(1, 5)},
-        "tree": {"level": 3, "children": [{"level": 1, "children": ["c1", "c2"]},
-                                          {"level": 1, "children": ["c3", "c4"]}]},
-        "topics": ["orders"],
-    }
-    if lag is not None:
-        data["lag"] = lag
-    return data
+from tests.unit.topologies import four_with_lag
 
 
 def refuse(lag) -> TopologyError:
     with pytest.raises(TopologyError) as info:
-        Topology.parse(four(lag))
+        Topology.parse(four_with_lag(lag))
     text = str(info.value)
     assert "pydantic" not in text and "Input should" not in text, text
     return info.value
 
 
 def test_without_the_key_nothing_is_bounded_and_the_monitor_runs_every_minute():
-    lag = Topology.parse(four()).lag
+    lag = Topology.parse(four_with_lag()).lag
     assert lag == LagConfig()
     assert lag.schedule == DEFAULT_LAG_SCHEDULE == "1m"
     assert lag.link_bound("c1.L1") == Bound()
     assert lag.group_bound("orders-app") is None
-    assert "lag" not in Topology.parse(four()).to_dict()
+    assert "lag" not in Topology.parse(four_with_lag()).to_dict()
 
 
 def test_link_bounds_override_the_sla_key_by_key_and_group_rules_match_first_wins():
-    topo = Topology.parse(four({
+    topo = Topology.parse(four_with_lag({
         "schedule": "30s",
         "sla": {"records": 100000, "seconds": 600},
         "links": {"c1.L3": {"seconds": 120}},
@@ -101,7 +90,7 @@ def group_row(group="orders-app", cluster="c1", topic="orders", partition=0, rec
 
 
 def config(**lag) -> LagConfig:
-    return Topology.parse(four(lag)).lag
+    return Topology.parse(four_with_lag(lag)).lag
 
 
 def test_rows_over_their_bound_are_named_with_link_topic_partition_value_and_bound():

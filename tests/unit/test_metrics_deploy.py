@@ -21,7 +21,8 @@ import yaml
 
 from mirrorflow.status.metrics import FAMILIES, render
 from tests.fixtures.prometheus import run_promtool
-from tests.unit.test_status_metrics import full_inputs, full_topology, parse
+from tests.unit.exposition import parse
+from tests.unit.status_state import full_inputs, full_topology
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy" / "prometheus" / "mirrorflow-rules.yaml"

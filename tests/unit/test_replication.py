@@ -18,7 +18,7 @@ from mirrorflow.topology.replication import (
     parse_schedule,
 )
 from mirrorflow.topology.windows import Window, next_opening, window_open
-from tests.unit.test_windows import window_times
+from tests.unit.strategies import window_times
 
 DAY = datetime(2024, 3, 10, tzinfo=UTC)
 PYDANTIC_NOISE = ("validation error", "pydantic", "Input should", "For further information", "type=")

@@ -23,44 +23,11 @@ from mirrorflow.topology import (
     load_topology_from_env,
     parse_topology,
 )
+from tests.unit.topologies import assert_readable, four, has_problem, refuse
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "topologies" / "demo.yaml"
 UNBALANCED = REPO / "topologies" / "unbalanced.yaml"
-
-PYDANTIC_NOISE = ("validation error", "pydantic", "Input should", "For further information", "type=")
-
-
-def four() -> dict:
-    """The four-cluster tree of docs/architecture.md, Contracts as plain data."""
-    return {
-        "clusters": {f"c{i}": {"bootstrap": f"127.0.0.1:{19091 + i}"} for i in range(1, 5)},
-        "tree": {
-            "level": 3,
-            "children": [{"level": 1, "children": ["c1", "c2"]}, {"level": 1, "children": ["c3", "c4"]}],
-        },
-        "topics": ["orders", "payments\\..*"],
-    }
-
-
-def refuse(data) -> TopologyError:
-    """Parse ``data`` expecting a TopologyError; check it reads like one."""
-    with pytest.raises(TopologyError) as info:
-        Topology.parse(data)
-    assert_readable(info.value)
-    return info.value
-
-
-def assert_readable(err: TopologyError) -> None:
-    text = str(err)
-    for noise in PYDANTIC_NOISE:
-        assert noise not in text, f"pydantic leaks into the message: {text}"
-    assert err.problems and all(path and problem for path, problem in err.problems)
-
-
-def has_problem(err: TopologyError, path: str, *words: str) -> bool:
-    return any(p == path and all(w in m for w in words) for p, m in err.problems)
-
 
 # --------------------------------------------------------------------------- the files in topologies/
 

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mirrorflow.topology.windows import Window, next_opening, window_closes, window_open
+from tests.unit.strategies import windows
 
 AMS = ZoneInfo("Europe/Amsterdam")
 
@@ -118,26 +119,6 @@ def test_window_closes_joins_windows_that_touch_and_is_none_outside_or_never():
     assert window_closes(None, utc(2026, 1, 5, 21)) is None
     assert window_closes([Window.parse("00:00-24:00 Europe/Amsterdam")], utc(2026, 3, 29, 1)) is None
     assert window_closes([Window.parse("Mon-Fri 00:00-24:00")], utc(2026, 1, 5, 21)) == utc(2026, 1, 10)
-
-
-ZONES = ("UTC", "Europe/Amsterdam", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata")
-
-
-@st.composite
-def window_times(draw) -> str:
-    """``HH:MM-HH:MM``, never empty (an equal start and end becomes an end of 24:00)."""
-    h1, m1 = draw(st.integers(0, 23)), draw(st.integers(0, 59))
-    h2 = draw(st.integers(0, 24))
-    m2 = 0 if h2 == 24 else draw(st.integers(0, 59))
-    if (h1, m1) == (h2, m2):
-        h2, m2 = 24, 0
-    return f"{h1:02d}:{m1:02d}-{h2:02d}:{m2:02d}"
-
-
-@st.composite
-def windows(draw):
-    days = draw(st.sampled_from(["", "Mon-Fri ", "Sat,Sun ", "Wed "]))
-    return Window.parse(f"{days}{draw(window_times())} {draw(st.sampled_from(ZONES))}")
 
 
 moments = st.datetimes(min_value=datetime(2026, 1, 1), max_value=datetime(2027, 12, 31), timezones=st.just(UTC))

@@ -13,8 +13,6 @@ scheduler and triggerer: tests/e2e/test_on_data.py.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 import uuid
 
@@ -24,46 +22,14 @@ from confluent_kafka import Producer
 from mirrorflow_airflow.factories.levels import build_level_dag, level_schedule
 from mirrorflow_airflow.triggers.base import CheckContext
 from mirrorflow_airflow.triggers.data import LevelDataTrigger, measure_level, pending_uri
+from tests.dags.watcher import ON_DATA, Fired
 from tests.integration.kafka_io import produce
 from tests.integration.mirroring import FOUR, clients, converge, run_level, topic_everywhere, topology
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka, pytest.mark.usefixtures("airflow_home", "operator_state")]
 
-ON_DATA = "replication: {schedule: on_data, on_data: {poll: 500ms, floor: 2s}}"
-
-
 def _waiting(topo, level: int) -> dict[str, int]:
     return measure_level(level, CheckContext(topo)).records
-
-
-class Fired:
-    """The trigger's ``run()`` driven in a background task, as the triggerer drives it; its events, waited for."""
-
-    def __init__(self, trigger) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.queue: asyncio.Queue = asyncio.Queue()
-
-        async def drive():
-            async for event in trigger.run():
-                await self.queue.put(event)
-        self.task = self.loop.create_task(drive())
-
-    def next(self, timeout: float):
-        """The next event, or ``None`` if none comes within ``timeout`` seconds (the trigger keeps running)."""
-        async def one():
-            try:
-                return await asyncio.wait_for(self.queue.get(), timeout)
-            except TimeoutError:
-                if self.task.done():
-                    self.task.result()  # the trigger died: say why
-                return None
-        return self.loop.run_until_complete(one())
-
-    def close(self) -> None:
-        self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            self.loop.run_until_complete(self.task)
-        self.loop.close()
 
 
 def test_records_wait_on_the_links_that_take_them_and_nothing_waits_once_the_tree_converged(

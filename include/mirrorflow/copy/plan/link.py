@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class LinkPlan:
+    """One link's plan: its report, the ranges it copies and their tasks, and what it stops by name."""
+
     link: LinkJob
     report: LinkReport
     tasks: list[PartitionTask] = field(default_factory=list)

@@ -1,7 +1,7 @@
 """A replication window that closes during a run (issue 33): the copy stops there, committed, and goes on later.
 
 Windows are written to the minute, so the tests steer the one moment that matters, when
-the window closes, through ``mirrorflow.copy.plan.window_closes`` (the zone and day
+the window closes, through ``mirrorflow.copy.plan.windows.window_closes`` (the zone and day
 arithmetic behind it has its own tests, tests/unit/test_windows.py). Everything else is
 real: the level job in this process on two real clusters, throttled so that the planned
 work cannot fit before the window's end.
@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-import mirrorflow.copy.plan as plan_module
+import mirrorflow.copy.plan.windows as windows_module
 from mirrorflow.copy.job import run_job
 from mirrorflow.copy.spec import JobSpec, LinkJob
 from tests.integration.kafka_io import produce, read_all
@@ -49,7 +49,7 @@ def test_a_run_stops_at_its_window_end_committed_and_the_next_window_continues_e
         closings.append(datetime.now(UTC) + timedelta(seconds=4))
         return closings[-1]
 
-    monkeypatch.setattr(plan_module, "window_closes", closes_soon)
+    monkeypatch.setattr(windows_module, "window_closes", closes_soon)
     caplog.set_level("INFO", logger="mirrorflow.audit")
 
     first = run_job(_spec(kafka_clusters, topic, "in-window", max_bytes_per_second=20_000, txn_records=50,

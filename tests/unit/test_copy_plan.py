@@ -123,15 +123,15 @@ def _key(w):
 def test_a_copy_stops_where_its_links_window_closes_or_at_once_when_it_closed_before_the_plan():
     import time
 
-    from mirrorflow.copy.plan import _window_end
+    from mirrorflow.copy.plan.windows import window_end
     from mirrorflow.copy.spec import LinkJob
 
-    assert _window_end(LinkJob("c1.L1", 1, "c1", "c2")) is None  # no windows: copy all day
-    assert _window_end(LinkJob("c1.L1", 1, "c1", "c2", windows=("00:00-24:00",))) is None  # never closes
+    assert window_end(LinkJob("c1.L1", 1, "c1", "c2")) is None  # no windows: copy all day
+    assert window_end(LinkJob("c1.L1", 1, "c1", "c2", windows=("00:00-24:00",))) is None  # never closes
     hour = time.gmtime().tm_hour
     open_now = f"{hour:02d}:00-{hour + 1:02d}:00" if hour < 23 else "23:00-24:00"
-    end = _window_end(LinkJob("c1.L1", 1, "c1", "c2", windows=(open_now,)))
+    end = window_end(LinkJob("c1.L1", 1, "c1", "c2", windows=(open_now,)))
     assert end is not None and 0 < end - time.time() <= 3600
     closed_now = f"{(hour + 2) % 24:02d}:00-{(hour + 3) % 24:02d}:00"
     before = time.time()
-    assert before <= _window_end(LinkJob("c1.L1", 1, "c1", "c2", windows=(closed_now,))) <= time.time()
+    assert before <= window_end(LinkJob("c1.L1", 1, "c1", "c2", windows=(closed_now,))) <= time.time()

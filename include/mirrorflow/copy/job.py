@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mirrorflow.copy.engine.executor import execute, passed
-from mirrorflow.copy.plan import plan
+from mirrorflow.copy.plan.level import plan
 from mirrorflow.copy.spec import JobResult, JobSpec, LinkJob, PartitionError, link_fields
 from mirrorflow.copy.txn_groups import txn_unit
 from mirrorflow.journal import audit, audit_warning

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mirrorflow.topology import Topology, parse_topology
-from tests.fixtures.standalone import Standalone
+from mirrorflow_dev.process import wait_until
+from tests.fixtures.standalone import ApiError, Standalone
 from tests.integration.mirroring import FOUR
 
 CLUSTERS = ("c1", "c2", "c3", "c4")
@@ -100,4 +101,12 @@ def unpaused(standalone: Standalone, dag_ids: Iterable[str]) -> Iterator[None]:
         yield
     finally:
         for dag_id in dag_ids:
-            standalone.api("PATCH", f"/dags/{dag_id}", {"is_paused": True})
+            wait_until(f"{dag_id} to be paused again", lambda dag_id=dag_id: _paused(standalone, dag_id), 120, 2,
+                       standalone.log_tail)
+
+
+def _paused(standalone: Standalone, dag_id: str) -> bool:
+    try:
+        return standalone.api("PATCH", f"/dags/{dag_id}", {"is_paused": True})["is_paused"] is True
+    except ApiError:  # the API server stalls under load now and then: ask again, the deadline decides
+        return False

@@ -3,11 +3,13 @@
 The secured clusters of tests.fixtures.secured: c1..c3 over SASL_SSL/SCRAM, c4 over
 mutual TLS with its key inline, each named by an ``AIRFLOW_CONN_*`` connection.
 The principal gets exactly ``python -m mirrorflow.acls`` for the topology as it
-will be once c4 has joined (every role), nothing more. The first level runs
-copy with ``spark-submit`` on ``local[*]`` (Spark's event log on); from then on
+will be once c4 has joined (every role), nothing more. The first level run
+copies with ``spark-submit`` on ``local[*]`` (Spark's event log on); from then on
 the level runs, the onboarding's backfill and the decommission's drain go to a
 real Spark Connect server (the ``spark_default`` connection becomes a
-``spark_connect`` one), except one round on a Spark standalone cluster.
+``spark_connect`` one), except one level run on a Spark standalone cluster. (One
+level run per ``spark-submit`` path: each starts a driver JVM, an executor JVM on
+the standalone cluster, and carries the same secrets as the other level's would.)
 
 The story: the three-cluster tree converges; ``mirror_schemas`` syncs the
 primary's storage topic keeping ids; ``mirror_archive`` writes c3 to S3; c4 is
@@ -100,10 +102,10 @@ def _topology(conn_ids: dict[str, str], tree: str, topic: str) -> Topology:
     })
 
 
-def _levels(dags, topology: Topology, rounds: int) -> int:
+def _levels(dags, topology: Topology, rounds: int, levels: list[int] | None = None) -> int:
     copied = 0
     for _ in range(rounds):
-        for level in topology.levels:
+        for level in levels or topology.levels:
             run = dags[f"mirror_level_{level}"].test()
             assert run.state == "success", xcom(run, "copy")
             copied += xcom(run, "copy")["copied"]
@@ -165,13 +167,14 @@ def test_every_role_works_on_secured_clusters_with_exactly_its_acls_and_no_secre
     ids = {registry.register("orders-value", ORDER), registry.register("events-value", EVENT, "JSON")}
 
     with CommandLines() as processes:
-        # the three-cluster tree converges (target topics created by the copies): a first round with
+        # the three-cluster tree converges (target topics created by the copies): a first level run with
         # spark-submit on local[*], then the copies (level runs, the backfill, the drain) go to Spark Connect
         three_dags = build_level_dags(three)
-        assert _levels(three_dags, three, 1) > 0
-        assert any("org.apache.spark.deploy.SparkSubmit" in c for c in processes.text())  # the sampler saw them
+        assert _levels(three_dags, three, 1, levels=[1]) > 0  # c1's messages to c2
+        assert any("org.apache.spark.deploy.SparkSubmit" in c for c in processes.text())  # the sampler saw it
         connect = json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server.port})
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", connect)
+        _levels(three_dags, three, 1, levels=[3])  # the rest of the first round, then a second one
         _levels(three_dags, three, 1)
         assert_exactly_once(kafka, ["c1", "c2", "c3"], topic, expected)
 
@@ -241,7 +244,8 @@ def test_every_role_works_on_secured_clusters_with_exactly_its_acls_and_no_secre
         assert switch.state == "success"
         assert operator_state(TARGETS_VARIABLE)["c1.L3"] == "c4"  # (c2.L3 stays pinned to c3 by the onboarding)
         expected += traffic(kafka, "c1", topic, 20, start=1000)
-        # this round on a Spark standalone cluster: the executors are the worker's, in its own processes
+        _levels(grown_dags, grown, 1, levels=[1])  # c1's messages to c2, on Spark Connect
+        # c1's level 3 (to c4 now) on a Spark standalone cluster: the executors are the worker's, in its own processes
         master, work_dir = spark_standalone
         host, port = master.removeprefix("spark://").split(":")
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({
@@ -249,7 +253,7 @@ def test_every_role_works_on_secured_clusters_with_exactly_its_acls_and_no_secre
             "extra": {"deploy-mode": "client", "spark-binary": "spark-submit"}}))
         monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
         apps = set(work_dir.glob("app-*"))
-        assert _levels(grown_dags, grown, 1) > 0
+        assert _levels(grown_dags, grown, 1, levels=[3]) > 0
         assert set(work_dir.glob("app-*")) > apps, "nothing ran on the standalone cluster"
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", connect)
         expected += traffic(kafka, "c4", topic, 10, start=1000)

@@ -1,4 +1,4 @@
-"""The operator's UI and the scheduler, for real: headless Chromium against ``airflow standalone``.
+"""The operator's UI, for real: headless Chromium against ``airflow standalone``.
 
 A user logs in, opens ``mirror_failover_consumer_group``, fills its form (the
 cluster fields are drop-downs of the topology's clusters) and triggers it. The
@@ -12,37 +12,30 @@ four-cluster tree, a topic only c1 produces to, mirrored to every cluster by
 the same copy job the level DAGs run, and a consumer group ``ui-orders`` that
 consumed part of it on c1, committed, and left (no members). Standalone runs a
 copy of this repo's dags/ (and its plugins/) on a topology file that names these
-clusters, next to a DAG of a user's, scheduled on the audit's proven asset
-(docs/assets.md): the second test lets the scheduler alone start ``mirror_audit``
-and then that DAG, once per window proven complete on c4, never for the window
-c4 lost a message of.
+clusters: the package's shared standalone (``stack.py``).
 """
 
 from __future__ import annotations
 
 import re
 import time
-import uuid
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from mirrorflow.completeness.proven import window_key
-from mirrorflow.topology import Topology, parse_topology
 from mirrorflow_dev.process import wait_until
+from tests.e2e.standalone.stack import CLUSTERS, FAILOVER_DAG
 from tests.fixtures.browser import AirflowUI
 from tests.fixtures.kafka import wait_for_topic
-from tests.fixtures.standalone import REPO, ApiError, Standalone
-from tests.integration.kafka_io import lose, produce, read_all
-from tests.integration.mirroring import FOUR, clients, converge
+from tests.fixtures.standalone import ApiError, Standalone
+from tests.integration.kafka_io import produce, read_all
+from tests.integration.mirroring import clients, converge
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.timeout(1200)]
 
-DAG_ID = "mirror_failover_consumer_group"
-CLUSTERS = ("c1", "c2", "c3", "c4")
+DAG_ID = FAILOVER_DAG
 GROUP = "ui-orders"
 PARTITIONS = 3
 PER_PARTITION = 30  # messages produced on c1 into each partition
@@ -51,71 +44,12 @@ RUN_TIMEOUT = 300.0  # queueing, a LocalExecutor worker, the failover task: gene
 
 
 @pytest.fixture(scope="module")
-def failover_topic() -> str:
-    return f"ui-orders-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def assets_topic() -> str:
-    return f"ui-assets-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def failover_topology(kafka_clusters, failover_topic, assets_topic, tmp_path_factory) -> tuple[Path, Topology]:
-    """The four-cluster tree on the session clusters, selecting only this module's topics, approvals on."""
-    lines = ["name: ui-failover", "clusters:"]
-    lines += [f'  {n}: {{bootstrap: "{kafka_clusters[n].bootstrap}"}}' for n in CLUSTERS]
-    text = "\n".join(lines) + f"\ntree:{FOUR}topics: [\"{failover_topic}\", \"{assets_topic}\"]\n"
-    text += "approvals: {enabled: true, timeout_minutes: 30}\naudit: {window_minutes: 10, grace_minutes: 1}\n"
-    path = tmp_path_factory.mktemp("ui-failover") / "topology.yaml"
-    path.write_text(text)
-    return path, parse_topology(text, source=str(path))
-
-
-@pytest.fixture(scope="module")
-def standalone_topology(failover_topology) -> Path:
-    return failover_topology[0]
-
-
-USER_DAG = "orders_proven_on_c4"
-USER_DAG_FILE = '''\
-"""A user's DAG: one run per window of {topic} proven complete on c4 (docs/assets.md)."""
-from airflow.sdk import DAG, PartitionedAssetTimetable, task
-
-from mirrorflow_airflow.assets import proven
-
-with DAG("{dag_id}", schedule=PartitionedAssetTimetable(assets=proven("c4", "{topic}")), catchup=False):
-
-    @task
-    def load(**context):
-        return context["partition_key"]
-
-    load()
-'''
-
-
-@pytest.fixture(scope="module")
-def standalone_dags_folder(tmp_path_factory, assets_topic) -> Path:
-    """This repo's DAG files, and a user's DAG on the audit's proven asset of c4."""
-    dags = tmp_path_factory.mktemp("ui-dags")
-    for path in (REPO / "dags").glob("*.py"):
-        (dags / path.name).write_text(path.read_text())
-    (dags / f"{USER_DAG}.py").write_text(USER_DAG_FILE.format(topic=assets_topic, dag_id=USER_DAG))
-    return dags
-
-
-@pytest.fixture(scope="module")
-def standalone_dag_ids() -> tuple[str, ...]:
-    return (DAG_ID, "mirror_audit")
-
-
-@pytest.fixture(scope="module")
-def consumed_group(kafka_clusters, failover_topic, failover_topology) -> dict[int, int]:
+def consumed_group(kafka_clusters, stack) -> dict[int, int]:
     """``ui-orders`` consumed part of the topic on c1 and left; the topic is mirrored everywhere.
 
     Returns the group's committed offsets on c1 (per partition).
     """
-    topic, topology = failover_topic, failover_topology[1]
+    topic, topology = stack.topics.failover, stack.topology
     for name in CLUSTERS:
         admin = AdminClient({"bootstrap.servers": kafka_clusters[name].bootstrap})
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)], operation_timeout=30)[topic].result(timeout=60)
@@ -221,9 +155,9 @@ def _finished(ui: AirflowUI, standalone: Standalone, run_id: str, started: float
 
 # Argument order matters: standalone boots while the group is prepared and the topic mirrored.
 def test_failover_form_rejected_changes_nothing_and_approved_moves_the_group(
-        standalone_launched, consumed_group, airflow_standalone: Standalone, failover_topic, kafka_clusters, ui_page,
+        standalone_launched, consumed_group, airflow_standalone: Standalone, stack, kafka_clusters, ui_page,
         chromium, tmp_path):
-    topic = failover_topic
+    topic = stack.topics.failover
     ui = AirflowUI(ui_page, airflow_standalone.base)
     started = time.monotonic()
     ui.log_in(airflow_standalone.user, airflow_standalone.password)
@@ -280,76 +214,3 @@ def test_failover_form_rejected_changes_nothing_and_approved_moves_the_group(
         nxt = next(r for r in values if r.value == f"c1|{p}|{n:04d}".encode())
         expected[p] = nxt.offset
     assert committed(kafka_clusters["c2"].bootstrap, topic) == expected == consumed_group
-
-
-def test_the_scheduler_runs_a_users_dag_once_per_window_the_audit_proves_on_c4_never_for_a_lost_one(
-        standalone_launched, kafka_clusters, failover_topology, assets_topic, airflow_standalone: Standalone):
-    """Unpaused, the scheduler starts ``mirror_audit``, which proves window ``W1`` of the topic on every cluster,
-    then the user's DAG for ``W1``. A message of a later window ``W2`` reaches every cluster, and c4 loses it
-    before the next audit reads it: that audit fails naming it, proves ``W2`` on c1..c3 only, and the user's
-    DAG does not run for ``W2``."""
-    topic, topology = assets_topic, failover_topology[1]
-    for name in CLUSTERS:
-        admin = AdminClient({"bootstrap.servers": kafka_clusters[name].bootstrap})  # kept while its futures run
-        admin.create_topics([NewTopic(topic, 2, 1)], operation_timeout=30)[topic].result(timeout=60)
-        wait_for_topic(admin, topic, 2)
-    hour_ago = int(time.time() * 1000) - 3_600_000
-    w1 = hour_ago - hour_ago % 600_000
-    w2 = w1 + 1_200_000  # final too: twenty minutes later, forty minutes ago
-    for i, name in enumerate(CLUSTERS):  # W1 on partition 0 of every cluster
-        produce(kafka_clusters[name].bootstrap, topic,
-                [(f"{name}-k".encode(), f"{name}|w1|{n}".encode(), None, w1 + 1000 * i + n) for n in range(5)],
-                partition=0)
-    converge(topology, clients(kafka_clusters, topology))
-
-    def listed() -> bool:
-        try:
-            return airflow_standalone.api("GET", f"/dags/{USER_DAG}")["dag_id"] == USER_DAG
-        except Exception:  # noqa: BLE001 - not parsed yet
-            return False
-    wait_until(f"{USER_DAG} to be listed", listed, 300, 3, airflow_standalone.import_errors)
-    for dag_id in (USER_DAG, "mirror_audit"):  # from here on, the scheduler starts the runs
-        airflow_standalone.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
-    first = _audit_run(airflow_standalone)
-    assert first["state"] == "success", airflow_standalone.task_logs("mirror_audit", first["dag_run_id"])
-    wait_until(f"{USER_DAG} to run for W1", lambda: _user_runs(airflow_standalone) == [(window_key(w1), "success")],
-               RUN_TIMEOUT, 2, lambda: airflow_standalone.task_logs(USER_DAG) + airflow_standalone.logged_errors())
-
-    produce(kafka_clusters["c1"].bootstrap, topic, [(b"c1-late", b"c1|w2", None, w2 + 5)], partition=1)
-    converge(topology, clients(kafka_clusters, topology))
-    lose(kafka_clusters["c4"].bootstrap, topic, 2, b"c1|w2")
-    second = _audit_run(airflow_standalone, trigger=True)
-    assert second["state"] == "failed", "the audit did not find c4's loss"  # it names the lost message
-    events = airflow_standalone.api("GET", "/assets/events?limit=200")["asset_events"]
-    proven = {(e["uri"], e.get("partition_key")) for e in events if e["uri"].endswith(f"/{topic}")}
-    assert proven == {(f"mirrorflow-proven://{c}/{topic}", window_key(w)) for c in CLUSTERS for w in (w1, w2)
-                      if (c, w) != ("c4", w2)}, proven
-    # the W2 events of c1..c3 came with the failed audit's success of their tasks; none for c4
-    assert _user_runs(airflow_standalone) == [(window_key(w1), "success")]
-
-
-def _audit_run(standalone: Standalone, trigger: bool = False) -> dict:
-    """The scheduler's next ``mirror_audit`` run (one triggered through the REST API if ``trigger``), once ended."""
-    before = {r["dag_run_id"] for r in standalone.dag_runs("mirror_audit")}
-    if trigger:
-        before.discard(standalone.api("POST", "/dags/mirror_audit/dagRuns", {"logical_date": None})["dag_run_id"])
-    found: dict = {}
-
-    def ended() -> bool:
-        try:
-            runs = [r for r in standalone.dag_runs("mirror_audit") if r["dag_run_id"] not in before]
-        except ApiError:  # a stalled API server: ask again, the deadline decides
-            return False
-        found.update(next((r for r in runs if r["state"] in ("success", "failed")), {}))
-        return bool(found)
-    wait_until("an audit run to end", ended, RUN_TIMEOUT, 2,
-               lambda: standalone.task_logs("mirror_audit") + standalone.logged_errors())
-    return found
-
-
-def _user_runs(standalone: Standalone) -> list[tuple[str | None, str]] | None:
-    """The user's DAG runs (partition key, state); ``None`` while the API server does not answer."""
-    try:
-        return sorted((r.get("partition_key"), r["state"]) for r in standalone.dag_runs(USER_DAG))
-    except ApiError:
-        return None

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from botocore.config import Config
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow_dev.process import wait_until
+from tests.e2e.demo_run import accepts, demo_env, final_table, free_ports, group_alive, pid_alive
 from tests.e2e.mirror_page import (
     LAG_DAG,
     LEVEL_DAGS,
@@ -52,59 +52,16 @@ MESSAGES = 200  # per cluster
 pytestmark = pytest.mark.e2e
 
 
-def _free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
 
 
-def _accepts(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _final_table(stdout: str) -> dict[str, dict[str, str]]:
-    """The demo's per-cluster table (``|``-separated, a header then a rule), as {cluster: {column: cell}}."""
-    lines = stdout.splitlines()
-    start = max(i for i, line in enumerate(lines) if line.startswith("cluster ") and "|" in line)
-    header = [cell.strip() for cell in lines[start].split("|")]
-    table = {}
-    for line in lines[start + 2:]:
-        if "|" not in line:
-            break
-        cells = dict(zip(header, (cell.strip() for cell in line.split("|"))))
-        table[cells["cluster"]] = cells
-    return table
 
 
-def demo_env(run_dir: Path, topology: Path, messages: int, *, ui: int, s3: int, spark: int, worker_logs: int,
-             trigger_logs: int, **extra: str) -> dict[str, str]:
-    """The demo's environment, isolated: its own run dir, topology and ports, none of the test session's Airflow."""
-    env = {k: v for k, v in os.environ.items() if not (k.startswith("AIRFLOW") or k == "MIRROR_TOPOLOGY")}
-    env.update({
-        "MIRRORFLOW_DEMO_RUN_DIR": str(run_dir),
-        "MIRRORFLOW_DEMO_TOPOLOGY": str(topology),
-        "MIRRORFLOW_DEMO_UI_PORT": str(ui),
-        "MIRRORFLOW_DEMO_PASSWORD": "e2e-only-password",
-        "MIRRORFLOW_DEMO_MESSAGES": str(messages),
-        "MIRRORFLOW_DEMO_S3_PORT": str(s3),
-        "MIRRORFLOW_DEMO_SPARK_CONNECT_PORT": str(spark),
-        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
-        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
-        **extra,
-    })
-    return env
 
 
 def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path, prometheus, ui_page):
-    k1, k2, k3, k4, ui, worker_logs, trigger_logs, s3, spark = _free_ports(9)
+    k1, k2, k3, k4, ui, worker_logs, trigger_logs, s3, spark = free_ports(9)
     topology = tmp_path / "topology.yaml"
     # keep_target: the small limit set on c2 below (a message it must refuse) is c2's own, not overwritten by
     # the owner's (docs/topics.md, "Configs kept in sync")
@@ -126,7 +83,7 @@ def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path, prometheu
                 "mirror_lag_monitor", "mirror_switch_target", "mirror_schemas",
                 "mirror_archive"} <= {d.strip() for d in listed.split(",")}, started.stdout
 
-        table = _final_table(started.stdout)
+        table = final_table(started.stdout)
         assert set(table) == set(CLUSTERS), started.stdout
         for cluster, row in table.items():
             assert row["duplicates"] == "0" and row["missing"] == "0", (cluster, row)
@@ -184,10 +141,10 @@ def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path, prometheu
         spark_pid = int(spark_pid_file.read_text()) if spark_pid_file.exists() else None
         stopped = subprocess.run(demo + ["stop"], env=env, capture_output=True, text=True, timeout=300)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    assert not any(_accepts(p) for p in (k1, k2, k3, k4, ui, s3, spark))
-    assert pgid is not None and not _group_alive(pgid), "processes of Airflow standalone outlived stop"
-    assert s3_pid is not None and not _pid_alive(s3_pid), "the S3 server outlived stop"
-    assert spark_pid is not None and not _group_alive(spark_pid), "the Spark Connect server (or a worker) outlived stop"
+    assert not any(accepts(p) for p in (k1, k2, k3, k4, ui, s3, spark))
+    assert pgid is not None and not group_alive(pgid), "processes of Airflow standalone outlived stop"
+    assert s3_pid is not None and not pid_alive(s3_pid), "the S3 server outlived stop"
+    assert spark_pid is not None and not group_alive(spark_pid), "the Spark Connect server (or a worker) outlived stop"
 
 
 def connect_runs(run_dir: Path, port: int) -> int:
@@ -279,21 +236,4 @@ def check_mirror_page(stdout: str, ui: int, bootstraps: dict[str, str], promethe
     print(f"\n[mirror page] screenshots in {tmp_path}")
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except OSError:
-        return False
 
-
-def _pid_alive(pid: int) -> bool:
-    """True if ``pid`` exists and is not a zombie (an ended process its new parent has not reaped yet)."""
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True

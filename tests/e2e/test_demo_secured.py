@@ -35,7 +35,7 @@ from mirrorflow.topology import load_topology
 from mirrorflow_dev.kafka import LocalKafka
 from mirrorflow_dev.secured import held_acls
 from mirrorflow_dev.spark import CONNECT_SERVER_CLASS
-from tests.e2e.test_demo import _accepts, _final_table, _free_ports, _group_alive, demo_env
+from tests.e2e.demo_run import accepts, demo_env, final_table, free_ports, group_alive
 from tests.fixtures.secured import bindings
 from tests.processes import CommandLines
 
@@ -84,7 +84,7 @@ def _files_holding(root: Path, secret: bytes, paths=None) -> list[Path]:
 
 
 def test_secured_demo_mirrors_with_exactly_the_derived_acls_and_keeps_its_password(tmp_path):
-    k1, k2, ui, worker_logs, trigger_logs, s3, spark = _free_ports(7)
+    k1, k2, ui, worker_logs, trigger_logs, s3, spark = free_ports(7)
     topology = tmp_path / "topology.yaml"
     topology.write_text(_pair_topology({"c1": k1, "c2": k2}))
     run = tmp_path / "run"
@@ -98,7 +98,7 @@ def test_secured_demo_mirrors_with_exactly_the_derived_acls_and_keeps_its_passwo
         assert started.returncode == 0, started.stdout[-6000:] + started.stderr[-4000:]
 
         # Mirrored exactly once, by the level DAG's runs: each cluster holds both batches, once.
-        table = _final_table(started.stdout)
+        table = final_table(started.stdout)
         assert set(table) == set(CLUSTERS), started.stdout
         for cluster, row in table.items():
             assert row["duplicates"] == "0" and row["missing"] == "0", (cluster, row)
@@ -160,8 +160,8 @@ def test_secured_demo_mirrors_with_exactly_the_derived_acls_and_keeps_its_passwo
         pgid = int(pid_file.read_text()) if pid_file.exists() else None
         stopped = subprocess.run(demo + ["stop"], env=env, capture_output=True, text=True, timeout=300)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    assert not any(_accepts(p) for p in (k1, k2, ui, s3, spark, *ssl_ports))
-    assert pgid is not None and not _group_alive(pgid), "processes of Airflow standalone outlived stop"
+    assert not any(accepts(p) for p in (k1, k2, ui, s3, spark, *ssl_ports))
+    assert pgid is not None and not group_alive(pgid), "processes of Airflow standalone outlived stop"
 
 
 def _airflow_environ(run: Path) -> dict[str, str]:

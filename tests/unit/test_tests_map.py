@@ -18,9 +18,6 @@ CODE_ROOTS = ("include/mirrorflow", "plugins/mirrorflow_airflow", "spark_jobs", 
 TEST_KINDS = ("unit", "integration", "dags", "e2e")
 MAP = "## Where a module's tests are"
 OTHERS = "## Other things the tests test"
-#: Test-module imports of test modules that another change is to remove (the e2e tests' restructuring,
-#: issue 45): tolerated here until then, and only these.
-KNOWN_TEST_IMPORTS = {("tests/e2e/test_demo_secured.py", "tests.e2e.test_demo")}
 
 ROW = re.compile(r"^\| `(?P<subject>[^`]+)` \|(?P<cell>.*)\|\s*$")
 PATH = re.compile(r"`([A-Za-z0-9_./-]+(?:\.py|\.md|/))`")
@@ -118,7 +115,7 @@ def test_no_test_module_imports_another_test_module():
             for name in names:
                 is_test_module = name.rsplit(".", 1)[-1].startswith("test_") \
                     and (REPO / (name.replace(".", "/") + ".py")).is_file()
-                if name.startswith("tests.") and is_test_module and (rel, name) not in KNOWN_TEST_IMPORTS:
+                if name.startswith("tests.") and is_test_module:
                     found.append(f"{rel}:{node.lineno} imports {name}")
     assert not found, "a test module imports another test module; move what it needs into a helper module " \
         "(or a fixture into tests/fixtures/, see tests/README.md):\n" + "\n".join(f"  {f}" for f in found)

@@ -1,17 +1,16 @@
 """The journal: one JSON line for each thing mirrorflow did, the record operators keep.
 
 Every copy, offset commit, schema write and failover writes one JSON object on a
-single line to the ``mirrorflow.audit`` logger. Task logs are the audit record
-operators keep, so the lines must be machine-parseable (one ``json.loads`` per
-line, after the log prefix) and must never carry secrets.
+single line to the journal's logger. Task logs are the record operators keep, so
+the lines must be machine-parseable (one ``json.loads`` per line, after the log
+prefix) and must never carry secrets.
 
-The docs call these lines *audit lines*, and users' log pipelines select them by
-the logger name ``mirrorflow.audit`` and the key ``"audit": "mirrorflow"``
-(docs/levels.md, docs/topics.md): both stay as they are, and so do the names of
-:func:`audit`, :func:`audit_warning` and :func:`audit_line`, which write and
-render one. Only this module is named otherwise, so that in the code a bare
-"audit" is the completeness audit (:mod:`mirrorflow.completeness`, the DAG
-``mirror_audit``).
+These are *journal lines* (:func:`journal_entry`, :func:`journal_warning`, rendered
+by :func:`journal_line`); in this project "audit" means the completeness audit
+alone (:mod:`mirrorflow.completeness`, the DAG ``mirror_audit``). Two identifiers
+keep their first names because users' log pipelines select the lines by them: the
+logger ``mirrorflow.audit`` and the key ``"audit": "mirrorflow"`` of every line
+(docs/architecture.md, "Journal lines").
 """
 
 from __future__ import annotations
@@ -23,10 +22,10 @@ from typing import Any
 
 from mirrorflow.secrets import is_secret_config, scrub
 
-AUDIT_LOGGER = "mirrorflow.audit"
-_log = logging.getLogger(AUDIT_LOGGER)
+JOURNAL_LOGGER = "mirrorflow.audit"
+_log = logging.getLogger(JOURNAL_LOGGER)
 
-# Audit fields are free-form, so beyond client secrets redact anything that
+# Journal fields are free-form, so beyond client secrets redact anything that
 # sounds like a credential.
 _EXTRA_HINTS = ("sasl.", "ssl.key", "token", "credential")
 
@@ -41,25 +40,25 @@ def _redact(value: Any, key: str = "") -> Any:
     return value
 
 
-def audit_line(event: str, **fields: Any) -> str:
-    """Render one audit record as a compact, key-sorted JSON line."""
+def journal_line(event: str, **fields: Any) -> str:
+    """Render one journal entry as a compact, key-sorted JSON line."""
     record = {"audit": "mirrorflow", "event": event, "at": datetime.now(UTC).isoformat()}
     record.update(_redact(fields))
     # by key above; by value here: a secret inside an error string or a library's message
     return scrub(json.dumps(record, sort_keys=True, default=str, separators=(",", ":")))
 
 
-def audit(event: str, **fields: Any) -> dict[str, Any]:
-    """Log one audit line and return the record (handy for task return values)."""
+def journal_entry(event: str, **fields: Any) -> dict[str, Any]:
+    """Log one journal line and return the entry (handy for task return values)."""
     return _emit(logging.INFO, event, fields)
 
 
-def audit_warning(event: str, **fields: Any) -> dict[str, Any]:
-    """Log one audit line at WARNING: something was lost or refused, and a person should look."""
+def journal_warning(event: str, **fields: Any) -> dict[str, Any]:
+    """Log one journal line at WARNING: something was lost or refused, and a person should look."""
     return _emit(logging.WARNING, event, fields)
 
 
 def _emit(level: int, event: str, fields: dict[str, Any]) -> dict[str, Any]:
-    line = audit_line(event, **fields)
+    line = journal_line(event, **fields)
     _log.log(level, line)
     return json.loads(line)

@@ -5,7 +5,7 @@ micro-batch can run for many minutes; until now their logs said little until
 they ended, so nobody could tell a slow run from a stuck one, or say when it
 would be done. A :class:`Progress` is told what its task planned (records, and
 bytes when known) and what got done; at most every ``interval`` seconds it logs
-one readable line to ``mirrorflow.progress`` and one ``progress`` audit line
+one readable line to ``mirrorflow.progress`` and one ``progress`` journal line
 (:mod:`mirrorflow.journal`), e.g.::
 
     progress level 1 run manual__x: 12,345 of 50,000 records (24.7%), 3.2 MB, 1,234 records/s, about 31 s left
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class Snapshot:
         return line
 
     def fields(self) -> dict[str, Any]:
-        """The audit line's fields (besides the caller's own, such as ``run_id``)."""
+        """The journal line's fields (besides the caller's own, such as ``run_id``)."""
         fraction, rate, eta = self.fraction, self.rate, self.eta_s
         return {
             "what": self.what, "records": self.records, "planned": self.planned, "bytes": self.bytes,
@@ -167,7 +167,7 @@ class Progress:
     Thread-safe: copy threads call :meth:`add` at once, a ticker thread or a Spark
     listener calls :meth:`tasks`, and each line is decided under one lock (so two
     threads never both emit for the same interval) but logged outside it.
-    ``fields`` go into every audit line (``run_id``, ``job``, ...).
+    ``fields`` go into every journal line (``run_id``, ``job``, ...).
     """
 
     def __init__(self, what: str, planned: int | None = None, planned_bytes: int | None = None, *,
@@ -319,7 +319,7 @@ class Progress:
         with self._lock:
             self.lines += 1
         log.info("%s", snap.line())
-        audit("progress", **self._fields, **snap.fields())
+        journal_entry("progress", **self._fields, **snap.fields())
 
 
 # --------------------------------------------------------------------------- copiers report here

@@ -1,11 +1,11 @@
 """Which client settings are secrets, and the values this process has seen: one rule for validation and redaction.
 
 The topology file refuses secret keys (they belong in an Airflow connection), the
-``repr`` of client settings hides them, and audit lines redact them by key. Keys
+``repr`` of client settings hides them, and journal lines redact them by key. Keys
 are not enough: a secret can also travel inside a value, an error string or a
 library's message. So every process remembers the secret values it is handed
 (:func:`remember`, called for every cluster client it builds) and :func:`scrub`
-takes them out of any text: audit lines, and the log records of the Spark jobs.
+takes them out of any text: journal lines, and the log records of the Spark jobs.
 """
 
 from __future__ import annotations

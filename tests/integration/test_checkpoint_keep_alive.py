@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, TopicPartition
 from mirrorflow.copy.job import run_job
 from mirrorflow.copy.spec import JobSpec, LinkJob
 from mirrorflow.copy.state.checkpoints import read_checkpoints
-from mirrorflow.journal import AUDIT_LOGGER
+from mirrorflow.journal import JOURNAL_LOGGER
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow_dev.kafka import LocalCluster
 from mirrorflow_dev.process import free_port
@@ -76,7 +76,7 @@ def test_an_idle_link_keeps_its_checkpoint_past_offsets_retention(forgetful_targ
     control.commit(offsets=[TopicPartition(topic, 0, 100)], asynchronous=False)
     control.close()
     copied_at = time.monotonic()
-    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
+    caplog.set_level(logging.INFO, logger=JOURNAL_LOGGER)
 
     # Idle: level runs every few seconds until the control group's offset is gone (and a minute is over).
     target = ClusterClient("t", {"bootstrap.servers": forgetful_target.bootstrap})
@@ -92,7 +92,7 @@ def test_an_idle_link_keeps_its_checkpoint_past_offsets_retention(forgetful_targ
             break
         assert time.monotonic() < deadline, "the broker never expired the control group's offset"
         _pause.wait(5)
-    kept = [json.loads(r.getMessage()) for r in caplog.records if r.name == AUDIT_LOGGER]
+    kept = [json.loads(r.getMessage()) for r in caplog.records if r.name == JOURNAL_LOGGER]
     assert any(line.get("kept_alive") for line in kept if line["event"] == "copy")
 
     produce(source.bootstrap, topic, [(f"k{i}".encode(), f"m{i}".encode(), None, None) for i in range(100, 110)],

@@ -16,7 +16,7 @@ import re
 import pytest
 
 from mirrorflow.cluster_sync import ConfigOwners, ConfigOwnership, sync_topic_shapes, with_headroom
-from mirrorflow.journal import AUDIT_LOGGER
+from mirrorflow.journal import JOURNAL_LOGGER
 from mirrorflow.kafka import describe_topics
 from mirrorflow.topology import Topology
 from tests.integration.topic_configs import alter, client_of, explicit_configs, wait_until
@@ -27,8 +27,8 @@ RET, SEG, MAX = "retention.ms", "segment.ms", "max.message.bytes"
 LIMIT = str(with_headroom(1048588))  # the owner's broker default, with room for the copies' headers
 
 
-def audit(caplog, *events: str) -> list[dict]:
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == AUDIT_LOGGER]
+def journal_lines(caplog, *events: str) -> list[dict]:
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == JOURNAL_LOGGER]
     return [line for line in lines if line["event"] in events]
 
 
@@ -80,7 +80,7 @@ def test_a_local_value_is_spared_while_the_owners_changes_still_arrive_and_nothi
         assert holds(c3, topic, {**owner, SEG: "300000", RET: "60000"})
         assert holds(c1, topic, {RET: "3600000", SEG: "300000"})
 
-    aligned = audit(caplog, "topic_config_align")
+    aligned = journal_lines(caplog, "topic_config_align")
     assert [(a["cluster"], a["owner"], a["changes"]) for a in aligned] == [
         ("c3", "c1", [{"key": MAX, "old": None, "new": LIMIT, "why": "unset"},
                       {"key": SEG, "old": None, "new": "600000", "why": "unset"}]),
@@ -88,7 +88,7 @@ def test_a_local_value_is_spared_while_the_owners_changes_still_arrive_and_nothi
         ("c3", "c1", [{"key": SEG, "old": "600000", "new": "300000", "why": "owner_changed"}]),
     ]
     spared = [(s["event"], s["cluster"], s["key"], s["value"], s["why"])
-              for s in audit(caplog, "topic_config_kept", "topic_config_drift")]
+              for s in journal_lines(caplog, "topic_config_kept", "topic_config_drift")]
     first_look = [("topic_config_drift", "c3", key, value, "first_look")
                   for key, value in ((MAX, None), (RET, "60000"), (SEG, None))]
     if policy == "keep_target":  # once each
@@ -142,7 +142,7 @@ def test_a_followers_own_longer_retention_is_declined_every_run_until_the_topolo
             ("c2", f"{topic} {RET}", f"remove {RET}", f"topic_configs.allow_keeping_less: [{RET}]")]
         assert holds(c2, topic, {RET: DAYS_90, MAX: LIMIT})
         assert "would make c2 keep less data: declined" in caplog.text  # a warning every run
-    assert not audit(caplog, "topic_config_declined")  # audited once, in the first of them
+    assert not journal_lines(caplog, "topic_config_declined")  # audited once, in the first of them
     shape(allow_keeping_less=frozenset({RET}))
     assert holds(c2, topic, {MAX: LIMIT})
 

@@ -24,7 +24,7 @@ from mirrorflow.copy.spec import JobSpec, LinkJob
 from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_groups import TXN_GROUPS
-from mirrorflow.journal import AUDIT_LOGGER
+from mirrorflow.journal import JOURNAL_LOGGER
 from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import (
@@ -141,7 +141,7 @@ def test_in_a_transaction_group_only_the_partition_with_the_gap_stops(kafka_clus
 def _gap_lines(caplog):
     out = []
     for record in caplog.records:
-        if record.name == AUDIT_LOGGER and '"event":"gap"' in record.getMessage():
+        if record.name == JOURNAL_LOGGER and '"event":"gap"' in record.getMessage():
             out.append((record.levelno, json.loads(record.getMessage())))
     return out
 
@@ -159,7 +159,7 @@ def test_a_level_run_names_the_gap_in_a_loud_audit_line_even_when_nothing_is_lef
     assert run("first").copied == 25
     _delete_before(c1, topic, 0, 40)  # everything: the source holds nothing past the gap
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+    with caplog.at_level(logging.INFO, logger=JOURNAL_LOGGER):
         result = run("second")
     [(level, line)] = _gap_lines(caplog)
     assert level == logging.WARNING
@@ -218,11 +218,11 @@ def test_a_recreated_source_topic_is_copied_from_its_first_offset_and_said_so(ka
 
     _recreate(c1, make_topic, "c1", topic)  # the old incarnation's checkpoint (100) is above every new offset
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+    with caplog.at_level(logging.INFO, logger=JOURNAL_LOGGER):
         empty = run("recreated, still empty")
     assert empty.errors == [] and empty.copied == 0
     [line] = [json.loads(r.getMessage()) for r in caplog.records
-              if r.name == AUDIT_LOGGER and '"event":"checkpoint_set_aside"' in r.getMessage()]
+              if r.name == JOURNAL_LOGGER and '"event":"checkpoint_set_aside"' in r.getMessage()]
     assert (line["checkpoint"], line["metadata"]) == (100, first_meta)
     assert line["reason"].startswith("the source topic was recreated (topic id ")
     offset, meta = _committed_meta(c2, topic, 0)
@@ -273,11 +273,11 @@ def test_a_lost_checkpoint_is_recovered_exactly_from_the_copies_provenance(kafka
     produce(c1, topic, _records(10, tag="late"), partition=0)
 
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+    with caplog.at_level(logging.INFO, logger=JOURNAL_LOGGER):
         recovered = _level_run(kafka_clusters, topic, "without a checkpoint")
     assert not recovered.errors and recovered.copied == 10
     [line] = [json.loads(r.getMessage()) for r in caplog.records
-              if r.name == AUDIT_LOGGER and '"checkpoint_recovered"' in r.getMessage()]
+              if r.name == JOURNAL_LOGGER and '"checkpoint_recovered"' in r.getMessage()]
     assert (line["position"], line["topic"], line["partition"]) == (50, topic, 0)
     assert line["how"].startswith("c2 holds copies of c1's messages up to source offset 49; of the 10 records after "
                                   "that, none is on c2")
@@ -303,13 +303,13 @@ def test_a_lost_checkpoint_that_cannot_be_proven_refuses_and_resume_from_continu
     produce(c1, topic, _records(10, tag="late"), partition=0)
 
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+    with caplog.at_level(logging.INFO, logger=JOURNAL_LOGGER):
         refused = run("without a checkpoint")
     [error] = refused.errors
     assert (error.topic, error.partition, refused.copied) == (topic, 0, 0)
     assert "the link has no checkpoint on c2, but c2 already holds 50 copies" in error.error
     assert "resume_from, offset 50" in error.error
-    assert any('"event":"checkpoint_missing"' in r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER)
+    assert any('"event":"checkpoint_missing"' in r.getMessage() for r in caplog.records if r.name == JOURNAL_LOGGER)
     assert len(read_all(c2, topic, 1)) == 50  # nothing copied twice
 
     src, dst = _clients(kafka_clusters)
@@ -346,11 +346,11 @@ def test_a_lost_checkpoint_of_a_link_that_forwards_copies_is_recovered_exactly(k
     assert run_level(topo, 3, settings).ok
     forget()
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+    with caplog.at_level(logging.INFO, logger=JOURNAL_LOGGER):
         recovered = run_level(topo, 1, settings)
     assert recovered.ok, "\n".join(str(e) for e in recovered.errors)
     lines = [json.loads(r.getMessage()) for r in caplog.records
-             if r.name == AUDIT_LOGGER and '"checkpoint_recovered"' in r.getMessage()]
+             if r.name == JOURNAL_LOGGER and '"checkpoint_recovered"' in r.getMessage()]
     assert {line["link"]["id"] for line in lines} == {"c3.L1"}
     assert all("copies from other clusters checked" in line["how"] for line in lines)
     converge(topo, settings)
@@ -390,13 +390,13 @@ def test_a_topic_recreated_inside_the_tree_brings_every_message_to_every_cluster
     _recreate(kafka_clusters["c1"].bootstrap, make_topic, "c1", topic, partitions=len(parts))
     new = [m for c in names for m in traffic(kafka_clusters, c, topic, 20, start=100, keys=20)]
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+    with caplog.at_level(logging.INFO, logger=JOURNAL_LOGGER):
         converge(topo, settings)
     everything = [m for c in names for m in old[c]] + new
     assert_exactly_once(kafka_clusters, ["c2", "c3", "c4"], topic, everything)
     assert_exactly_once(kafka_clusters, ["c1"], topic, [m for m in everything if m not in set(old["c1"])])
     lines = [json.loads(r.getMessage()) for r in caplog.records
-             if r.name == AUDIT_LOGGER and '"checkpoint_set_aside"' in r.getMessage()]
+             if r.name == JOURNAL_LOGGER and '"checkpoint_set_aside"' in r.getMessage()]
     assert sorted((line["link"]["id"], line["partition"]) for line in lines) == sorted(
         (link, p) for link in ("c1.L1", "c1.L3") for p in parts)
     # c1.L1 passes c3's messages on to c2 (c4's reach c2 at level 3); c1.L3 passes on only c1's own
@@ -454,7 +454,7 @@ def test_on_gap_restore_heals_a_gap_from_the_archive_or_stops_naming_what_it_lac
     _delete_before(b1, topic, 0, 30)  # gap 20..29: the archive holds it
     _delete_before(b1, topic, 1, 45)  # gap 20..44: the archive holds 20..39, not 40..44
 
-    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
+    caplog.set_level(logging.INFO, logger=JOURNAL_LOGGER)
     healed = run_job(JobSpec(**{**spec.__dict__, "run_id": "heal-2"}))
     [stopped] = healed.errors
     assert (stopped.topic, stopped.partition, stopped.offset) == (topic, 1, 20)
@@ -632,9 +632,9 @@ def test_a_source_topic_deleted_after_copies_is_an_audit_line_saying_how_far_the
         assert time.monotonic() < deadline, f"{topic} still listed on c1 60 s after its deletion"
         _pause.wait(0.2)
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+    with caplog.at_level(logging.INFO, logger=JOURNAL_LOGGER):
         run_level(topo, 1, settings)  # c2.L1 creates the topic on c1 again, empty
     [line] = [json.loads(r.getMessage()) for r in caplog.records
-              if r.name == AUDIT_LOGGER and '"topic_deleted_on_source"' in r.getMessage()]
+              if r.name == JOURNAL_LOGGER and '"topic_deleted_on_source"' in r.getMessage()]
     assert (line["link"]["id"], line["topic"]) == ("c1.L1", topic)
     assert sum(line["copied_up_to"].values()) == 10  # every record of c1 had been copied

@@ -26,7 +26,7 @@ from mirrorflow.cluster_sync import (
     with_headroom,
 )
 from mirrorflow.errors import KafkaOperationError
-from mirrorflow.journal import AUDIT_LOGGER
+from mirrorflow.journal import JOURNAL_LOGGER
 from mirrorflow.kafka import TRAVELLING_CONFIGS, TopicShape, describe_topics
 from mirrorflow.topology import Topology
 from mirrorflow_dev.kafka import LocalCluster
@@ -179,10 +179,10 @@ def delete(cluster: LocalCluster, topic: str) -> None:
 @pytest.fixture
 def audit_events(caplog: pytest.LogCaptureFixture) -> Callable[[], list[dict]]:
     """The shape-changing audit records logged so far (parsed from their JSON lines)."""
-    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
+    caplog.set_level(logging.INFO, logger=JOURNAL_LOGGER)
 
     def events() -> list[dict]:
-        records = [json.loads(r.getMessage()) for r in caplog.records if r.name == AUDIT_LOGGER]
+        records = [json.loads(r.getMessage()) for r in caplog.records if r.name == JOURNAL_LOGGER]
         return [r for r in records if r["event"] in SHAPE_EVENTS]
 
     return events

@@ -26,7 +26,7 @@ from mirrorflow.copy.job import run_job
 from mirrorflow.copy.spec import JobSpec, LinkJob
 from mirrorflow.copy.state.checkpoints import CheckpointMeta, read_checkpoints
 from mirrorflow.copy.task import PartitionTask
-from mirrorflow.journal import AUDIT_LOGGER
+from mirrorflow.journal import JOURNAL_LOGGER
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow_dev.kafka import LocalCluster
 from mirrorflow_dev.process import free_port
@@ -89,7 +89,7 @@ def test_a_truncated_and_rewritten_source_is_named_and_rewind_resumes_exactly(so
 
     end = _cut_last_segment(source_cluster, topic)
     assert 0 < end < 64
-    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
+    caplog.set_level(logging.INFO, logger=JOURNAL_LOGGER)
 
     # 1. The log ends below the checkpoint: the planner names it; nothing copied.
     shorter = _run(source_cluster, target, topic, "trunc-2")
@@ -107,7 +107,7 @@ def test_a_truncated_and_rewritten_source_is_named_and_rewind_resumes_exactly(so
     (error,) = rewritten.errors
     assert error.error.startswith(f"truncated source: s {topic}[0] offset 63, the last record link {LINK} read "
                                     f"before its checkpoint, is another record now"), error.error
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == AUDIT_LOGGER]
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == JOURNAL_LOGGER]
     assert [(l["checkpoint"], l["diverged_at"]) for l in lines if l["event"] == "truncated"] == [(64, end), (64, 63)]
     assert len(read_all(target.bootstrap, topic, 1)) == 64  # nothing copied over the new history
     # The per-partition path (after a refused copy, a restore) checks the same way.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from mirrorflow.journal import audit_line
+from mirrorflow.journal import journal_line
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.secrets import ScrubFilter, scrub, secret_values
 
@@ -24,7 +24,7 @@ def test_the_secret_values_of_settings_include_each_line_of_a_pem_key_and_a_basi
 def test_a_client_remembers_its_secrets_and_audit_lines_and_job_logs_lose_them():
     ClusterClient("c9", {"bootstrap.servers": "127.0.0.1:1", "sasl.password": "pw-in-an-error-9",
                          "ssl.key.pem": KEY})
-    line = audit_line("copy", error="SASL: login with pw-in-an-error-9 refused", detail="key wWLS4BpuAOQvj8jF8lYy5Fg"
+    line = journal_line("copy", error="SASL: login with pw-in-an-error-9 refused", detail="key wWLS4BpuAOQvj8jF8lYy5Fg"
                       "pehRANCAASCne8Ms6qqlU8CGwqz80ACIRfJKvHW")
     assert "pw-in-an-error-9" not in line and "wWLS4Bpu" not in line
     assert json.loads(line)["error"] == "SASL: login with *** refused"

@@ -6,7 +6,7 @@ checkpoint, fenced like a copy, and only in ways that neither drop what the
 source still holds nor copy again what the target already holds:
 
 - ``skip``: past a retention gap, to the source's first offset; the lost range
-  is recorded in an audit line;
+  is recorded in a journal line;
 - ``resume_from``: to a given offset. Forward only over offsets the source no
   longer holds or the target already holds copies of (a lost checkpoint);
   backward only over offsets of which the target holds no copy (read from the
@@ -24,7 +24,7 @@ source still holds nor copy again what the target already holds:
   the offsets it lacks (each such range is recorded as lost).
 
 :func:`decide` is the rule (pure); :func:`resolve` reads the positions, applies it
-and writes the audit line.
+and writes the journal line.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from mirrorflow.copy.state import (
     source_recreated,
 )
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.journal import audit_warning
+from mirrorflow.journal import journal_warning
 from mirrorflow.kafka import ClusterClient, earliest_and_stable, topic_ids
 
 log = logging.getLogger(__name__)
@@ -197,7 +197,7 @@ def resolve(link_id: str, level: int, source: ClusterClient, target: ClusterClie
                      difference.why if difference else None)
     if not dry_run:
         _commit(link_id, level, source, target, topic, partition, decision.position, metadata, timeout)
-    audit_warning("gap_resolved", **out.to_dict())
+    journal_warning("gap_resolved", **out.to_dict())
     return out
 
 
@@ -249,7 +249,7 @@ def _restore(link_id: str, level: int, source: ClusterClient, target: ClusterCli
             result = copy_partition(task, source, target, op_timeout=timeout)
             out.position, out.restored = result.next_offset, out.restored + result.restored
             if result.error is not None:  # fenced by a level run, the archive unreadable: a retry goes on from here
-                audit_warning("gap_resolved", **out.to_dict(), error=result.error)
+                journal_warning("gap_resolved", **out.to_dict(), error=result.error)
                 raise MirrorflowError(f"{link_id} {topic}[{partition}]: the restore stopped at source offset "
                                       f"{result.error_offset}: {result.error}")
             at = nxt
@@ -263,7 +263,7 @@ def _restore(link_id: str, level: int, source: ClusterClient, target: ClusterCli
         log.info("%s %s[%d]: restored %d record(s) of offsets %d..%d from the archive of %s; the checkpoint on %s "
                  "is now %d", link_id, topic, partition, out.restored, checkpoint, earliest - 1, source.name,
                  target.name, earliest)
-    audit_warning("gap_resolved", **out.to_dict())
+    journal_warning("gap_resolved", **out.to_dict())
     return out
 
 
@@ -287,10 +287,10 @@ def _restore_by_origin(link_id: str, level: int, source: ClusterClient, target: 
         result = copy_partition(task, source, target, op_timeout=timeout)
         out.position, out.restored = result.next_offset, result.restored
         if result.error is not None:
-            audit_warning("gap_resolved", **out.to_dict(), error=result.error)
+            journal_warning("gap_resolved", **out.to_dict(), error=result.error)
             raise MirrorflowError(f"{link_id} {topic}[{partition}]: the restore stopped at source offset "
                                   f"{result.error_offset}: {result.error}")
-    audit_warning("gap_resolved", **out.to_dict())
+    journal_warning("gap_resolved", **out.to_dict())
     return out
 
 

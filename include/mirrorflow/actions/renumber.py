@@ -31,7 +31,7 @@ from mirrorflow.copy import PartitionTask, txn_group
 from mirrorflow.copy.engine import fenced_commit
 from mirrorflow.copy.state import CheckpointMeta, Held, LastRead, carried_to, carry_mark, read_checkpoints
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.journal import audit_warning
+from mirrorflow.journal import journal_warning
 from mirrorflow.kafka import ClusterClient, list_topics
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ def carry_checkpoints(old_link: str, new_link: str, new_level: int, source: Clus
             by_group.setdefault(txn_group(topic, partition), []).append((partition, offset, metadata))
         for (topic, _), rows in sorted(by_group.items()):
             _commit_group(new_link, new_level, source, target, topic, rows, timeout)
-    audit_warning("checkpoints_carried", **out.to_dict())
+    journal_warning("checkpoints_carried", **out.to_dict())
     log.info("%s -> %s on %s: %d checkpoint(s) %s", old_link, new_link, target.name, len(old),
              "would be carried (dry run)" if dry_run else "carried")
     return out

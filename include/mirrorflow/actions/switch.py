@@ -44,7 +44,7 @@ from mirrorflow.actions.cut import CutUnstable, commit_checkpoints, cut
 from mirrorflow.cluster_sync import sync_topic_shapes
 from mirrorflow.copy.state import CopyScanner, ScanStalled, checkpoint_group, read_checkpoints, switch_mark
 from mirrorflow.errors import ClusterUnreachable, MirrorflowError
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.kafka import ClusterClient, Need, call_failed, list_topics, probe
 from mirrorflow.topology import Distributor
 from mirrorflow.topology.model import TopicSelector
@@ -133,9 +133,9 @@ def switch_target(link: Distributor, new_target: str, clients: dict[str, Cluster
             f"duplicated there if {old_target} comes back and passes them on")
     _write_cut(new, link.link_id, cuts, timeout)
     report.cuts = _by_topic(cuts)
-    audit("switch_target", link=link.link_id, source=link.source, level=link.level, old_target=old_target,
-          new_target=new_target, mode=report.mode, partitions=len(cuts), attempts=report.attempts,
-          cuts=report.cuts, warnings=report.warnings)
+    journal_entry("switch_target", link=link.link_id, source=link.source, level=link.level, old_target=old_target,
+                  new_target=new_target, mode=report.mode, partitions=len(cuts), attempts=report.attempts,
+                  cuts=report.cuts, warnings=report.warnings)
     return report
 
 

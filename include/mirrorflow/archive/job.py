@@ -7,7 +7,7 @@ Then, per cluster, the driver writes the run's manifest (every partition's
 range, objects, count, checksum, loss, error) and only then the new progress.
 Progress is the commit point: a run killed before it is simply repeated from
 the same offsets, which rewrites the same keys with the same records (see
-:mod:`.writer`), so there is never a duplicate row. One audit line per
+:mod:`.writer`), so there is never a duplicate row. One journal line per
 partition (``archive``) and per run (``archive_run``).
 
 Runs of one archive location must not overlap (the DAG runs one at a time):
@@ -35,7 +35,7 @@ from mirrorflow.archive.plan import ClusterPlan, PartitionPlan, plan_cluster
 from mirrorflow.archive.progress import write_progress
 from mirrorflow.archive.spec import ArchiveResult, ArchiveSpec
 from mirrorflow.archive.writer import ArchiveTask, archive_partition
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.kafka import ClusterClient
 from mirrorflow.progress import Progress as Tracker
 from mirrorflow.progress import tracking
@@ -123,11 +123,11 @@ def run_archive(spec: ArchiveSpec, spark: Any = None) -> ArchiveResult:
     result.archive_s = time.monotonic() - started
     for plan in plans:
         _commit(spec, plan, results, started_at, s3, result)
-    audit("archive_run", run_id=spec.run_id, location=spec.location.uri, clusters=list(spec.archived),
-          partitions=len(result.partitions), archived=result.count,
-          objects=sum(len(p["objects"]) for p in result.partitions if not p["error"]),
-          lost=result.lost, manifests=result.manifests, errors=result.errors,
-          plan_s=round(result.plan_s, 3), archive_s=round(result.archive_s, 3))
+    journal_entry("archive_run", run_id=spec.run_id, location=spec.location.uri, clusters=list(spec.archived),
+                  partitions=len(result.partitions), archived=result.count,
+                  objects=sum(len(p["objects"]) for p in result.partitions if not p["error"]),
+                  lost=result.lost, manifests=result.manifests, errors=result.errors,
+                  plan_s=round(result.plan_s, 3), archive_s=round(result.archive_s, 3))
     return result
 
 
@@ -220,8 +220,8 @@ def _commit(spec: ArchiveSpec, plan: ClusterPlan, results: Mapping[tuple[str, st
         if entry["error"]:
             result.errors.append(f"archive {plan.cluster} {entry['topic']}[{entry['partition']}] at offset "
                                  f"{entry['start']}: {entry['error']}")
-        audit("archive", run_id=spec.run_id, cluster=plan.cluster, topic=entry["topic"],
-              partition=entry["partition"], offsets=[entry["start"], entry["next"]], count=entry["count"],
-              bytes=entry["bytes"], objects=len(entry["objects"]), checksum=entry["checksum"], lost=entry["lost"],
-              manifest=manifest_key, location=spec.location.uri, error=entry["error"],
-              duration_s=entry["duration_s"])
+        journal_entry("archive", run_id=spec.run_id, cluster=plan.cluster, topic=entry["topic"],
+                      partition=entry["partition"], offsets=[entry["start"], entry["next"]], count=entry["count"],
+                      bytes=entry["bytes"], objects=len(entry["objects"]), checksum=entry["checksum"],
+                      lost=entry["lost"], manifest=manifest_key, location=spec.location.uri, error=entry["error"],
+                      duration_s=entry["duration_s"])

@@ -65,7 +65,7 @@ class ArchiveLocation:
 
     @property
     def uri(self) -> str:
-        """``s3://bucket/prefix``: what logs and audit lines show (never credentials)."""
+        """``s3://bucket/prefix``: what logs and journal lines show (never credentials)."""
         return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
 
     def __str__(self) -> str:

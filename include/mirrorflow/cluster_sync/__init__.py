@@ -3,7 +3,7 @@
 Copying records into a cluster is :mod:`mirrorflow.copy`; keeping the cluster
 *itself* in step (its topics' shape, configs and ACLs) is this room, hence its
 name. It holds the rules that decide what to change on a cluster (pure, each
-verdict explaining itself) and the calls that change it, audit it and remember
+verdict explaining itself) and the calls that change it, journal it and remember
 what mirrorflow made, so nothing made by hand is undone. The ACL sync keeps one
 name wherever a reader meets it: the topology key and model ``acl_sync``
 (:mod:`mirrorflow.topology.acl_sync`), its rule

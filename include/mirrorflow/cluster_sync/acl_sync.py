@@ -48,7 +48,7 @@ from mirrorflow.cluster_sync.read_only_guard import GUARD, plan_guard
 from mirrorflow.declined import Declined
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
 from mirrorflow.internal_names import ACL_GRANTS_READER_GROUP, ACL_GRANTS_TOPIC
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.kafka import (
     CLUSTER_RESOURCE,
     ClusterClient,
@@ -193,14 +193,14 @@ def apply_grants(client: ClusterClient, plan: GrantPlan, previous: set[Grant], t
                                      {g: _binding(g) for g in plan.create}, timeout)
     result.problems += problems
     for grant in result.created:
-        audit("acl_create", cluster=client.name, owner=plan.owner, acl=str(grant), why=why)
+        journal_entry("acl_create", cluster=client.name, owner=plan.owner, acl=str(grant), why=why)
     result.deleted, problems = _each(client, "delete", admin.delete_acls,
                                      {g: _binding(g, AclBindingFilter) for g in plan.delete}, timeout)
     result.problems += problems
     for grant in result.deleted:
-        audit("acl_delete", cluster=client.name, owner=plan.owner, acl=str(grant),
-              why="the guard no longer wants it" if kind == "guard" else
-              f"gone from {plan.owner}, and mirrorflow made it")
+        journal_entry("acl_delete", cluster=client.name, owner=plan.owner, acl=str(grant),
+                      why="the guard no longer wants it" if kind == "guard" else
+                      f"gone from {plan.owner}, and mirrorflow made it")
     made = (plan.made - set(plan.create) - set(plan.delete)) | set(result.created) \
         | (set(plan.delete) - set(result.deleted))
     records: list[tuple[bytes, bytes | None]] = [(g.key().encode(), _KINDS[kind]) for g in sorted(made - previous)]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from mirrorflow.cluster_sync.acl_plan import WRITING, Grant
 
-#: The ``owner`` a guard's plan names (for audit lines and reports): no cluster, the rule itself.
+#: The ``owner`` a guard's plan names (for journal lines and reports): no cluster, the rule itself.
 GUARD = "read-only guard"
 
 

@@ -30,7 +30,7 @@ from mirrorflow.cluster_sync.shape_plan import (
 )
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
 from mirrorflow.internal_names import is_internal_topic
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.kafka import (
     ClusterClient,
     Need,
@@ -54,7 +54,7 @@ class ShapeResult:
 
     ``already_done`` lists steps a concurrent run had already carried out (a topic
     created or grown by someone else with the planned partition count): successes,
-    without an audit line since this run changed nothing. ``failed`` holds create and
+    without a journal line since this run changed nothing. ``failed`` holds create and
     partition failures, ``align_failed`` config failures; both per topic.
     """
 
@@ -103,7 +103,7 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
     failure is collected per topic as a :class:`KafkaOperationError` naming the
     target cluster, the topic and the operation. Two runs applying the same plan at
     once both succeed: ``TOPIC_ALREADY_EXISTS`` (or "already has N partitions") counts
-    as done when the topic has the planned partition count. One audit line per change.
+    as done when the topic has the planned partition count. One journal line per change.
     """
     cluster = target_client.name
     admin_client = admin_for(target_client)  # keep a reference: a collected client cancels its futures
@@ -158,8 +158,10 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
                     cluster, operation, f"created, but metadata shows {seen} of {c.partitions} partitions "
                                         f"ready after {timeout:.0f}s")
             created.append(c)
-            audit("topic_create", cluster=cluster, topic=c.topic, partitions=c.partitions, configs=dict(c.configs),
-                  replication_factor=replication_factor if replication_factor is not None else "default", **source)
+            journal_entry("topic_create", cluster=cluster, topic=c.topic, partitions=c.partitions,
+                          configs=dict(c.configs),
+                          replication_factor=replication_factor if replication_factor is not None else "default",
+                          **source)
 
     # -- add partitions
     adds = [a for a in (*plan.add_partitions, *grow_after_race) if a.topic not in failed]
@@ -187,8 +189,8 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
                 failed[a.topic] = KafkaOperationError(
                     cluster, operation, f"metadata shows {seen} of {a.wanted} partitions after {timeout:.0f}s")
             added.append(a)
-            audit("topic_partitions_add", cluster=cluster, topic=a.topic, partitions_before=a.current,
-                  partitions=a.wanted, **source)
+            journal_entry("topic_partitions_add", cluster=cluster, topic=a.topic, partitions_before=a.current,
+                          partitions=a.wanted, **source)
 
     # -- keys a follower keeps: audited when new, a report_only one logged every run
     verdicts = {v.topic: v for v in plan.verdicts}
@@ -205,8 +207,8 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
             if k.key in fresh:
                 kind = {"keep": "topic_config_kept", "decline": "topic_config_declined"}.get(k.action,
                                                                                             "topic_config_drift")
-                audit(kind, cluster=cluster, topic=verdict.topic, owner=verdict.owner, key=k.key,
-                      value=k.target_value, owner_value=k.owner_value, why=k.why)
+                journal_entry(kind, cluster=cluster, topic=verdict.topic, owner=verdict.owner, key=k.key,
+                              value=k.target_value, owner_value=k.owner_value, why=k.why)
 
     # -- align configs (incremental: only the travelling keys are touched, cluster-owned ones stay)
     if plan.align:
@@ -225,12 +227,12 @@ def apply_shape(target_client: ClusterClient, plan: ShapePlan, replication_facto
             aligned.append(al)
             owned = verdicts.get(al.topic)
             if owned is None:
-                audit("topic_config_align", cluster=cluster, topic=al.topic, set=dict(al.set),
-                      removed=list(al.delete), **source)
+                journal_entry("topic_config_align", cluster=cluster, topic=al.topic, set=dict(al.set),
+                              removed=list(al.delete), **source)
             else:
-                audit("topic_config_align", cluster=cluster, topic=al.topic, owner=owned.owner,
-                      set=dict(al.set), removed=list(al.delete), **source,
-                      changes=[{"key": k.key, "old": k.target_value, "new": k.owner_value, "why": k.why}
+                journal_entry("topic_config_align", cluster=cluster, topic=al.topic, owner=owned.owner,
+                              set=dict(al.set), removed=list(al.delete), **source,
+                              changes=[{"key": k.key, "old": k.target_value, "new": k.owner_value, "why": k.why}
                                for k in owned.keys if k.applies])
                 for k in owned.keys:
                     if k.applies:

@@ -25,7 +25,7 @@ from mirrorflow.completeness.proven import ProvenWindow, dropping_proofs, proven
 from mirrorflow.completeness.store import Position, announced_entry, proven_entry, read_state, write_verdicts
 from mirrorflow.completeness.tally import DEFAULT_WINDOW_S, Tallies, WindowKey
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.journal import audit, audit_warning
+from mirrorflow.journal import journal_entry, journal_warning
 from mirrorflow.kafka import ClusterClient, describe_topics
 
 log = logging.getLogger(__name__)
@@ -172,9 +172,9 @@ def run_audit(clients: Mapping[str, ClusterClient], selects: Callable[[str], boo
     result.proven += again
     line = dict(run_id=run_id, window_s=window_s, grace_s=grace_s, **result.summary())
     if result.ok:
-        audit("completeness", **line)
+        journal_entry("completeness", **line)
     else:
-        audit_warning("completeness", **line)
+        journal_warning("completeness", **line)
     return result
 
 

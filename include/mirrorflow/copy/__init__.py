@@ -13,7 +13,7 @@ From the bottom up; a room imports the rooms below it, never one above:
    transactions, clients);
 5. the driver, here: :mod:`~mirrorflow.copy.spec` (the job spec and its results),
    :mod:`~mirrorflow.copy.plan` (what each link copies in a run),
-   :mod:`~mirrorflow.copy.job` (:func:`run_job`: plan, copy, audit).
+   :mod:`~mirrorflow.copy.job` (:func:`run_job`: plan, copy, write the journal).
 
 What an operator does to links (resolve a gap, switch a target, carry checkpoints)
 is :mod:`mirrorflow.actions`, above this room. Outside ``copy/`` import from the

@@ -6,7 +6,7 @@ the executors (:func:`mirrorflow.copy.engine.execute`), which run
 :func:`mirrorflow.copy.engine.partition.copy_partition` for each range; it
 fences, re-reads the checkpoint and copies exactly once. One partition's
 failure is reported in its result and never stops the others. The driver then
-logs one audit line per partition and returns a :class:`~mirrorflow.copy.spec.JobResult`.
+logs one journal line per partition and returns a :class:`~mirrorflow.copy.spec.JobResult`.
 
 The job is described by a :class:`~mirrorflow.copy.spec.JobSpec` (:mod:`mirrorflow.copy.spec`).
 """
@@ -24,7 +24,7 @@ from mirrorflow.copy.engine.executor import execute, passed
 from mirrorflow.copy.plan.level import plan
 from mirrorflow.copy.spec import JobResult, JobSpec, LinkJob, PartitionError, link_fields
 from mirrorflow.copy.txn_groups import txn_unit
-from mirrorflow.journal import audit, audit_warning
+from mirrorflow.journal import journal_entry, journal_warning
 from mirrorflow.progress import Progress
 from mirrorflow.spark import parallelism
 from mirrorflow.topology.windows import next_opening
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 
 def run_job(spec: JobSpec, spark: Any = None) -> JobResult:
-    """Plan, copy, audit. ``spark=None`` copies in this process (dry runs, small tests).
+    """Plan, copy, write the journal. ``spark=None`` copies in this process (dry runs, small tests).
 
     ``spark`` may be a session still opening (a ``Future``, :func:`mirrorflow.spark.opening`):
     the plan is made meanwhile, and waits for it only to share out the links' rate caps.
@@ -88,9 +88,9 @@ def run_job(spec: JobSpec, spark: Any = None) -> JobResult:
     closed = [r for r in result.partitions if r.get("window_closed")]
     if closed:
         _window_closed(spec, by_link, closed)
-    audit("copy_run", run_id=spec.run_id, level=spec.level, links=len(result.links), copied=result.copied,
-          partitions=len(result.partitions), errors=[str(e) for e in result.errors], plan_s=round(result.plan_s, 3),
-          copy_s=round(result.copy_s, 3))
+    journal_entry("copy_run", run_id=spec.run_id, level=spec.level, links=len(result.links), copied=result.copied,
+                  partitions=len(result.partitions), errors=[str(e) for e in result.errors],
+                  plan_s=round(result.plan_s, 3), copy_s=round(result.copy_s, 3))
     return result
 
 
@@ -105,12 +105,12 @@ def _window_closed(spec: JobSpec, by_link: Mapping[str, Any], closed: Sequence[M
                  "stopped at %s; the rest waits for the next window, opening %s", link_id,
                  ", ".join(f"{tp} offset {offset}" for tp, offset in sorted(stopped.items())),
                  opens.isoformat() if opens else "unknown")
-        audit("window_closed", run_id=spec.run_id, level=spec.level, link=link_fields(link), stopped_at=stopped,
-              next_window=opens.isoformat() if opens else None, windows=list(link.windows))
+        journal_entry("window_closed", run_id=spec.run_id, level=spec.level, link=link_fields(link), stopped_at=stopped,
+                      next_window=opens.isoformat() if opens else None, windows=list(link.windows))
 
 
 def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None:
-    audit(
+    journal_entry(
         "copy",
         run_id=spec.run_id,
         link=link_fields(link),
@@ -135,12 +135,12 @@ def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None
         error=r["error"],
     )
     if r.get("diverged_at") is not None:
-        audit_warning("truncated", run_id=spec.run_id, link=link_fields(link), topic=r["topic"],
-                      partition=r["partition"], checkpoint=r["start_offset"], diverged_at=r["diverged_at"])
+        journal_warning("truncated", run_id=spec.run_id, link=link_fields(link), topic=r["topic"],
+                        partition=r["partition"], checkpoint=r["start_offset"], diverged_at=r["diverged_at"])
     lost_ranges = r.get("lost_ranges") or ([r["lost_offsets"]] if r.get("lost_offsets") else [])
     for i, (first, last) in enumerate(lost_ranges):  # a gap at the start, then any opened while the copy ran
         stopped = r["error"] is not None and i == len(lost_ranges) - 1 and r.get("error_offset") == first
-        audit_warning(
+        journal_warning(
             "gap",
             run_id=spec.run_id,
             link=link_fields(link),
@@ -155,7 +155,7 @@ def _audit_partition(spec: JobSpec, link: LinkJob, r: Mapping[str, Any]) -> None
         )
     if r.get("restored_offsets"):
         first, last = r["restored_offsets"]
-        audit_warning("gap", run_id=spec.run_id, link=link_fields(link), topic=r["topic"], partition=r["partition"],
-                      lost_offsets=[first, last], lost=0, on_gap=link.on_gap, restored=r["restored"],
-                      action=f"restored from the archive of {link.source}; copied on from Kafka"
-                      + (f" (stopped: {r['error']})" if r["error"] else ""))
+        journal_warning("gap", run_id=spec.run_id, link=link_fields(link), topic=r["topic"], partition=r["partition"],
+                        lost_offsets=[first, last], lost=0, on_gap=link.on_gap, restored=r["restored"],
+                        action=f"restored from the archive of {link.source}; copied on from Kafka"
+                        + (f" (stopped: {r['error']})" if r["error"] else ""))

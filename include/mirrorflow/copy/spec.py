@@ -244,7 +244,7 @@ class JobResult(SparkJobResult):
 
 
 def link_fields(link: LinkJob) -> dict[str, Any]:
-    """How audit lines name a link."""
+    """How journal lines name a link."""
     return {"id": link.link_id, "source": link.source, "level": link.level, "target": link.target}
 
 

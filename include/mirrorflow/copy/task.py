@@ -2,7 +2,7 @@
 
 Plain data on both sides of the Spark boundary: a :class:`PartitionTask` is
 pickled to an executor, a :class:`PartitionResult` comes back as a dict
-(:meth:`PartitionResult.to_dict`) for the job's audit lines and report.
+(:meth:`PartitionResult.to_dict`) for the job's journal lines and report.
 """
 
 from __future__ import annotations

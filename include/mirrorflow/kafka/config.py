@@ -36,7 +36,7 @@ class ClusterClient:
     def __post_init__(self) -> None:
         if not self.settings.get("bootstrap.servers"):
             raise MirrorflowError(f"clusters.{self.name}: no bootstrap.servers resolved for this cluster")
-        remember(self.settings)  # scrubbed from audit lines and job logs from now on
+        remember(self.settings)  # scrubbed from journal lines and job logs from now on
 
     def __repr__(self) -> str:
         shown = {k: ("***" if is_secret_config(k) else v) for k, v in self.settings.items()}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import TopicPartition
 
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.kafka import ClusterClient, earliest_and_stable, list_topics
 from mirrorflow.offsets import frontier as _frontier
 from mirrorflow.offsets.groups import GroupInfo, commit, committed, cut_metadata
@@ -94,8 +94,8 @@ def publish_owned(client: ClusterClient, groups: Iterable[str], selects_topic: C
     publish(client, positions)
     for group in groups:
         mine = [p for p in positions if p.group == group]
-        audit("offsets_publish", cluster=client.name, group=group, partitions=len(mine),
-              positions=[{"topic": p.topic, "partition": p.partition, "offset": p.offset, "seq": p.seq}
+        journal_entry("offsets_publish", cluster=client.name, group=group, partitions=len(mine),
+                      positions=[{"topic": p.topic, "partition": p.partition, "offset": p.offset, "seq": p.seq}
                          for p in mine])
     return positions
 
@@ -159,15 +159,16 @@ def plan_commits(client: ClusterClient, positions: Iterable[Position],
 
 
 def apply_commits(client: ClusterClient, rows: Iterable[CommitRow]) -> list[CommitRow]:
-    """Commit the rows that change something; one commit (and one audit line) per group. Returns what changed."""
+    """Commit the rows that change something; one commit (and one journal line) per group. Returns what changed."""
     changed = [r for r in rows if r.changed]
     by_group: dict[str, list[CommitRow]] = {}
     for r in changed:
         by_group.setdefault(r.group, []).append(r)
     for group, mine in sorted(by_group.items()):
         commit(client, group, {(r.topic, r.partition): (r.after, cut_metadata(r.owner, r.owner_offset)) for r in mine})
-        audit("offsets_commit", cluster=client.name, group=group, owner=mine[0].owner, precision=mine[0].precision,
-              partitions=[{"topic": r.topic, "partition": r.partition, "from": r.before, "to": r.after,
+        journal_entry("offsets_commit", cluster=client.name, group=group, owner=mine[0].owner,
+                      precision=mine[0].precision,
+                      partitions=[{"topic": r.topic, "partition": r.partition, "from": r.before, "to": r.after,
                            "owner_offset": r.owner_offset} for r in mine])
     return changed
 

@@ -34,7 +34,7 @@ from mirrorflow.copy.state import EARLIEST
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.internal_names import BACKFILL_SINCE_GROUP
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.kafka import ClusterClient, earliest_and_stable
 from mirrorflow.progress import Progress
 from mirrorflow.spark import SparkJobResult, SparkJobSpec, parallelism
@@ -183,13 +183,13 @@ def run_backfill(spec: BackfillSpec, spark: Any = None) -> BackfillResult:
     progress.finish(passed(results), sum(r["bytes"] for r in results))
     for r in sorted(results, key=lambda r: (r["topic"], r["partition"])):
         result.partitions.append(r)
-        audit("backfill", run_id=spec.run_id, link=spec.link_id, source=spec.source, target=spec.target,
-              mode=spec.mode, topic=r["topic"], partition=r["partition"],
-              source_offsets=[r["start_offset"], r["next_offset"]], copied=r["copied"], restored=r["restored"],
-              checksum=f"crc32:{r['checksum']:08x}", lost_to_retention=r["lost_to_retention"], error=r["error"])
+        journal_entry("backfill", run_id=spec.run_id, link=spec.link_id, source=spec.source, target=spec.target,
+                      mode=spec.mode, topic=r["topic"], partition=r["partition"],
+                      source_offsets=[r["start_offset"], r["next_offset"]], copied=r["copied"], restored=r["restored"],
+                      checksum=f"crc32:{r['checksum']:08x}", lost_to_retention=r["lost_to_retention"], error=r["error"])
         if r["error"]:
             result.errors.append(f"{spec.link_id} ({spec.source} -> {spec.target}) {r['topic']}[{r['partition']}] "
                                  f"at source offset {r['error_offset']}: {r['error']}")
     result.copy_s = time.monotonic() - started
-    audit("backfill_run", **result.summary())
+    journal_entry("backfill_run", **result.summary())
     return result

@@ -126,7 +126,7 @@ class RestStore:
 
     def __init__(self, cluster: str, conf: Mapping[str, Any]) -> None:
         self.cluster = cluster
-        remember(conf)  # its password is scrubbed from audit lines and error texts of this process
+        remember(conf)  # its password is scrubbed from journal lines and error texts of this process
         self.url = _without_userinfo(str(conf.get("url")))
         self._conf = inline_pem_to_files(conf)
         self._sr = None

@@ -5,7 +5,7 @@ target's error, a conflict is that subject's error, and everything else still
 syncs. The run as a whole fails afterwards, listing every problem, so nothing
 is hidden behind a green task.
 
-Every record written is one ``schema_write`` audit line: cluster, primary
+Every record written is one ``schema_write`` journal line: cluster, primary
 subject, target subject, version, id and kind (schema, config, mode, delete).
 A rerun reads the targets again and writes only what is still missing, which
 is also how a run killed halfway completes.
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.kafka import ClusterClient
 from mirrorflow.schemas.plan import Conflict, Write, plan_target
 from mirrorflow.schemas.records import RegistryState
@@ -154,7 +154,7 @@ def _fields(store: Store, w: Write) -> dict[str, Any]:
 
 
 def _written(target: TargetResult, store: Store, w: Write) -> None:
-    target.written.append(audit("schema_write", **_fields(store, w)))
+    target.written.append(journal_entry("schema_write", **_fields(store, w)))
 
 
 def build_store(cluster: str, registry: Any, client: ClusterClient | None,

@@ -141,7 +141,7 @@ class LinkSettings(Model):
     exactly_once: StrictBool | None = None
     #: What a copy does when the source no longer holds offsets the link has not copied yet
     #: (retention, or records deleted): ``fail`` (the default) stops that partition naming the
-    #: lost range; ``skip`` steps over it, records the loss and writes a ``gap`` audit line;
+    #: lost range; ``skip`` steps over it, records the loss and writes a ``gap`` journal line;
     #: ``restore`` reads the range from the source cluster's S3 archive (topology key ``archive``)
     #: and copies on from Kafka, or stops like ``fail`` naming what the archive does not hold.
     on_gap: Literal["fail", "skip", "restore"] | None = None

@@ -9,7 +9,7 @@ Each run (:mod:`mirrorflow.completeness`, docs/audit.md):
   ``_mirrorflow.audit``). Then every window that ended more than
   ``audit.grace_minutes`` ago (default 15) is compared with its origin's tally,
   and each difference is drilled down to its messages. Returns the summary
-  (XCom) and writes one ``completeness`` audit line.
+  (XCom) and writes one ``completeness`` journal line.
 - ``check``: fails, without retrying, with a table naming topic, window, origin,
   cluster, the counts and the messages missing or duplicated.
 - ``proven_<topic>.<cluster>``, one per topic named in the topology

@@ -7,7 +7,7 @@ refuse to copy, naming the old link ids they found. Give the renumbering as
 ``level_map`` (``1:2,3:4``; it must keep the levels' order) and run this DAG
 once, with ``dry_run`` first: each new link's checkpoints are committed from
 its old id's, fenced through the new link's transactions. Nothing is changed if
-any new link already has checkpoints. One ``checkpoints_carried`` audit line per
+any new link already has checkpoints. One ``checkpoints_carried`` journal line per
 link. docs/levels.md ("Renumbering levels") gives the whole procedure.
 """
 
@@ -38,7 +38,7 @@ def build_carry_checkpoints_dag(topology: Topology) -> DAG:
 
         @task
         def carry(params: dict | None = None) -> list[dict]:
-            """Commit each new link's checkpoints from its old id's, fenced, and log an audit line per link."""
+            """Commit each new link's checkpoints from its old id's, fenced, and log a journal line per link."""
             p = params or {}
             return run_carry(topology, str(p["level_map"]), dry_run=bool(p.get("dry_run")))
 

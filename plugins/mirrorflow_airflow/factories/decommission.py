@@ -13,7 +13,7 @@ Steps, each its own task and log:
    to it (unless ``force``).
 4. ``leave``: the cluster leaves the tree (Airflow Variable
    ``mirrorflow_topology_changes``); every DAG drops its links at its next parse.
-5. ``summary``: one audit line.
+5. ``summary``: one journal line.
 
 With ``approvals`` on, ``propose`` (the moves with their cuts, as a dry run) and
 ``approve`` (Browse > Required Actions) come between 1 and 2: no link moves until
@@ -82,7 +82,7 @@ def build_decommission_dag(topology: Topology) -> DAG:
 
         @task(trigger_rule="all_done")
         def summary_(run_id: str | None = None, ti: Any = None) -> dict:
-            """One audit line; fails if a step did."""
+            """One journal line; fails if a step did."""
             approved_by = responder(ti.xcom_pull(task_ids="approve")) if approvals.enabled else None
             return summary({s: ti.xcom_pull(task_ids=s) for s in STEPS}, run_id or "", approved_by)
 

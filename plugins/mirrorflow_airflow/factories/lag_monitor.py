@@ -12,7 +12,7 @@ Each run takes one snapshot (:mod:`mirrorflow.lag`):
   stored in the Airflow Variable ``mirrorflow_lag_snapshot`` (JSON; Admin ->
   Variables, or :func:`read_lag_snapshot` from any task) and returned as the
   task's XCom; the task log shows a table per link and per group and one
-  ``lag_snapshot`` audit line with the totals.
+  ``lag_snapshot`` journal line with the totals.
 - ``check``: fails, without retrying, listing every violation when the
   topology's ``lag`` section sets a bound that is exceeded (an unreachable
   cluster counts when a bound applies to what it would have measured).

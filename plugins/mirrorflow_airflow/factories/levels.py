@@ -9,7 +9,7 @@ distributor and its effective target leaf):
   window opens; with no link open the run is skipped. Then it submits the level
   job to Spark (``spark_jobs/mirror_level.py``): the driver shapes target topics,
   reads checkpoints and end offsets and packs the work; executors copy exactly
-  once. It logs one audit line per partition and returns the batch summary, the
+  once. It logs one journal line per partition and returns the batch summary, the
   DAG run's return value, and emits an asset event per cluster and topic that got records.
 - ``announce``, skipped unless the copy reached a cluster and topic Airflow has no
   asset for yet: emits those events, one such task at a time across DAGs

@@ -12,7 +12,7 @@ Each run, in four tasks:
    data, highest level first, so one pass reaches every cluster).
 4. ``commit``: on every other cluster, resolve each position (``offsets.precision``
    per group pattern) and commit it for groups with no members there. Commits
-   that would change nothing are not made; each made commit is one audit line.
+   that would change nothing are not made; each made commit is one journal line.
 
 A cluster that does not answer is skipped by every step, and the run ends
 failed naming it, after the other clusters have been served.

@@ -18,7 +18,7 @@ Steps, each its own task and log (the audit record of the onboarding):
    ``mirrorflow_topology_changes``); links whose default target moves with the
    new leaf are pinned where they are. Every DAG sees it from its next parse.
 7. ``verify``: per topic-partition, by origin, counts and checksums against the sibling.
-8. ``summary``: one audit line for the whole onboarding; fails if a step did.
+8. ``summary``: one journal line for the whole onboarding; fails if a step did.
 
 Re-running after a failure at any step continues: topics created by the
 earlier attempt are recognised (Variable ``mirrorflow_onboarding``), the
@@ -116,7 +116,7 @@ def build_onboard_dag(topology: Topology) -> DAG:
 
         @task(trigger_rule="all_done", pool=OPERATIONS_POOL)
         def summary_(run_id: str | None = None, ti: Any = None) -> dict:
-            """One audit line for the onboarding; fails if any step did."""
+            """One journal line for the onboarding; fails if any step did."""
             results = {s: ti.xcom_pull(task_ids=s) for s in STEPS}
             return summary(results.get("preflight"), results, run_id or "")
 

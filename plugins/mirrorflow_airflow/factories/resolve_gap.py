@@ -12,7 +12,7 @@ copies a retention gap from the source cluster's S3 archive through the link's o
 transactions, or is refused naming the offsets no archive holds; ``restore_and_skip``
 restores what the archive holds and steps over only those offsets. The checkpoint
 moves fenced, like a copy; a dry run shows the decision and changes nothing.
-Every decision is an audit line (``gap_resolved``).
+Every decision is a journal line (``gap_resolved``).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def build_resolve_gap_dag(topology: Topology) -> DAG:
 
         @task(outlets=[ARRIVALS])
         def resolve(params: dict | None = None) -> dict:
-            """Move the link's checkpoint as decided, fenced, and log an audit line (a restore: an asset event)."""
+            """Move the link's checkpoint as decided, fenced, and log a journal line (a restore: an asset event)."""
             p = params or {}
             offset = p.get("offset")
             context = get_current_context()

@@ -19,7 +19,7 @@ from mirrorflow.secrets import remember, secret_values
 
 
 def mask_settings(settings: Mapping[str, Any]) -> None:
-    """Mask the secret values of client settings in task logs (and scrub them from audit lines)."""
+    """Mask the secret values of client settings in task logs (and scrub them from journal lines)."""
     remember(settings)
     mask_values(secret_values(settings))
 

@@ -28,7 +28,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.schemas.rest_store import RegistryAccessError, inline_pem_to_files
 from mirrorflow.schemas.sync import build_store, sync
 from mirrorflow.topology import Topology
@@ -105,9 +105,9 @@ def sync_from_primary(topology: Topology, target: str, dry_run: bool) -> dict[st
     except RegistryAccessError as exc:  # the primary refused the login or is not trusted: retries would too
         raise AirflowFailException(str(exc)) from None
     [outcome] = result.targets
-    audit("schemas_run", primary=primary, cluster=target, via=store.via, dry_run=dry_run,
-          subjects=outcome.subjects, planned=outcome.planned, written=len(outcome.written),
-          conflicts=[c.to_dict() for c in outcome.conflicts], unparsable=result.unparsable, error=outcome.error)
+    journal_entry("schemas_run", primary=primary, cluster=target, via=store.via, dry_run=dry_run,
+                  subjects=outcome.subjects, planned=outcome.planned, written=len(outcome.written),
+                  conflicts=[c.to_dict() for c in outcome.conflicts], unparsable=result.unparsable, error=outcome.error)
     if outcome.error:
         raise (AirflowFailException if outcome.final else AirflowException)(outcome.error)
     if outcome.conflicts:

@@ -7,8 +7,8 @@ Approve or Reject. What this adds:
 - the plan as the request's body (Markdown), from the proposing task's XCom;
 - a rejection, or no answer within ``approvals.timeout_minutes`` (the default
   answer is Reject), skips every task that would change something, and says so
-  in the log and in an ``approval`` audit line, as does an approval, each naming
-  who answered (``approved_by`` then also appears in the action's own audit line);
+  in the log and in an ``approval`` journal line, as does an approval, each naming
+  who answered (``approved_by`` then also appears in the action's own journal line);
 - a dry run asks nobody: it goes through at once, and the steps behind run as
   the dry run they are, changing nothing (as without approvals);
 - the requester never approves their own change: they are left out of the
@@ -28,7 +28,7 @@ from typing import Any
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.topology.approvals import (
     ApprovalsConfig,
     ApproversInvalid,
@@ -100,8 +100,8 @@ class PlanApprovalOperator(ApprovalOperator):
             check_approvers(self.approvers, kind, known)
             allowed = may_answer(self.approvers, asked_by)
         except ApproversInvalid as exc:
-            audit("approval", action=self.action, dag_id=context["dag"].dag_id, run_id=context["run_id"],
-                  decision="refused", by=None, why=str(exc), requested_by=asked_by)
+            journal_entry("approval", action=self.action, dag_id=context["dag"].dag_id, run_id=context["run_id"],
+                          decision="refused", by=None, why=str(exc), requested_by=asked_by)
             raise AirflowFailException(f"{self.action}: nobody was asked, nothing changed: {exc}") from None
         if kind is None and self.approvers:
             log.info("the auth manager's user ids cannot be checked here: %s must be its ids exactly",
@@ -125,8 +125,8 @@ class PlanApprovalOperator(ApprovalOperator):
                 # Airflow lets anyone with access answer when no approvers are listed: the rule is kept here
                 approved, why = False, f"{asked_by} requested this change and may not approve it: rejected"
                 event = {**event, "chosen_options": [self.REJECT]}
-            audit("approval", action=self.action, dag_id=context["dag"].dag_id, run_id=context["run_id"],
-                  decision="approve" if approved else "reject", by=who, why=why, requested_by=asked_by)
+            journal_entry("approval", action=self.action, dag_id=context["dag"].dag_id, run_id=context["run_id"],
+                          decision="approve" if approved else "reject", by=who, why=why, requested_by=asked_by)
             if approved:
                 log.info("%s approved by %s: going ahead", self.action, who)
             else:

@@ -45,7 +45,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from mirrorflow.assets import arrivals
 from mirrorflow.copy import JobSpec, build_spec, heals_from_archive, run_job, spec_clusters
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.lag.backoff import Failing, failing_keys
 from mirrorflow.lineage import copy_lineage, level_edges
 from mirrorflow.topology import Distributor, Topology, effective_links, split_by_window
@@ -81,9 +81,9 @@ def plan_level(topology: Topology, level: int, run_id: str, now: datetime | None
     for c in closed:
         log.info("link %s: outside its replication window(s) %s; skipped this run; next window opens at %s",
                  c.link_id, ", ".join(c.windows), c.next_open.isoformat())
-    audit("plan", run_id=run_id, level=level,
-          links={l.link_id: {"source": l.source, "target": l.default_target} for l in open_links},
-          closed={c.link_id: c.next_open.isoformat() for c in closed})
+    journal_entry("plan", run_id=run_id, level=level,
+                  links={l.link_id: {"source": l.source, "target": l.default_target} for l in open_links},
+                  closed={c.link_id: c.next_open.isoformat() for c in closed})
     if not open_links:
         first = min(c.next_open for c in closed)
         raise AirflowSkipException(f"every level-{level} link is outside its replication windows; "

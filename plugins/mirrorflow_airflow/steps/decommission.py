@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from mirrorflow.actions import DecommissionPlan, DecommissionRefused, SwitchError, plan_decommission, switch_target
 from mirrorflow.copy import build_spec, heals_from_archive, run_job, spec_clusters
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.offsets.groups import describe_every_group
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow.topology.changes import remove_event
@@ -51,8 +51,8 @@ def run_preflight(topology: Topology, cluster: str, force: bool, dry_run: bool) 
                  move.old_target, move.new_target)
     for level, links in sorted(plan.drain.items()):
         log.info("level %d: %s drains through %s", level, cluster, ", ".join(links))
-    audit("decommission_preflight", cluster=cluster, moves=[m.__dict__ for m in plan.moves],
-          drain=plan.drain, active_groups=active, force=force, dry_run=dry_run)
+    journal_entry("decommission_preflight", cluster=cluster, moves=[m.__dict__ for m in plan.moves],
+                  drain=plan.drain, active_groups=active, force=force, dry_run=dry_run)
     return {**plan.to_dict(), "dry_run": dry_run, "force": force}
 
 
@@ -84,7 +84,7 @@ def recheck(topology: Topology, raw: dict[str, Any]) -> None:
         if current not in (move.old_target, move.new_target):  # the new target: moved by an earlier try of this run
             problems.append(f"link {move.link_id} now copies to {current or 'nothing (gone)'}, not {move.old_target}")
     if problems:
-        audit("decommission_refused", cluster=plan.cluster, step="switch", reasons=problems)
+        journal_entry("decommission_refused", cluster=plan.cluster, step="switch", reasons=problems)
         raise AirflowFailException(f"switch: the plan is stale: {'; '.join(problems)}; no link was moved. Run the "
                                    "decommission again")
 
@@ -190,11 +190,11 @@ def leave(topology: Topology, raw: dict[str, Any], run_id: str) -> dict[str, Any
 
 
 def summary(results: dict[str, Any], run_id: str, approved_by: str | None = None) -> dict[str, Any]:
-    """One audit line for the whole decommission; fails when a step did, so the run shows as failed."""
+    """One journal line for the whole decommission; fails when a step did, so the run shows as failed."""
     missing = [s for s in STEPS if results.get(s) is None]
     cluster = (results.get("preflight") or {}).get("cluster")
-    audit("decommission", run_id=run_id, cluster=cluster, steps=results, failed_steps=missing,
-          approved_by=approved_by)
+    journal_entry("decommission", run_id=run_id, cluster=cluster, steps=results, failed_steps=missing,
+                  approved_by=approved_by)
     if missing:
         raise AirflowFailException(f"decommissioning did not complete: step(s) {', '.join(missing)} failed or "
                                    "did not run; re-run the DAG to continue")

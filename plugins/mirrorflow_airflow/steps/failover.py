@@ -19,7 +19,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from mirrorflow.cluster_sync import move_groups
 from mirrorflow.errors import ClusterUnreachable, MirrorflowError
 from mirrorflow.internal_names import ACL_GRANTS_TOPIC
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.kafka import probe
 from mirrorflow.offsets.distribute import distribute
 from mirrorflow.offsets.failover import (
@@ -122,8 +122,8 @@ def recheck(topology: Topology, plan: dict[str, Any], step: str) -> None:
         if plan["force"]:
             log.warning("force: %s; going ahead, what they consumed since is read again on %s", exc, plan["target"])
             return
-        audit("failover_refused", step=step, groups=plan["groups"], source=plan["source"], target=plan["target"],
-              reason=str(exc))
+        journal_entry("failover_refused", step=step, groups=plan["groups"], source=plan["source"],
+                      target=plan["target"], reason=str(exc))
         done = "nothing was published, nothing" if step == "publish_final" else "nothing"
         raise FailoverRefused(f"{step}: {exc}; {done} was committed on {plan['target']}") from None
     log.info("%s: the source %s is as the plan assumed (no members, the same commits)", step, plan["source"])
@@ -198,8 +198,8 @@ def switch(topology: Topology, plan: dict[str, Any], approved_by: str | None = N
     if moved and not plan["force"]:
         where = f"on {source}" if plan["dry_run"] else f"that reached {target}"
         reason = f"the positions {where} are not the commits the plan was made of: {'; '.join(moved)}"
-        audit("failover_refused", step="switch", groups=groups, source=source, target=target, reason=reason,
-              dry_run=plan["dry_run"])
+        journal_entry("failover_refused", step="switch", groups=groups, source=source, target=target, reason=reason,
+                      dry_run=plan["dry_run"])
         raise FailoverRefused(f"the plan is stale: {reason}; nothing was committed on {target}. Run the failover "
                               "again")
     margin = max(topology.offsets.precision_for(g)[1] for g in groups)
@@ -223,10 +223,10 @@ def switch(topology: Topology, plan: dict[str, Any], approved_by: str | None = N
     owners = group_owners()
     owners.update({g: target for g in groups})
     set_group_owners(owners)
-    audit("failover", groups=groups, source=source, target=target, mode=plan["mode"], precision=plan["precision"],
-          force=plan["force"], oldest_position_s=oldest, approved_by=approved_by,
-          partitions=[{"group": r.group, "topic": r.topic, "partition": r.partition, "source": r.source_offset,
-                       "target": r.target_offset, "replay": r.expected_replay} for r in result.rows])
+    journal_entry("failover", groups=groups, source=source, target=target, mode=plan["mode"],
+                  precision=plan["precision"], force=plan["force"], oldest_position_s=oldest, approved_by=approved_by,
+                  partitions=[{"group": r.group, "topic": r.topic, "partition": r.partition, "source": r.source_offset,
+                               "target": r.target_offset, "replay": r.expected_replay} for r in result.rows])
     return summary
 
 
@@ -249,7 +249,7 @@ def read_only_guard(topology: Topology, summary: dict[str, Any]) -> dict[str, An
     """A failover to a read-only cluster opens the groups' topics to writers there; one away from it closes them.
 
     After the commit and its check, so a refused or failed failover leaves the
-    guard as it was. Says which topics on which cluster, in the log and an audit line.
+    guard as it was. Says which topics on which cluster, in the log and a journal line.
     """
     rules = topology.grant_rules()
     result = FailoverPlan.from_dict(summary["plan"])
@@ -284,9 +284,9 @@ def read_only_guard(topology: Topology, summary: dict[str, Any]) -> dict[str, An
                  len(change.result.created), len(change.result.deleted))
         for problem in change.result.problems:
             log.error("%s: %s", cluster, problem)
-        audit("read_only_lifted" if arriving else "read_only_rearmed", cluster=cluster, groups=result.groups,
-              topics=list(moved), denies_created=[str(g) for g in change.result.created],
-              denies_deleted=[str(g) for g in change.result.deleted])
+        journal_entry("read_only_lifted" if arriving else "read_only_rearmed", cluster=cluster, groups=result.groups,
+                      topics=list(moved), denies_created=[str(g) for g in change.result.created],
+                      denies_deleted=[str(g) for g in change.result.deleted])
         done.append({"cluster": cluster, "lifted" if arriving else "rearmed": list(moved),
                      "problems": change.result.problems})
     return {"moved": done}

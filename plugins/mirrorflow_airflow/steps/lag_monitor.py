@@ -19,7 +19,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from mirrorflow import lag
 from mirrorflow.completeness.run import summary_problems
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.offsets.failover_preview import preview_failovers
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
@@ -71,8 +71,8 @@ def measure_lag(topology: Topology, now: datetime | None = None) -> dict[str, An
     for cluster, reason in data["unreachable"].items():
         log.error("cluster %s: %s", cluster, reason)
     set_lag_snapshot(data)
-    audit("lag_snapshot", topology=data["topology"], taken_at=data["taken_at"], ok=data["ok"], totals=totals,
-          violations=data["violations"][:20])
+    journal_entry("lag_snapshot", topology=data["topology"], taken_at=data["taken_at"], ok=data["ok"], totals=totals,
+                  violations=data["violations"][:20])
     return data
 
 

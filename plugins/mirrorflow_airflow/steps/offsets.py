@@ -12,7 +12,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowException
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.offsets.distribute import distribute
 from mirrorflow.offsets.groups import describe, describe_groups
 from mirrorflow.offsets.sync import commit_positions, owners_from, publish_owned
@@ -39,7 +39,7 @@ def find_owners(topology: Topology) -> dict[str, Any]:
     for group, owner in sorted(owners.items()):
         if remembered.get(group) != owner:
             log.info("group %s runs on %s (was %s)", group, owner, remembered.get(group, "unknown"))
-            audit("group_owner", group=group, owner=owner, previous=remembered.get(group))
+            journal_entry("group_owner", group=group, owner=owner, previous=remembered.get(group))
     if owners != remembered:
         set_group_owners(owners)
     for group, clusters in conflicts.items():
@@ -134,21 +134,21 @@ def unchanged_owners(found: dict[str, str]) -> dict[str, str]:
     for group, (before, now) in sorted(moved.items()):
         log.warning("group %s: its owner changed from %s to %s during this run (a failover): its offsets are "
                     "left for the next run", group, before, now)
-        audit("offsets_owner_moved", group=group, owner=before, now=now)
+        journal_entry("offsets_owner_moved", group=group, owner=before, now=now)
     return {g: owner for g, owner in found.items() if g not in moved}
 
 
 def commit_run(topology: Topology, found: dict[str, Any], published: dict[str, Any],
                distributed: dict[str, Any]) -> dict[str, Any]:
-    """The commits everywhere, one audit line for the run, then a failure naming whatever was skipped.
+    """The commits everywhere, one journal line for the run, then a failure naming whatever was skipped.
 
     Failing last means one unreachable cluster delays nobody: the others got
     their positions in this very run.
     """
     owners = unchanged_owners(found["owners"])
     result = commit_everywhere(topology, owners)
-    audit("offsets_run", owners=owners, conflicts=found["conflicts"],
-          published=published["published"], distributed=distributed["copied"],
-          committed=result["committed"], unreachable=sorted(result["unreachable"]))
+    journal_entry("offsets_run", owners=owners, conflicts=found["conflicts"],
+                  published=published["published"], distributed=distributed["copied"],
+                  committed=result["committed"], unreachable=sorted(result["unreachable"]))
     fail_if_incomplete(found, published, distributed, result)
     return result

@@ -17,7 +17,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow.cluster_sync import sync_topic_shapes
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.kafka import ClusterClient
 from mirrorflow.offsets.groups import describe
 from mirrorflow.offsets.position import OFFSETS_TOPIC
@@ -89,9 +89,10 @@ def run_preflight(topology: Topology, params: dict[str, Any], run_id: str) -> di
         record_onboarding(plan.cluster, {"sibling_of": plan.sibling_of, "level": plan.level, "run_id": run_id,
                                          "topics": sorted(set((earlier or {}).get("topics", [])) | set(plan.topics)),
                                          "started": datetime.now(UTC).isoformat()})
-    audit("onboard_preflight", run_id=run_id, cluster=plan.cluster, sibling_of=plan.sibling_of, level=plan.level,
-          backfill=plan.backfill, link=plan.link_id, topics=plan.topics, adopted=plan.adopted, pins=plan.pins,
-          dry_run=plan.dry_run, notes=plan.notes)
+    journal_entry("onboard_preflight", run_id=run_id, cluster=plan.cluster, sibling_of=plan.sibling_of,
+                  level=plan.level,
+                  backfill=plan.backfill, link=plan.link_id, topics=plan.topics, adopted=plan.adopted, pins=plan.pins,
+                  dry_run=plan.dry_run, notes=plan.notes)
     return plan.to_dict()
 
 
@@ -166,8 +167,8 @@ def join_tree(topology: Topology, plan: OnboardPlan, run_id: str) -> dict[str, A
              ", ".join(str(d) for d in grown.distributors(plan.cluster)))
     log.info("the link %s -> %s continues from the backfill's checkpoint at the next mirror_level_%d run",
              plan.sibling_of, plan.cluster, plan.level)
-    audit("onboard_join", run_id=run_id, cluster=plan.cluster, sibling_of=plan.sibling_of, level=plan.level,
-          pins=pinned, changes=len(events))
+    journal_entry("onboard_join", run_id=run_id, cluster=plan.cluster, sibling_of=plan.sibling_of, level=plan.level,
+                  pins=pinned, changes=len(events))
     return {"joined": True, "pins": pinned, "levels": grown.levels}
 
 
@@ -186,10 +187,10 @@ def verify_step(topology: Topology, plan: OnboardPlan) -> dict[str, Any]:
 
 
 def summary(plan_raw: dict | None, results: dict[str, Any], run_id: str) -> dict[str, Any]:
-    """One audit line for the onboarding; fails when a step did, else forgets the record of the attempt."""
+    """One journal line for the onboarding; fails when a step did, else forgets the record of the attempt."""
     missing = [s for s in STEPS if results.get(s) is None]
     out = {"cluster": (plan_raw or {}).get("cluster"), "steps": results, "ok": not missing}
-    audit("onboard", run_id=run_id, **out, failed_steps=missing)
+    journal_entry("onboard", run_id=run_id, **out, failed_steps=missing)
     if missing:
         raise AirflowFailException(f"onboarding did not complete: step(s) {', '.join(missing)} failed or did not "
                                    "run; re-run the DAG with the same form to continue")

@@ -10,7 +10,7 @@ import logging
 
 from mirrorflow.actions import SwitchError, switch_target
 from mirrorflow.errors import ClusterUnreachable
-from mirrorflow.journal import audit
+from mirrorflow.journal import journal_entry
 from mirrorflow.kafka import ClusterClient, probe
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
@@ -53,7 +53,7 @@ def run_switch(topology: Topology, source_cluster: str, level: int, target: str,
         log.warning("%s", warning)
     if not dry_run and report.mode != "noop":
         targets = set_link_target(link.link_id, target, topology.link(link.link_id).default_target)
-        audit("link_target", link=link.link_id, target=target, targets=targets, approved_by=approved_by)
+        journal_entry("link_target", link=link.link_id, target=target, targets=targets, approved_by=approved_by)
         log.info("link %s now copies to %s from the next mirror_level_%d run", link.link_id, target, link.level)
     return report.to_dict()
 
@@ -77,7 +77,7 @@ def recheck(link_id: str, current: str, old: ClusterClient, approved: dict) -> N
             problem = (f"the cut was approved as exact, from {current}'s checkpoint, and {current} is now unreachable "
                        f"({exc.detail}): a cut from provenance would need a new approval")
     if problem:
-        audit("link_target_refused", link=link_id, reason=problem)
+        journal_entry("link_target_refused", link=link_id, reason=problem)
         raise SwitchError(f"the plan is stale: {problem}; nothing was switched. Run the switch again")
 
 

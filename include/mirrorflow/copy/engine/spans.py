@@ -1,4 +1,4 @@
-"""The target offsets a copy wrote between: the audit line's target span.
+"""The target offsets a copy wrote between: the journal line's target span.
 
 The producer reports failures only, so the span comes from the target
 partition's end offsets before the first copy and after the last commit: a few

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from mirrorflow.copy.heal.archive import Heal, heal_plans, unavailable
 from mirrorflow.copy.spec import JobSpec, LinkJob, PartitionError, link_fields
-from mirrorflow.journal import audit_warning
+from mirrorflow.journal import journal_warning
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +33,10 @@ def plan_heals(spec: JobSpec, link: LinkJob, gaps: Mapping[tuple[str, int], tupl
 
 def unhealed(spec: JobSpec, link: LinkJob, heal: Heal) -> PartitionError:
     """A gap the archive does not hold whole: nothing restored, the partition stops naming what is missing."""
-    audit_warning("gap", run_id=spec.run_id, link=link_fields(link), topic=heal.topic, partition=heal.partition,
-                  lost_offsets=[heal.position, heal.earliest - 1], lost=heal.earliest - heal.position,
-                  on_gap=link.on_gap, action="stopped: the archive does not hold the whole gap; nothing restored",
-                  missing=[[a, b - 1] for a, b in heal.missing], archived=[[a, b - 1] for a, b in heal.covered],
-                  unavailable=heal.unavailable)
+    journal_warning("gap", run_id=spec.run_id, link=link_fields(link), topic=heal.topic, partition=heal.partition,
+                    lost_offsets=[heal.position, heal.earliest - 1], lost=heal.earliest - heal.position,
+                    on_gap=link.on_gap, action="stopped: the archive does not hold the whole gap; nothing restored",
+                    missing=[[a, b - 1] for a, b in heal.missing], archived=[[a, b - 1] for a, b in heal.covered],
+                    unavailable=heal.unavailable)
     log.error("%s %s[%d]: %s", link.link_id, heal.topic, heal.partition, heal.why)
     return PartitionError(link.link_id, link.source, link.target, heal.topic, heal.partition, heal.position, heal.why)

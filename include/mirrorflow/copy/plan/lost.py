@@ -18,7 +18,7 @@ from mirrorflow.copy.spec import JobSpec, LinkJob, PartitionError, link_fields
 from mirrorflow.copy.state.checkpoints import checkpoint_group, read_checkpoints
 from mirrorflow.copy.state.copies import find_copies
 from mirrorflow.copy.state.recovery import recover_position
-from mirrorflow.journal import audit_warning
+from mirrorflow.journal import journal_warning
 from mirrorflow.kafka import ClusterClient, group_ids
 
 log = logging.getLogger(__name__)
@@ -39,8 +39,8 @@ def lost_checkpoint(spec: JobSpec, link: LinkJob, source: ClusterClient, target:
     if not renamed and not link.switched:
         recovery = recover_position(source, target, link.level, tp.topic, tp.partition, found.highest, end, timeout)
         if recovery.position is not None:
-            audit_warning("checkpoint_recovered", run_id=spec.run_id, link=link_fields(link), topic=tp.topic,
-                          partition=tp.partition, position=recovery.position, how=recovery.why)
+            journal_warning("checkpoint_recovered", run_id=spec.run_id, link=link_fields(link), topic=tp.topic,
+                            partition=tp.partition, position=recovery.position, how=recovery.why)
             log.warning("%s %s[%d]: the checkpoint on %s was lost; resuming at %d, proven from provenance: %s",
                         link.link_id, tp.topic, tp.partition, link.target, recovery.position, recovery.why)
             return recovery.position
@@ -59,9 +59,9 @@ def lost_checkpoint(spec: JobSpec, link: LinkJob, source: ClusterClient, target:
     error = (f"the link has no checkpoint on {link.target}, but {link.target} already holds {found.count} copies of "
              f"{link.source}'s messages of this partition (up to source offset {found.highest}); nothing copied, so "
              f"that nothing is copied twice: {cause}")
-    audit_warning("checkpoint_missing", run_id=spec.run_id, link=link_fields(link), topic=tp.topic,
-                  partition=tp.partition, copies_on_target=found.count, highest_origin_offset=found.highest,
-                  former_links=renamed, unproven=None if renamed else (recovery.why if recovery else "switched"))
+    journal_warning("checkpoint_missing", run_id=spec.run_id, link=link_fields(link), topic=tp.topic,
+                    partition=tp.partition, copies_on_target=found.count, highest_origin_offset=found.highest,
+                    former_links=renamed, unproven=None if renamed else (recovery.why if recovery else "switched"))
     return PartitionError(link.link_id, link.source, link.target, tp.topic, tp.partition, None, error)
 
 

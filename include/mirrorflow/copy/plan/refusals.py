@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from mirrorflow.copy.spec import JobSpec, LinkJob, PartitionError, link_fields
 from mirrorflow.copy.state.history import shorter
 from mirrorflow.errors import KafkaOperationError
-from mirrorflow.journal import audit_warning
+from mirrorflow.journal import journal_warning
 from mirrorflow.kafka import LEADERLESS
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def leaderless_source(link: LinkJob, key: tuple[str, int], error: KafkaError) ->
 
 def truncated(spec: JobSpec, link: LinkJob, tp: TopicPartition, committed: int, end: int) -> PartitionError:
     """A source partition that ends below the link's checkpoint: it lost offsets the link copied."""
-    audit_warning("truncated", run_id=spec.run_id, link=link_fields(link), topic=tp.topic, partition=tp.partition,
-                  checkpoint=committed, source_end=end, diverged_at=end)
+    journal_warning("truncated", run_id=spec.run_id, link=link_fields(link), topic=tp.topic, partition=tp.partition,
+                    checkpoint=committed, source_end=end, diverged_at=end)
     return PartitionError(link.link_id, link.source, link.target, tp.topic, tp.partition, committed,
                           shorter(link.link_id, link.source, tp.topic, tp.partition, committed, end))

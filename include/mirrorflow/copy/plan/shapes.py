@@ -19,7 +19,7 @@ from mirrorflow.cluster_sync import OwnerSide, ShapeResult, sync_topic_shapes
 from mirrorflow.copy.spec import JobSpec, LinkJob, LinkReport, PartitionError, link_fields
 from mirrorflow.copy.state.checkpoints import read_checkpoints
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.journal import audit_warning
+from mirrorflow.journal import journal_warning
 from mirrorflow.kafka import ClusterClient, list_topics
 from mirrorflow.topology.model import TopicSelector
 
@@ -85,7 +85,7 @@ def _deleted_on_source(spec: JobSpec, link: LinkJob, target: ClusterClient, topi
         log.warning("%s: topic %s is gone from %s but still on %s; it is left there (delete it by hand if "
                     "that is wanted)", link.link_id, topic, link.source, link.target)
         if copied:
-            audit_warning("topic_deleted_on_source", run_id=spec.run_id, link=link_fields(link), topic=topic,
-                          copied_up_to=copied,
-                          unknown="what the source held past these offsets when it deleted the topic")
+            journal_warning("topic_deleted_on_source", run_id=spec.run_id, link=link_fields(link), topic=topic,
+                            copied_up_to=copied,
+                            unknown="what the source held past these offsets when it deleted the topic")
 

@@ -28,7 +28,7 @@ from mirrorflow.copy.state.checkpoints import EARLIEST, copy_start, needs_keep_a
 from mirrorflow.copy.state.held import held_on_target
 from mirrorflow.defaults import KEEP_ALIVE_FRACTION
 from mirrorflow.errors import KafkaOperationError
-from mirrorflow.journal import audit_warning
+from mirrorflow.journal import journal_warning
 from mirrorflow.kafka import ClusterClient
 from mirrorflow.work import PartitionWork, cap
 
@@ -88,9 +88,9 @@ def start_partitions(spec: JobSpec, link: LinkJob, read: LinkReads, errors: list
                     errors.append(unplannable(link, tp, "what it holds of a recreated source", exc))
                     continue
                 out.held[key] = tuple(sorted(floors.items()))
-            audit_warning("checkpoint_set_aside", run_id=spec.run_id, link=link_fields(link), topic=tp.topic,
-                          partition=tp.partition, checkpoint=committed, metadata=checkpoint.metadata, reason=reason,
-                          held_on_target=floors)
+            journal_warning("checkpoint_set_aside", run_id=spec.run_id, link=link_fields(link), topic=tp.topic,
+                            partition=tp.partition, checkpoint=committed, metadata=checkpoint.metadata, reason=reason,
+                            held_on_target=floors)
             committed = None
         if committed is not None and reason is None and end < committed:
             errors.append(truncated(spec, link, tp, committed, end))

@@ -372,7 +372,7 @@ def record_start(result: PartitionResult, begin: Start, set_aside_because: str |
 
     Returns whether the copy may go on; when not, the result holds the error at the
     link's position. Every copy path records its start here, so a loss reads the same
-    in every audit line.
+    in every journal line.
     """
     if set_aside_because is not None:
         result.set_aside = set_aside_because

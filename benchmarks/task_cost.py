@@ -43,11 +43,9 @@ def _airflow_home() -> None:
 
 def _chain(n: int) -> Any:
     """A DAG of ``n`` empty tasks, one after another, written to the database as the dag-processor would."""
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
     from airflow.sdk import DAG, task
-    from airflow.serialization.serialized_objects import LazyDeserializedDAG
-    from airflow.utils.session import create_session
+
+    from mirrorflow_dev.dag_parsing import parsed
 
     with DAG(f"chain_{n}", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
         previous = None
@@ -60,12 +58,7 @@ def _chain(n: int) -> Any:
             if previous is not None:
                 previous >> current
             previous = current
-    with create_session() as session:
-        DagBundlesManager().sync_bundles_to_db(session=session)
-    with create_session() as session:
-        update_dag_parsing_results_in_db("dags-folder", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(),
-                                         session=session)
-    return dag
+    return parsed(dag)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,8 +2,7 @@
 
 :func:`xcom` (a task's return value), :func:`task_state`, :func:`states` (every
 task's), :func:`asset_events` (an asset's events), :func:`task_output` (what the
-run logged); :func:`parsed` writes a DAG object as the dag-processor writes a
-parsed file; :func:`run_until_quiescent` runs the level DAGs until nothing is
+run logged); :func:`run_until_quiescent` runs the level DAGs until nothing is
 copied. :func:`one_way_pair` and :func:`level_1_dag` build a level-1 pair whose
 reverse link is outside its window, so a run is about the one link a test watches.
 """
@@ -47,23 +46,6 @@ def asset_events(uri: str, dag_run=None, by_task: bool = False) -> list[tuple]:
 def task_state(dag_run, task_id: str) -> str | None:
     return next(ti.state for ti in dag_run.get_task_instances() if ti.task_id == task_id)
 
-
-def parsed(dag):
-    """``dag`` written to the metadata database as the dag-processor writes a parsed file: its assets are then
-    known, so the events of its outlets register (``dag.test()`` runs a DAG object, parsed from no file)."""
-    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
-    from airflow.serialization.serialized_objects import LazyDeserializedDAG
-
-    from airflow.utils.session import create_session
-
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-
-    with create_session() as session:
-        DagBundlesManager().sync_bundles_to_db(session=session)
-    with create_session() as session:
-        update_dag_parsing_results_in_db("dags-folder", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(),
-                                         session=session)
-    return dag
 
 
 def run_until_quiescent(dags: dict, levels: list[int], max_rounds: int = 6) -> list[dict]:

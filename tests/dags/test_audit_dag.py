@@ -14,7 +14,8 @@ import pytest
 from mirrorflow.assets import proven_uri
 from mirrorflow.completeness.proven import window_key
 from mirrorflow_airflow.factories.audit import build_audit_dag
-from tests.dags.dag_runs import asset_events, parsed, task_state, xcom
+from mirrorflow_dev.dag_parsing import parsed
+from tests.dags.dag_runs import asset_events, task_state, xcom
 from tests.integration.kafka_io import lose, produce, read_all
 from tests.integration.mirroring import FOUR, Traffic, clients, converge, run_level, topic_everywhere, topology
 

@@ -23,7 +23,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from mirrorflow.lag.backoff import Failing
 from mirrorflow.topology import parse_topology
 from mirrorflow_airflow.assets import arrived
-from tests.dags.dag_runs import asset_events, level_1_dag, one_way_pair, parsed, task_state, xcom
+from mirrorflow_dev.dag_parsing import parsed
+from tests.dags.dag_runs import asset_events, level_1_dag, one_way_pair, task_state, xcom
 from tests.dags.watcher import Fired
 from tests.integration.kafka_io import produce, read_all
 
@@ -39,7 +40,7 @@ def _records(bootstrap: str, topic: str, n: int, first: int = 0, partition: int 
 
 
 def _user_dag(asset, dag_id: str):
-    """A user's DAG scheduled on ``asset``, parsed into the metadata database and unpaused, as a deployment has it."""
+    """A user's DAG scheduled on ``asset`` into the metadata database and unpaused, as a deployment has it."""
     from airflow.models.dag import DagModel
     from airflow.providers.standard.operators.empty import EmptyOperator
     from airflow.sdk import DAG

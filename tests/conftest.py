@@ -65,4 +65,5 @@ pytest_plugins = [
     "tests.fixtures.prometheus",
     "tests.fixtures.workers",
     "tests.fixtures.receivers",
+    "tests.fixtures.timeline",
 ]

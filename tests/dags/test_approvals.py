@@ -1,6 +1,6 @@
 """A second pair of eyes (topology key ``approvals``): where the approval sits in each operator DAG, and what it asks.
 
-The approval itself, given and refused in the UI: tests/e2e/test_failover_form.py. Here, under
+The approval itself, given and refused in the UI: tests/e2e/standalone/test_failover_form.py. Here, under
 ``dag.test()`` on real brokers, answered through the API's own handler (what Required Actions
 calls): a planned failover approved after its group came back to life on the source refuses by
 name and commits nothing on the target, and the requester's own approval counts as a rejection.

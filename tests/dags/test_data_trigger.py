@@ -8,7 +8,7 @@ instead of starting runs forever (transaction markers left behind by the copies
 must not count); records behind an open transaction do not count until it
 commits. The trigger itself runs here in-process, as the triggerer runs it
 (without its supervisor: the queued-runs question answers 0). Under the real
-scheduler and triggerer: tests/e2e/test_on_data.py.
+scheduler and triggerer: tests/e2e/standalone/test_data_triggered_levels.py.
 """
 
 from __future__ import annotations

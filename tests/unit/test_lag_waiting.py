@@ -1,6 +1,7 @@
 """``on_data`` levels: the topology keys and the watcher's rules (mirrorflow.lag.waiting). Pure.
 
-Against real brokers: tests/dags/test_data_trigger.py; under the real scheduler: tests/e2e/standalone/test_data_triggered_levels.py.
+Against real brokers: tests/dags/test_data_trigger.py; under the real scheduler:
+tests/e2e/standalone/test_data_triggered_levels.py.
 """
 
 from __future__ import annotations

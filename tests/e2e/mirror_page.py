@@ -10,6 +10,8 @@ endpoint with a token.
 from __future__ import annotations
 
 import json
+import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -17,7 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from mirrorflow_dev.process import wait_until
@@ -135,7 +137,15 @@ def create_small_topic(bootstraps: dict[str, str], topic: str, small_on: str, ma
         admin.create_topics([NewTopic(topic, 1, 1, config=config)], operation_timeout=30)[topic].result(timeout=60)
         if name == small_on:
             resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-            described = admin.describe_configs([resource])[resource].result(timeout=30)
+            deadline = time.monotonic() + 60
+            while True:  # the broker asked may not know the just-created topic yet (UNKNOWN_TOPIC_OR_PART)
+                try:
+                    described = admin.describe_configs([resource])[resource].result(timeout=30)
+                    break
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
+                        raise
+                    threading.Event().wait(0.2)
             assert described["max.message.bytes"].value == str(max_bytes)
 
 

@@ -29,6 +29,8 @@ LEVEL_DAGS = ("mirror_level_1", "mirror_level_3")
 LAG_DAG = "mirror_lag_monitor"
 RED = {"breach": "rgb(211, 47, 47)", "error": "rgb(142, 0, 0)"}
 RUN_TIMEOUT = 600.0
+IDEMPOTENT = ("GET", "PATCH", "PUT")
+RETRY_500 = 60.0
 
 
 class Rest:
@@ -43,6 +45,28 @@ class Rest:
             self.token = json.load(resp)["access_token"]
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
+        """One call; an idempotent one (GET, PATCH, PUT) is asked again while the API answers 500.
+
+        The demo's Airflow runs on SQLite, whose "database is locked" comes back as HTTP 500
+        now and then under CI load (a PATCH pausing a DAG failed that way in CI).
+        """
+        if method not in IDEMPOTENT:
+            return self._call(method, path, body)
+        answer: list[Any] = []
+
+        def answered() -> bool:
+            try:
+                answer.append(self._call(method, path, body))
+                return True
+            except urllib.error.HTTPError as exc:
+                if exc.code != 500:
+                    raise
+                return False
+
+        wait_until(f"{method} {path} to answer other than 500", answered, RETRY_500, interval=0.5)
+        return answer[0]
+
+    def _call(self, method: str, path: str, body: Any) -> Any:
         request = urllib.request.Request(f"{self.base}{path}", method=method,
                                          data=None if body is None else json.dumps(body).encode(),
                                          headers={"Authorization": f"Bearer {self.token}",

@@ -1,4 +1,4 @@
-"""The level job under faults and change: killed mid-batch, two attempts at once, topics that grow, a refused message."""
+"""The level job under faults and change: killed mid-batch, two attempts at once, growing topics, a refused message."""
 
 from __future__ import annotations
 
@@ -97,10 +97,12 @@ replication:
     for t in threads:
         t.join(300)
     assert len(results) == 2
-    # whichever attempt was fenced says so; the next run finishes what is left
+    # whichever attempt lost says so: fenced, or (the broker's EndTxn answer in the race, seen in CI) a
+    # failed commit of the checkpoint, which held its copies back with it; the next run finishes what is left
     for r in results:
         for e in r.errors:
-            assert "fenced" in e.error.lower() or "epoch" in e.error.lower(), e
+            text = e.error.lower()
+            assert "fenced" in text or "epoch" in text or "while committing the checkpoint" in text, e
     final = run_job(build_spec(topo, 1, "after", links, settings), spark)
     assert final.ok, final.summary()["errors"]
     assert_exactly_once(kafka_clusters, ["c1", "c2"], topic, expected)

@@ -85,6 +85,13 @@ else
   venv_rebuilt=1
 fi
 
+# --- Bytecode for the project's own modules -----------------------------------
+# Every Airflow task, every DAG file parse (each in a process of its own, every 30 s) and every test
+# worker imports mirrorflow from these sources. Where PYTHONDONTWRITEBYTECODE is set, as it is on some
+# machines, Python never caches the compiled modules and compiles them again in each process;
+# compiled once here, they are read instead (an edited file is compiled again, in memory, as before).
+.venv/bin/python -m compileall -q include plugins dags spark_jobs mirrorflow_dev scripts tests benchmarks >/dev/null
+
 # --- Apache Kafka ----------------------------------------------------------
 # The fetches below are the development package's (mirrorflow_dev/, run from the repo root).
 .venv/bin/python -m mirrorflow_dev.kafka fetch

@@ -79,7 +79,7 @@ def admin_clients_opened(monkeypatch) -> list[str]:
     return opened
 
 
-def test_unbalanced_five_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, spark):
+def test_unbalanced_five_cluster_tree_converges_exactly_once(kafka_clusters, fifth_cluster, make_topic, spark):
     names = ("c1", "c2", "c3", "c4", "c5")
     topic = topic_everywhere(make_topic, names)
     topo = topology(kafka_clusters, UNBALANCED, [topic], names=names)

@@ -42,9 +42,15 @@ def standalone_dags_folder(tmp_path_factory, stack) -> Path:
 
 @pytest.fixture(scope="package")
 def standalone_env(spark_connect_server) -> dict[str, str]:
-    """``spark_default`` on the session's Spark Connect server (a warm Spark, as the demo has) for the level runs."""
+    """``spark_default`` on the session's Spark Connect server (a warm Spark, as the demo has) for the level runs.
+
+    The DAG files are parsed once when the stack starts and not again every 30 s
+    (Airflow's default): neither they nor the topology change while the package
+    runs, and each parse costs a process importing the plugin.
+    """
     return {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
-        {"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server.port})}
+        {"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server.port}),
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600"}
 
 
 @pytest.fixture(scope="package")

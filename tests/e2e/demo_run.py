@@ -54,6 +54,9 @@ def demo_env(run_dir: Path, topology: Path, messages: int, *, ui: int, s3: int, 
         "MIRRORFLOW_DEMO_SPARK_CONNECT_PORT": str(spark),
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(worker_logs),
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_logs),
+        # The DAG files are parsed when the demo starts and not again every 30 s (Airflow's default): the
+        # tests change neither them nor the topology, and each parse of the twelve files costs a process each.
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
         **extra,
     })
     return env

@@ -35,6 +35,7 @@ import argparse
 import base64
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -589,9 +590,13 @@ class LocalCluster:
         existing = self.cluster_id
         if existing is not None:
             return existing
+        cluster_id = self.fixed_cluster_id or new_cluster_id()
+        template = self._format_template()
+        if template.is_file():
+            self._format_like(template, cluster_id)
+            return cluster_id
         quiet = self.directory / "log4j2-tools.xml"
         quiet.write_text(LOG4J2_XML.format(log_name="format.log", root_level="WARN"))
-        cluster_id = self.fixed_cluster_id or new_cluster_id()
         cmd = self._dist().java_command(
             STORAGE_TOOL_MAIN,
             "format",
@@ -610,7 +615,38 @@ class LocalCluster:
                 f"cluster {self.name}: `StorageTool format` exited with {rc}; "
                 f"last lines of {self.directory / 'format.log'}:\n{_tail(self.directory / 'format.log')}"
             )
+        # Kept for the next cluster formatted for the same Kafka and features (written whole, then renamed).
+        template.parent.mkdir(parents=True, exist_ok=True)
+        partial = template.with_name(f"{template.name}.{os.getpid()}.{threading.get_ident()}")
+        shutil.copyfile(self.data_dir / "bootstrap.checkpoint", partial)
+        os.replace(partial, template)
         return cluster_id
+
+    def _format_template(self) -> Path:
+        """Where a ``bootstrap.checkpoint`` formatted for this Kafka and these features is kept.
+
+        ``StorageTool format`` writes two files into a one-directory node: ``meta.properties``
+        (node id, a random directory id, the cluster id) and ``bootstrap.checkpoint`` (the
+        metadata version and feature levels, which depend on the Kafka release and the
+        settings named below, never on the cluster or the node). Formatting is a JVM start
+        of its own, about 3.5 CPU seconds; a cluster after the first copies the checkpoint
+        and writes ``meta.properties`` itself.
+        """
+        props = self.broker_properties()
+        features = sorted((k, v) for k, v in props.items()
+                          if k == "process.roles" or any(w in k for w in ("version", "feature", "unstable")))
+        key = hashlib.sha256(json.dumps([self._dist().version, features]).encode()).hexdigest()[:16]
+        return self._dist().home / "format-templates" / key / "bootstrap.checkpoint"
+
+    def _format_like(self, template: Path, cluster_id: str) -> None:
+        """Format this node's data directory as ``StorageTool format`` would, from ``template``."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(template, self.data_dir / "bootstrap.checkpoint")
+        partial = self.data_dir / "meta.properties.partial"
+        partial.write_text(f"#\n# written by mirrorflow_dev.kafka as `StorageTool format` would\n"
+                           f"node.id={self.node_id}\ndirectory.id={new_cluster_id()}\nversion=1\n"
+                           f"cluster.id={cluster_id}\n")
+        os.replace(partial, self.data_dir / "meta.properties")
 
     def launch(self) -> int:
         """Start the broker JVM in its own session and return at once (see :meth:`wait_ready`).

@@ -29,7 +29,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from mirrorflow_dev.kafka import (
     LOG4J_VERSION,
@@ -269,6 +269,33 @@ def test_cli_starts_detached_brokers_and_stops_them(tmp_path: Path, kafka_distri
     finally:
         if (run_dir / "state.json").exists():
             LocalKafka.open(run_dir, progress=lambda m: None).stop()
+
+
+@pytest.mark.kafka
+def test_a_node_formatted_from_the_template_starts_with_ids_of_its_own(tmp_path: Path,
+                                                                       kafka_distribution: KafkaDistribution) -> None:
+    """After one ``StorageTool format``, a node of the same Kafka and features is formatted without a JVM."""
+    def node(name: str) -> LocalCluster:
+        return LocalCluster(name, tmp_path / name, free_port(), free_port(), kafka_distribution,
+                            config={"num.io.threads": "2"}, jvm_options=("-XX:TieredStopAtLevel=1",),
+                            progress=lambda m: None)
+
+    node("first").prepare()  # formats with the tool, or from the template a session made before
+    second = node("second")
+    cluster_id = second.prepare()
+    meta = (second.data_dir / "meta.properties").read_text()
+    assert "as `StorageTool format` would" in meta and f"cluster.id={cluster_id}" in meta
+    assert not (second.directory / "format.log").exists()  # no JVM ran for it
+    second.start(timeout=90)
+    try:
+        admin = AdminClient({"bootstrap.servers": second.bootstrap})
+        assert admin.describe_cluster(request_timeout=10).result(timeout=15).cluster_id == cluster_id
+        topic = f"t-{uuid.uuid4().hex[:8]}"
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+        produce(second.bootstrap, topic, keyed_records("fresh", 5))
+        assert len(consume_all(second.bootstrap, topic)) == 5
+    finally:
+        second.stop()
 
 
 @pytest.mark.kafka

@@ -66,17 +66,22 @@ from mirrorflow.copy.engine.transactions import (
     produce_carefully,
 )
 from mirrorflow.copy.headers import CopyHeaders
-from mirrorflow.copy.state.checkpoints import (
+from mirrorflow.copy.state import (
+    Held,
+    HeldUnknown,
+    LastRead,
     LinkSwitchedAway,
+    held_at_start,
+    last_read,
     moved_under_copy,
     read_positions,
     record_move,
     record_start,
+    skipping_held,
     task_start,
     trusted_last,
+    verify,
 )
-from mirrorflow.copy.state.held import Held, HeldUnknown, held_at_start, skipping_held
-from mirrorflow.copy.state.history import LastRead, last_read, verify
 from mirrorflow.copy.task import PartitionResult, PartitionTask
 from mirrorflow.copy.txn_groups import txn_group
 from mirrorflow.errors import MalformedCopyFlags, UnreadableRecord

@@ -45,19 +45,24 @@ from mirrorflow.copy.engine.transactions import (
     produce_carefully,
 )
 from mirrorflow.copy.headers import CopyHeaders
-from mirrorflow.copy.heal.origin import NotProven, origin_source
-from mirrorflow.copy.state.checkpoints import (
+from mirrorflow.copy.heal import NotProven, origin_source
+from mirrorflow.copy.state import (
+    Held,
+    HeldUnknown,
+    LastRead,
     LinkSwitchedAway,
     copy_start,
+    held_at_start,
+    last_read,
     moved_under_copy,
     read_positions,
     record_move,
     record_start,
+    skipping_held,
     task_start,
     trusted_last,
+    verify,
 )
-from mirrorflow.copy.state.held import Held, HeldUnknown, held_at_start, skipping_held
-from mirrorflow.copy.state.history import LastRead, last_read, verify
 from mirrorflow.copy.task import PartitionResult, PartitionTask
 from mirrorflow.errors import MalformedCopyFlags, UnreadableRecord
 from mirrorflow.kafka import CONSUME_WAIT_S, FENCED_CODES, SOURCE_MOVED_CODES, ClusterClient, read_headers

@@ -17,18 +17,25 @@ from __future__ import annotations
 from mirrorflow.copy.state.checkpoints import (
     EARLIEST,
     CheckpointMeta,
+    LinkSwitchedAway,
     carried_to,
     carry_mark,
     checkpoint_group,
     copy_start,
+    moved_under_copy,
     read_checkpoints,
+    read_positions,
+    record_move,
+    record_start,
     source_recreated,
     switch_mark,
     switched_to,
+    task_start,
+    trusted_last,
 )
 from mirrorflow.copy.state.copies import CopyScanner, ScanStalled, find_copies
-from mirrorflow.copy.state.held import Held
-from mirrorflow.copy.state.history import Difference, LastRead, first_difference
+from mirrorflow.copy.state.held import Held, HeldUnknown, held_at_start, skipping_held
+from mirrorflow.copy.state.history import Difference, LastRead, first_difference, last_read, verify
 from mirrorflow.copy.state.recovery import range_copies, recover_position
 
 __all__ = [
@@ -37,7 +44,9 @@ __all__ = [
     "CopyScanner",
     "Difference",
     "Held",
+    "HeldUnknown",
     "LastRead",
+    "LinkSwitchedAway",
     "ScanStalled",
     "carried_to",
     "carry_mark",
@@ -45,10 +54,20 @@ __all__ = [
     "copy_start",
     "find_copies",
     "first_difference",
+    "held_at_start",
+    "last_read",
+    "moved_under_copy",
     "range_copies",
     "read_checkpoints",
+    "read_positions",
+    "record_move",
+    "record_start",
     "recover_position",
+    "skipping_held",
     "source_recreated",
     "switch_mark",
     "switched_to",
+    "task_start",
+    "trusted_last",
+    "verify",
 ]

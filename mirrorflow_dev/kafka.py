@@ -6,7 +6,9 @@ cluster here is one JVM running a combined broker+controller in KRaft mode
 (``process.roles=broker,controller``) with a static single-voter quorum. The jars come
 from Maven Central (``org.apache.kafka:kafka_2.13`` and friends), resolved by Maven
 into ``<repo>/.cache/kafka/<version>/libs``; the main classes are ``kafka.Kafka``
-(the server) and ``kafka.tools.StorageTool`` (``format``).
+(the server) and ``kafka.tools.StorageTool`` (``format``), which runs once per Kafka
+release and set of features: later nodes copy the ``bootstrap.checkpoint`` it wrote,
+kept in ``<version>/format-templates/``, and get a ``meta.properties`` of their own.
 
 Layout of a run dir::
 
@@ -14,7 +16,7 @@ Layout of a run dir::
     <run_dir>/<name>/server.properties
     <run_dir>/<name>/log4j2.xml
     <run_dir>/<name>/server.log     everything the JVM printed (appended across restarts)
-    <run_dir>/<name>/format.log     output of the storage format step
+    <run_dir>/<name>/format.log     output of the storage format step (when it ran)
     <run_dir>/<name>/kafka.pid
     <run_dir>/<name>/data/          log.dirs (and the KRaft metadata log)
 

@@ -10,12 +10,11 @@ endpoint with a token.
 from __future__ import annotations
 
 import json
-import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,24 @@ RED = {"breach": "rgb(211, 47, 47)", "error": "rgb(142, 0, 0)"}
 RUN_TIMEOUT = 600.0
 IDEMPOTENT = ("GET", "PATCH", "PUT")
 RETRY_500 = 60.0
+
+
+def until_answered(what: str, call: Callable[[], Any], transient: Callable[[Exception], bool], timeout: float,
+                   interval: float = 0.5) -> Any:
+    """``call()``'s answer, asked again while it raises an error ``transient`` accepts, until ``timeout``."""
+    answer: list[Any] = []
+
+    def answered() -> bool:
+        try:
+            answer.append(call())
+            return True
+        except Exception as exc:
+            if not transient(exc):
+                raise
+            return False
+
+    wait_until(what, answered, timeout, interval=interval)
+    return answer[0]
 
 
 class Rest:
@@ -52,19 +69,8 @@ class Rest:
         """
         if method not in IDEMPOTENT:
             return self._call(method, path, body)
-        answer: list[Any] = []
-
-        def answered() -> bool:
-            try:
-                answer.append(self._call(method, path, body))
-                return True
-            except urllib.error.HTTPError as exc:
-                if exc.code != 500:
-                    raise
-                return False
-
-        wait_until(f"{method} {path} to answer other than 500", answered, RETRY_500, interval=0.5)
-        return answer[0]
+        return until_answered(f"{method} {path} to answer other than 500", lambda: self._call(method, path, body),
+                              lambda exc: isinstance(exc, urllib.error.HTTPError) and exc.code == 500, RETRY_500)
 
     def _call(self, method: str, path: str, body: Any) -> Any:
         request = urllib.request.Request(f"{self.base}{path}", method=method,
@@ -161,15 +167,11 @@ def create_small_topic(bootstraps: dict[str, str], topic: str, small_on: str, ma
         admin.create_topics([NewTopic(topic, 1, 1, config=config)], operation_timeout=30)[topic].result(timeout=60)
         if name == small_on:
             resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-            deadline = time.monotonic() + 60
-            while True:  # the broker asked may not know the just-created topic yet (UNKNOWN_TOPIC_OR_PART)
-                try:
-                    described = admin.describe_configs([resource])[resource].result(timeout=30)
-                    break
-                except KafkaException as exc:
-                    if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() > deadline:
-                        raise
-                    threading.Event().wait(0.2)
+            # the broker asked may not know the just-created topic yet (UNKNOWN_TOPIC_OR_PART)
+            described = until_answered(
+                f"{topic}'s configs on {name}", lambda a=admin, r=resource: a.describe_configs([r])[r].result(timeout=30),
+                lambda exc: isinstance(exc, KafkaException) and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART,
+                60, interval=0.2)
             assert described["max.message.bytes"].value == str(max_bytes)
 
 

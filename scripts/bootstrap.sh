@@ -64,7 +64,29 @@ say "PostgreSQL is installed: $("$pg_initdb" --version | head -n1)"
 command -v "${MIRRORFLOW_REDIS_SERVER:-redis-server}" >/dev/null 2>&1 || die "Redis was installed but redis-server is missing; set MIRRORFLOW_REDIS_SERVER to its executable"
 say "Redis is installed: $("${MIRRORFLOW_REDIS_SERVER:-redis-server}" --version | head -n1)"
 
+# --- Jars and servers from Maven Central, in the background --------------------
+# They need only Java and Maven (mirrorflow_dev's fetchers use the standard library), so they
+# run while the Python environment is built; their output is shown once they are done.
+fetch_log=$(mktemp)
+(
+  export PYTHONPATH="$PWD/include:$PWD"
+  # Apache Kafka's jars; Apicurio Registry, built into .cache/schema-registry (first time: a few
+  # minutes; the tests of mirror_schemas' REST path); S3Proxy's jars (the tests of the S3 archive).
+  "$PY" -m mirrorflow_dev.kafka fetch && "$PY" -m mirrorflow_dev.registry fetch && "$PY" -m mirrorflow_dev.s3 fetch
+) >"$fetch_log" 2>&1 &
+fetch_pid=$!
+fetched() {
+  local rc=0
+  wait "$fetch_pid" || rc=$?
+  cat "$fetch_log"; rm -f "$fetch_log"
+  [ "$rc" -eq 0 ] || die "fetching from Maven Central failed (the lines above say what)"
+}
+
 # --- virtualenv ------------------------------------------------------------
+# Installed with uv: the same pinned set as `pip install -r requirements.txt -c constraints.txt`,
+# in a fraction of pip's time. pyspark is published as a source distribution only; pip keeps the
+# wheel it builds in its own cache, which uv does not reuse, so the wheel comes from `pip wheel`.
+UV_PIN="uv==0.13.9"
 stamp_src=$(cat requirements.txt requirements-dev.txt constraints.txt pyproject.toml | sha256sum | cut -c1-16)
 stamp=.venv/.mirrorflow-stamp
 venv_rebuilt=""
@@ -73,13 +95,16 @@ if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_s
 else
   say "Creating .venv with $PY and installing pinned requirements (first time: a few minutes)"
   [ -x .venv/bin/python ] || "$PY" -m venv .venv
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -r requirements.txt -r requirements-dev.txt -c constraints.txt
+  .venv/bin/python -m pip install --quiet "$UV_PIN"
+  pyspark_pin=$(grep -E '^pyspark==' requirements.txt)
+  wheels=.cache/wheels
+  .venv/bin/python -m pip wheel --quiet --no-deps -w "$wheels" "$pyspark_pin"
+  uv_install=(.venv/bin/uv pip install --quiet --python .venv/bin/python --compile-bytecode --find-links "$wheels")
+  "${uv_install[@]}" -r requirements.txt -r requirements-dev.txt -c constraints.txt
   # The Spark provider's pyspark-client ships the same `pyspark` files as pyspark
   # (and lags behind it); reinstall the pinned full pyspark last so its files win.
-  pyspark_pin=$(grep -E '^pyspark==' requirements.txt)
-  .venv/bin/python -m pip install --quiet --no-deps --force-reinstall "$pyspark_pin"
-  .venv/bin/python -m pip install --quiet --no-deps -e .
+  "${uv_install[@]}" --no-deps --reinstall-package pyspark "$pyspark_pin"
+  "${uv_install[@]}" --no-deps -e .
   .venv/bin/python -c 'import airflow, pyspark, confluent_kafka, mirrorflow; print("   airflow", airflow.__version__, "| pyspark", pyspark.__version__, "| confluent-kafka", confluent_kafka.version())'
   echo "$stamp_src" > "$stamp"
   venv_rebuilt=1
@@ -90,11 +115,8 @@ fi
 # worker imports mirrorflow from these sources. Where PYTHONDONTWRITEBYTECODE is set, as it is on some
 # machines, Python never caches the compiled modules and compiles them again in each process;
 # compiled once here, they are read instead (an edited file is compiled again, in memory, as before).
+# (The installed packages are compiled by the install above, as pip does.)
 .venv/bin/python -m compileall -q include plugins dags spark_jobs mirrorflow_dev scripts tests benchmarks >/dev/null
-
-# --- Apache Kafka ----------------------------------------------------------
-# The fetches below are the development package's (mirrorflow_dev/, run from the repo root).
-.venv/bin/python -m mirrorflow_dev.kafka fetch
 
 # --- Spark driver's class archive ---------------------------------------------
 # Every local micro-batch's driver JVM starts sooner with it (include/mirrorflow/spark/driver.py says why; first time: about 30 s).
@@ -102,10 +124,4 @@ fi
 # archive: an archive of the old jars would be ignored silently, so build it again then.
 .venv/bin/python -m mirrorflow_dev.spark prepare ${venv_rebuilt:+--force}
 
-# --- Schema registry (tests of mirror_schemas' REST path) ------------------
-# Apicurio Registry, built from Maven Central into .cache/schema-registry (first time: a few minutes).
-.venv/bin/python -m mirrorflow_dev.registry fetch
-
-# --- S3-compatible server (tests of the S3 archive) ------------------------
-# S3Proxy's jars from Maven Central into .cache/s3proxy (first time: about a minute).
-.venv/bin/python -m mirrorflow_dev.s3 fetch
+fetched

@@ -39,7 +39,7 @@ ROOTS = {"mirrorflow": REPO / "include", "mirrorflow_airflow": REPO / "plugins"}
 #: lower layer; parts of one layer never import each other (the base layer's single modules excepted:
 #: they are leaves that may lean on each other, such as ``journal`` on ``secrets``).
 LAYERS: list[set[str]] = [
-    {"errors", "secrets", "internal_names", "copyflags", "subjects", "defaults", "work", "provenance", "journal",
+    {"errors", "secrets", "internal_names", "copyflags", "naming", "defaults", "work", "provenance", "journal",
      "cache_root", "progress", "assets", "declined", "faces", ""},
     {"kafka"},
     # what mirrorflow changes on a cluster's topics, configs and ACLs; the topology validates its settings with its

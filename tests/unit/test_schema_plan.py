@@ -18,13 +18,13 @@ from mirrorflow.schemas.records import (
     RegistryState,
     decode_value,
 )
-from mirrorflow.subjects import SubjectFormat, translate
+from mirrorflow.naming import NameFormat, translate
 from mirrorflow.topology.model import Topology
 
-PRIMARY = SubjectFormat.of("{tenant}-{instance}-{environment}-{topic}",
+PRIMARY = NameFormat.of("{tenant}-{instance}-{environment}-{topic}",
                            {"tenant": "acme", "instance": "main", "environment": "prod"})
-SHORT = SubjectFormat.of("{tenant}-{environment}-{topic}", {"tenant": "acme", "environment": "prod"})
-PLAIN = SubjectFormat.of("{topic}")
+SHORT = NameFormat.of("{tenant}-{environment}-{topic}", {"tenant": "acme", "environment": "prod"})
+PLAIN = NameFormat.of("{topic}")
 
 
 def schema(subject: str, version: int, sid: int, text: str = '{"type":"string"}', *, deleted: bool = False,
@@ -64,7 +64,7 @@ def test_a_subject_in_another_format_does_not_parse():
 ])
 def test_bad_subject_formats_name_the_problem(template, values, problem):
     with pytest.raises(ValueError, match=problem.replace("{", r"\{").replace("}", r"\}")):
-        SubjectFormat.of(template, values)
+        NameFormat.of(template, values)
 
 
 def test_topology_schemas_section_is_validated_with_key_paths():

@@ -20,9 +20,9 @@ import pytest
 from mirrorflow.schemas.plan import plan_target
 from mirrorflow.schemas.records import CONFIG, MODE, SCHEMA, Key, RegistryState
 from mirrorflow.schemas.rest_store import RestStore
-from mirrorflow.subjects import SubjectFormat
+from mirrorflow.naming import NameFormat
 
-PLAIN = SubjectFormat.of("{topic}")
+PLAIN = NameFormat.of("{topic}")
 
 
 @pytest.fixture

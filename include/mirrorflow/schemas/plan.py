@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mirrorflow.naming import NameFormat
 from mirrorflow.schemas.records import (
     CONFIG,
     MODE,
@@ -34,7 +35,6 @@ from mirrorflow.schemas.records import (
     content,
     same_value,
 )
-from mirrorflow.subjects import SubjectFormat
 
 #: Order of writes: schemas first (by id, so a referenced schema precedes its users), then the rest.
 _KIND_ORDER = {SCHEMA: 0, "DELETE_SUBJECT": 1, "CLEAR_SUBJECT": 2, CONFIG: 3, MODE: 4}
@@ -113,8 +113,8 @@ def _translate_value(value: Value, subject: str | None, refs: dict[str, str]) ->
     return out
 
 
-def plan_target(cluster: str, primary: RegistryState, target: RegistryState, source: SubjectFormat,
-                dest: SubjectFormat, keytypes: Iterable[str] | None = None) -> TargetPlan:
+def plan_target(cluster: str, primary: RegistryState, target: RegistryState, source: NameFormat,
+                dest: NameFormat, keytypes: Iterable[str] | None = None) -> TargetPlan:
     """The writes that bring ``target`` to the primary's state, and the subjects that conflict.
 
     ``keytypes`` limits the records to those the target's store can hold (REST
@@ -184,8 +184,8 @@ def plan_target(cluster: str, primary: RegistryState, target: RegistryState, sou
     return plan
 
 
-def _carry_lost_hard_deletes(primary: RegistryState, target: RegistryState, source: SubjectFormat,
-                             dest: SubjectFormat, names: dict[str, str],
+def _carry_lost_hard_deletes(primary: RegistryState, target: RegistryState, source: NameFormat,
+                             dest: NameFormat, names: dict[str, str],
                              per_subject: dict[str | None, list[Write]]) -> None:
     for key, have in target.entries.items():
         if key.keytype != SCHEMA or have is None or not have.get("deleted"):

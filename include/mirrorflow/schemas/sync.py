@@ -21,11 +21,11 @@ from typing import Any, Protocol
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.journal import journal_entry
 from mirrorflow.kafka import ClusterClient
+from mirrorflow.naming import NameFormat
 from mirrorflow.schemas.plan import Conflict, Write, plan_target
 from mirrorflow.schemas.records import RegistryState
 from mirrorflow.schemas.rest_store import RegistryAccessError, RestStore
 from mirrorflow.schemas.topic_store import TopicStore
-from mirrorflow.subjects import SubjectFormat
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class SyncResult:
             raise SchemaSyncFailed(self.problems)
 
 
-def sync(primary: Store, primary_format: SubjectFormat, targets: Sequence[tuple[Store, SubjectFormat]],
+def sync(primary: Store, primary_format: NameFormat, targets: Sequence[tuple[Store, NameFormat]],
          *, dry_run: bool = False) -> SyncResult:
     """Bring every target to the primary's state; see the module doc for what fails how."""
     state = primary.read()
@@ -178,7 +178,7 @@ def build_store(cluster: str, registry: Any, client: ClusterClient | None,
 
 def stores_for(topology: Any, client_settings: Mapping[str, Mapping[str, Any]],
                rest_confs: Mapping[str, Mapping[str, Any]] | None = None,
-               ) -> tuple[Store, SubjectFormat, list[tuple[Store, SubjectFormat]]]:
+               ) -> tuple[Store, NameFormat, list[tuple[Store, NameFormat]]]:
     """The primary's store and naming, and every other cluster's, from ``topology.schemas``.
 
     ``client_settings`` maps cluster names to librdkafka settings (as the level
@@ -190,7 +190,7 @@ def stores_for(topology: Any, client_settings: Mapping[str, Mapping[str, Any]],
         raise MirrorflowError("schemas.primary is not set: there is no primary registry to sync from")
     rest_confs = rest_confs or {}
 
-    def store(name: str) -> tuple[Store, SubjectFormat]:
+    def store(name: str) -> tuple[Store, NameFormat]:
         registry = config.registry(name)
         settings = client_settings.get(name)
         client = ClusterClient(name, dict(settings)) if settings is not None else None

@@ -35,7 +35,7 @@ from typing import Literal
 from pydantic import Field, StrictStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from mirrorflow.subjects import SubjectFormat, format_problems
+from mirrorflow.naming import NameFormat, format_problems
 from mirrorflow.topology.base import Model
 from mirrorflow.topology.replication import parse_schedule
 
@@ -78,8 +78,8 @@ class RegistryConfig(Model):
                                       "url and conn_id are for via: rest; via: topic uses the cluster itself", {})
         return self
 
-    def subject_naming(self) -> SubjectFormat:
-        return SubjectFormat.of(self.subject_format, self.values)
+    def subject_naming(self) -> NameFormat:
+        return NameFormat.of(self.subject_format, self.values)
 
 
 class SchemasConfig(Model):

@@ -194,7 +194,7 @@ def stores_for(topology: Any, client_settings: Mapping[str, Mapping[str, Any]],
         registry = config.registry(name)
         settings = client_settings.get(name)
         client = ClusterClient(name, dict(settings)) if settings is not None else None
-        return build_store(name, registry, client, rest_confs.get(name)), registry.subject_naming()
+        return build_store(name, registry, client, rest_confs.get(name)), topology.subject_naming(name)
 
     primary, naming = store(config.primary)
     return primary, naming, [store(name) for name in topology.clusters if name != config.primary]

@@ -43,6 +43,7 @@ from mirrorflow.copyflags import LEVEL_MAX, LEVEL_MIN
 from mirrorflow.errors import TopologyError, UnknownClusterError, UnknownLinkError
 from mirrorflow.internal_names import is_internal_topic
 from mirrorflow.kafka import CODEC_KEYS, CODECS
+from mirrorflow.naming import NameFormat
 from mirrorflow.secrets import is_secret_config
 from mirrorflow.topology import tree as _tree
 from mirrorflow.topology.acl_sync import AclSyncConfig
@@ -52,6 +53,7 @@ from mirrorflow.topology.archive import ArchiveConfig
 from mirrorflow.topology.audit import AuditConfig, plain_name
 from mirrorflow.topology.base import Model
 from mirrorflow.topology.lag import LagConfig
+from mirrorflow.topology.names import ClusterNames
 from mirrorflow.topology.offsets import OffsetsConfig
 from mirrorflow.topology.replication import LinkSettings, ReplicationConfig
 from mirrorflow.topology.schemas import SchemasConfig
@@ -126,6 +128,8 @@ class ClusterConfig(_Model):
     bootstrap: str | None = Field(default=None, strict=True)
     conn_id: str | None = Field(default=None, strict=True)
     config: dict[str, ConfigValue] = Field(default_factory=dict)
+    #: How this cluster names mirrored topics and consumer groups (see names.py); the logical names by default.
+    names: ClusterNames = Field(default_factory=ClusterNames)
 
     @field_validator("bootstrap")
     @classmethod
@@ -377,6 +381,21 @@ class Topology(_Model):
     def leaves(self) -> list[str]:
         """The clusters in tree (document) order."""
         return list(self._leaves)
+
+    def topic_naming(self, cluster: str) -> NameFormat:
+        """How ``cluster`` names a mirrored topic (its physical name from the logical one, and back)."""
+        return self.cluster(cluster).names.topic_naming()
+
+    def group_naming(self, cluster: str) -> NameFormat:
+        """How ``cluster`` names a consumer group that travels."""
+        return self.cluster(cluster).names.group_naming()
+
+    def subject_naming(self, cluster: str) -> NameFormat:
+        """How ``cluster``'s registry names subjects: its ``subject_format`` when set, else its topic names."""
+        registry = self.schemas.registry(cluster)
+        if "subject_format" in registry.model_fields_set:
+            return registry.subject_naming()
+        return self.topic_naming(cluster)
 
     def cluster(self, name: str) -> ClusterConfig:
         try:

@@ -100,8 +100,8 @@ def sync_from_primary(topology: Topology, target: str, dry_run: bool) -> dict[st
     store = _store(topology, target, clients)
     log.info("syncing %s -> %s%s", source.describe(), store.describe(), " (dry run)" if dry_run else "")
     try:
-        result = sync(source, topology.schemas.registry(primary).subject_naming(),
-                      [(store, topology.schemas.registry(target).subject_naming())], dry_run=dry_run)
+        result = sync(source, topology.subject_naming(primary), [(store, topology.subject_naming(target))],
+                      dry_run=dry_run)
     except RegistryAccessError as exc:  # the primary refused the login or is not trusted: retries would too
         raise AirflowFailException(str(exc)) from None
     [outcome] = result.targets

@@ -70,6 +70,9 @@ say "Redis is installed: $("${MIRRORFLOW_REDIS_SERVER:-redis-server}" --version 
 fetch_log=$(mktemp)
 (
   export PYTHONPATH="$PWD/include:$PWD"
+  # Maven's JVM with the JIT's first tier only: these are short builds, and the second tier's
+  # compiles cost more than they save (the registry's two builds: 72 -> 36 CPU s, 44 -> 31 s).
+  export MAVEN_OPTS="${MAVEN_OPTS:+$MAVEN_OPTS }-XX:TieredStopAtLevel=1"
   # Apache Kafka's jars; Apicurio Registry, built into .cache/schema-registry (first time: a few
   # minutes; the tests of mirror_schemas' REST path); S3Proxy's jars (the tests of the S3 archive).
   "$PY" -m mirrorflow_dev.kafka fetch && "$PY" -m mirrorflow_dev.registry fetch && "$PY" -m mirrorflow_dev.s3 fetch

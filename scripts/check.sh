@@ -6,4 +6,7 @@ cd "$(dirname "$0")/.."
 echo "==> ruff check include plugins"
 .venv/bin/ruff check include plugins
 echo "==> mypy include plugins"
+# mypy's cache outside the checkout, shared by every checkout on this machine: it checks each cached
+# module against its source's hash, so a fresh clone reuses what did not change (22 s -> 1 s).
+export MYPY_CACHE_DIR="${MYPY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/mirrorflow/mypy}"
 .venv/bin/mypy

@@ -93,16 +93,23 @@ class Stack:
 
 @contextmanager
 def unpaused(standalone: Standalone, dag_ids: Iterable[str]) -> Iterator[None]:
-    """The DAGs unpaused for the block (the scheduler starts their runs), paused again after it, pass or fail."""
+    """The DAGs unpaused for the block (the scheduler starts their runs), paused again after it, pass or fail.
+
+    Their files are parsed again right after each change, as a user would with "Reparse Dag": the stack parses
+    files every ten minutes only, and Airflow starts and stops an ``on_data`` level's watcher at a parse
+    (docs/levels.md).
+    """
     dag_ids = tuple(dag_ids)
     for dag_id in dag_ids:
         standalone.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
+    standalone.reparse(dag_ids)
     try:
         yield
     finally:
         for dag_id in dag_ids:
             wait_until(f"{dag_id} to be paused again", lambda dag_id=dag_id: _paused(standalone, dag_id), 120, 2,
                        standalone.log_tail)
+        standalone.reparse(dag_ids)
 
 
 def _paused(standalone: Standalone, dag_id: str) -> bool:

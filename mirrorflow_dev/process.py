@@ -104,6 +104,24 @@ def wait_until(what: str, check: Callable[[], T], timeout: float, interval: floa
         _pause.wait(interval)
 
 
+def until_answered(what: str, call: Callable[[], T], transient: Callable[[Exception], bool], timeout: float,
+                   interval: float = 0.5) -> T:
+    """``call()``'s answer, asked again while it raises an error ``transient`` accepts, until ``timeout``."""
+    answer: list[T] = []
+
+    def answered() -> bool:
+        try:
+            answer.append(call())
+            return True
+        except Exception as exc:
+            if not transient(exc):
+                raise
+            return False
+
+    wait_until(what, answered, timeout, interval=interval)
+    return answer[0]
+
+
 # --------------------------------------------------------------------------- pids and process groups
 
 

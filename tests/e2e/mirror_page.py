@@ -14,14 +14,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from mirrorflow_dev.process import wait_until
+from mirrorflow_dev.process import until_answered, wait_until
 from tests.fixtures.browser import AirflowUI
 
 LEVEL_DAGS = ("mirror_level_1", "mirror_level_3")
@@ -30,24 +29,6 @@ RED = {"breach": "rgb(211, 47, 47)", "error": "rgb(142, 0, 0)"}
 RUN_TIMEOUT = 600.0
 IDEMPOTENT = ("GET", "PATCH", "PUT")
 RETRY_500 = 60.0
-
-
-def until_answered(what: str, call: Callable[[], Any], transient: Callable[[Exception], bool], timeout: float,
-                   interval: float = 0.5) -> Any:
-    """``call()``'s answer, asked again while it raises an error ``transient`` accepts, until ``timeout``."""
-    answer: list[Any] = []
-
-    def answered() -> bool:
-        try:
-            answer.append(call())
-            return True
-        except Exception as exc:
-            if not transient(exc):
-                raise
-            return False
-
-    wait_until(what, answered, timeout, interval=interval)
-    return answer[0]
 
 
 class Rest:

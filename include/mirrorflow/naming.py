@@ -97,6 +97,17 @@ class NameFormat:
     def render(self, logical: str) -> str:
         return f"{self.prefix}{logical}{self.suffix}"
 
+    def to_dict(self) -> dict[str, str]:
+        """Plain JSON, for job specs: executors translate without the topology."""
+        return {"template": self.template, "prefix": self.prefix, "suffix": self.suffix}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, str]) -> NameFormat:
+        if not isinstance(data, Mapping) or not all(isinstance(data.get(k), str)
+                                                    for k in ("template", "prefix", "suffix")):
+            raise ValueError(f"a name format is an object of strings template, prefix and suffix, got {data!r}")
+        return cls(data["template"], data["prefix"], data["suffix"])
+
 
 def translate(name: str, source: NameFormat, target: NameFormat) -> str | None:
     """``name`` from the source's naming into the target's, or ``None`` if it does not parse."""

@@ -18,7 +18,7 @@ from mirrorflow.cluster_sync.config_memory import read_records, write_records
 from mirrorflow.cluster_sync.ownership import ConfigOwnership
 from mirrorflow.cluster_sync.shape_plan import OwnedConfigs
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka import ClusterClient, TopicShape, describe_topics
+from mirrorflow.kafka import ClusterClient, TopicShape, describe_logical
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class ConfigOwners:
             try:
                 if client is None:
                     raise MirrorflowError(f"no client settings for cluster {owner}")
-                self._shapes.setdefault(owner, {}).update(describe_topics(client, missing, self._timeout))
+                self._shapes.setdefault(owner, {}).update(describe_logical(client, missing, self._timeout))
                 self._asked.setdefault(owner, set()).update(missing)
             except MirrorflowError as exc:
                 self._unread[owner] = str(exc)

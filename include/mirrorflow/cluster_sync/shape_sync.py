@@ -39,7 +39,7 @@ from mirrorflow.kafka import (
     await_partitions,
     create_partitions,
     create_topics,
-    describe_topics,
+    describe_logical,
     error_code,
     list_topics,
     topic_failure,
@@ -270,13 +270,14 @@ def sync_topic_shapes(source_client: ClusterClient, target_client: ClusterClient
     the configs follow each topic's owner (:func:`plan_shape`): the target's records of
     what the sync last saw are read every run, and written when they change.
     """
-    def selected(client: ClusterClient) -> list[str]:
-        return [t for t in list_topics(client, timeout) if topology.selects(t) and not is_internal_topic(t)]
+    def selected(client: ClusterClient) -> list[str]:  # logical names
+        return [logical for t in list_topics(client, timeout) if not is_internal_topic(t)
+                and (logical := client.logical(t)) is not None and topology.selects(logical)]
 
     selected_source, selected_target = selected(source_client), selected(target_client)
-    source_shapes = describe_topics(source_client, selected_source, timeout)
-    target_shapes = describe_topics(target_client, set(selected_source) | set(selected_target), timeout,
-                                    "ALTER_CONFIGS" if owners is not None or align_configs else "DESCRIBE_CONFIGS")
+    source_shapes = describe_logical(source_client, selected_source, timeout)
+    target_shapes = describe_logical(target_client, set(selected_source) | set(selected_target), timeout,
+                                     "ALTER_CONFIGS" if owners is not None or align_configs else "DESCRIBE_CONFIGS")
     owned = None
     if owners is not None:
         # The record decides whose value a follower holds (ownership.decide), under every policy: without it
@@ -285,7 +286,8 @@ def sync_topic_shapes(source_client: ClusterClient, target_client: ClusterClient
         owned = replace(owners.owned(target_client.name, selected_source), records=owners.records(target_client))
     plan = plan_shape(source_shapes, target_shapes, align_configs=align_configs, owned=owned)
     plan = replace(plan, source_cluster=source_client.name, target_cluster=target_client.name)
-    result = apply_shape(target_client, plan, replication_factor=replication_factor, timeout=timeout)
+    result = _logical(apply_shape(target_client, _on_cluster(plan, target_client),
+                                  replication_factor=replication_factor, timeout=timeout), plan, target_client)
     if owners is not None and owned is not None:
         created = {c.topic for c in result.created}
         remember = {t: r for t, r in plan.records.items() if t in created or t in target_shapes}
@@ -297,3 +299,39 @@ def sync_topic_shapes(source_client: ClusterClient, target_client: ClusterClient
         if remember:
             owners.remember(target_client, remember)
     return result
+
+
+# --------------------------------------------------------------------------- names per cluster
+
+
+def _on_cluster(plan: ShapePlan, client: ClusterClient) -> ShapePlan:
+    """``plan`` (logical names) as ``client``'s cluster names its topics: what :func:`apply_shape` carries out."""
+    if client.topics.is_identity:
+        return plan
+    name = client.physical
+
+    def renamed(items: Iterable[Any]) -> tuple[Any, ...]:
+        return tuple(replace(item, topic=name(item.topic)) for item in items)
+
+    return replace(plan, create=renamed(plan.create), add_partitions=renamed(plan.add_partitions),
+                   align=renamed(plan.align), drift=renamed(plan.drift), warnings=renamed(plan.warnings),
+                   verdicts=renamed(plan.verdicts), deleted_on_source=tuple(name(t) for t in plan.deleted_on_source),
+                   conflicts={name(t): c for t, c in plan.conflicts.items()})
+
+
+def _logical(result: ShapeResult, plan: ShapePlan, client: ClusterClient) -> ShapeResult:
+    """What :func:`apply_shape` did on ``client``'s names, told in logical names again (its errors keep the
+    cluster's, which is what the broker refused), with the logical ``plan``."""
+    if client.topics.is_identity:
+        return result
+    def name(topic: str) -> str:
+        return client.logical(topic) or topic
+
+    def renamed(items: Iterable[Any]) -> tuple[Any, ...]:
+        return tuple(replace(item, topic=name(item.topic)) for item in items)
+
+    return replace(result, plan=plan, created=renamed(result.created),
+                   partitions_added=renamed(result.partitions_added), aligned=renamed(result.aligned),
+                   already_done=tuple(name(t) for t in result.already_done),
+                   failed={name(t): e for t, e in result.failed.items()},
+                   align_failed={name(t): e for t, e in result.align_failed.items()})

@@ -21,6 +21,7 @@ from mirrorflow.cluster_sync import ConfigOwnership, GrantRules
 from mirrorflow.copy.task import OnGap
 from mirrorflow.copyflags import OnMalformed
 from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_ON_GAP
+from mirrorflow.naming import NameFormat
 from mirrorflow.spark import SparkJobResult, SparkJobSpec
 from mirrorflow.topology import Distributor, Topology
 from mirrorflow.topology.windows import Window
@@ -86,6 +87,9 @@ class JobSpec(SparkJobSpec, env=JOB_ENV, kind="mirrorflow job spec", passed_by="
     topic_configs: Mapping[str, Any] | None = None
     #: Which topic ACLs travel and as what (``GrantRules.to_dict()``, topology key ``acl_sync``); ``None``: none.
     acl_sync: Mapping[str, Any] | None = None
+    #: Cluster -> its topic format (``NameFormat.to_dict()``, topology key ``clusters.<c>.names``), for the
+    #: clusters that rename; the others store every topic under its logical name.
+    names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def config_ownership(self) -> ConfigOwnership | None:
         """Whose topic configs the targets follow (``topic_configs``); ``None``: none."""
@@ -128,6 +132,7 @@ class JobSpec(SparkJobSpec, env=JOB_ENV, kind="mirrorflow job spec", passed_by="
                 archived=tuple(str(c) for c in data.get("archived") or ()),
                 topic_configs=_checked(data.get("topic_configs"), ConfigOwnership.from_dict, "topic_configs"),
                 acl_sync=_checked(data.get("acl_sync"), GrantRules.from_dict, "acl_sync"),
+                names=_names(data.get("names")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
@@ -142,6 +147,14 @@ def _checked(value: Any, parse: Callable[[Mapping[str, Any]], Any], what: str) -
         raise TypeError(f"{what} must be an object or null")
     parse(value)
     return value
+
+
+def _names(value: Any) -> dict[str, dict[str, str]]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError("names must map cluster names to name formats")
+    return {str(c): NameFormat.from_dict(f).to_dict() for c, f in value.items()}
 
 
 def _archive(value: Any) -> dict[str, Any] | None:
@@ -305,4 +318,5 @@ def build_spec(topology: Topology, level: int, run_id: str, links: list[Distribu
         archived=tuple(topology.archive.archived(topology.leaves)) if archive is not None else (),
         topic_configs=ownership.to_dict() if ownership is not None else None,
         acl_sync=grants.to_dict() if (grants := topology.grant_rules()) is not None else None,
+        names={c: naming.to_dict() for c in needed if not (naming := topology.topic_naming(c)).is_identity},
     )

@@ -25,6 +25,7 @@ class PartitionTask:
     level: int
     source: str
     target: str
+    #: The logical name: what stamps, checkpoints' keys, errors and reports speak.
     topic: str
     partition: int
     #: Exclusive end: the source's last stable offset when the run was planned.
@@ -89,6 +90,20 @@ class PartitionTask:
     #: (``txn_records``, or ``txn_max_seconds`` of copying) on the next run, and nothing
     #: fences a zombie attempt.
     exactly_once: bool = True
+    #: The topic's name on the source and on the target when the cluster renames it (``clusters.<c>.names``);
+    #: ``None``: the logical name ``topic``. Read with :attr:`source_topic`, :attr:`target_topic`.
+    source_name: str | None = None
+    target_name: str | None = None
+
+    @property
+    def source_topic(self) -> str:
+        """The name the copy reads on the source."""
+        return self.source_name or self.topic
+
+    @property
+    def target_topic(self) -> str:
+        """The name the copy writes, and commits its checkpoint on, on the target."""
+        return self.target_name or self.topic
 
 
 @dataclass

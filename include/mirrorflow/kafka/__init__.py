@@ -89,6 +89,7 @@ if TYPE_CHECKING:
         broker_defaults,
         create_partitions,
         create_topics,
+        describe_logical,
         describe_topics,
         error_code,
         inherited,
@@ -108,7 +109,8 @@ _LAZY = {
     "call_failed": "refusals", "is_refusal": "refusals", "refusal": "refusals", "admin_for": "shared",
     "discard": "shared", "shared_count": "shared", "sharing_admins": "shared", "PARTITIONS_PER_REQUEST": "topics",
     "alter_topic_configs": "topics", "await_partitions": "topics", "batches": "topics", "broker_defaults": "topics",
-    "create_partitions": "topics", "create_topics": "topics", "describe_topics": "topics", "error_code": "topics",
+    "create_partitions": "topics", "create_topics": "topics", "describe_logical": "topics",
+    "describe_topics": "topics", "error_code": "topics",
     "inherited": "topics", "topic_failure": "topics",
 }
 
@@ -155,6 +157,7 @@ __all__ = [
     "copy_codec",
     "create_partitions",
     "create_topics",
+    "describe_logical",
     "describe_topics",
     "discard",
     "earliest_and_stable",

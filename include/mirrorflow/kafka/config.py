@@ -9,12 +9,19 @@ connection's settings in. Secrets therefore only ever live in memory, and the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.internal_names import is_internal_topic
+from mirrorflow.naming import NameFormat
 from mirrorflow.secrets import is_secret_config, remember
+
+if TYPE_CHECKING:
+    from confluent_kafka import TopicPartition
+
+V = TypeVar("V")
 
 # Safe defaults for every client mirrorflow creates; callers may override.
 _COMMON = {"socket.keepalive.enable": True, "client.dns.lookup": "use_all_dns_ips"}
@@ -28,10 +35,15 @@ CONSUME_WAIT_S = 0.1
 
 @dataclass(frozen=True)
 class ClusterClient:
-    """Everything needed to open a client to one cluster of the topology."""
+    """Everything needed to open a client to one cluster of the topology, and how it names mirrored topics.
+
+    ``topics`` is the cluster's topic format (``clusters.<c>.names``): callers speak logical
+    names and translate with :meth:`physical` and :meth:`logical` where they ask the broker.
+    """
 
     name: str
     settings: Mapping[str, Any] = field(repr=False)
+    topics: NameFormat = field(default_factory=NameFormat.identity)
 
     def __post_init__(self) -> None:
         if not self.settings.get("bootstrap.servers"):
@@ -45,6 +57,26 @@ class ClusterClient:
     @property
     def bootstrap(self) -> str:
         return str(self.settings["bootstrap.servers"])
+
+    def physical(self, topic: str) -> str:
+        """The name the logical ``topic`` has on this cluster (mirrorflow's and Kafka's own topics keep theirs)."""
+        return topic if is_internal_topic(topic) else self.topics.render(topic)
+
+    def logical(self, topic: str) -> str | None:
+        """The logical name of this cluster's ``topic``; ``None``: not in the cluster's format, so not mirrored."""
+        return topic if is_internal_topic(topic) else self.topics.parse(topic)
+
+    def on_cluster(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Logical topic-partitions as this cluster names them."""
+        from confluent_kafka import TopicPartition  # this module stays free of it: DAG files parse without it
+
+        return [TopicPartition(self.physical(tp.topic), tp.partition) for tp in tps]
+
+    def by_logical(self, found: Mapping[tuple[str, int], V]) -> dict[tuple[str, int], V]:
+        """An answer keyed by this cluster's (topic, partition), keyed by the logical names again."""
+        if self.topics.is_identity:
+            return dict(found)
+        return {(self.topics.parse(t) or t, p): v for (t, p), v in found.items()}
 
     @classmethod
     def from_cluster_config(cls, name: str, cluster: Any, connection: Mapping[str, Any] | None = None) -> ClusterClient:

@@ -131,6 +131,14 @@ def describe_topics(client: ClusterClient, names: Iterable[str], timeout: float 
     return shapes
 
 
+def describe_logical(client: ClusterClient, topics: Iterable[str], timeout: float = 30.0,
+                     config_need: str = "DESCRIBE_CONFIGS") -> dict[str, TopicShape]:
+    """:func:`describe_topics` for logical names: asked under the cluster's names, keyed by the logical ones."""
+    wanted = {client.physical(t): t for t in topics}
+    found = describe_topics(client, wanted, timeout, config_need)
+    return {wanted[name]: shape for name, shape in found.items()}
+
+
 def broker_defaults(admin_client: AdminClient, timeout: float) -> dict[str, str | None]:
     """What a topic that sets none of :data:`KEEPING_CONFIGS` keeps on this cluster: its brokers' ``log.*``.
 

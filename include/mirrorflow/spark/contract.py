@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Self
 
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import ClusterClient
+from mirrorflow.naming import NameFormat
 
 
 class SparkJobSpec:
@@ -90,11 +91,13 @@ class SparkJobSpec:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     def client(self, cluster: str) -> ClusterClient:
-        """The client of ``cluster``, from the settings the spec carries."""
+        """The client of ``cluster``, from the settings the spec carries, with the cluster's topic names."""
         settings = self.clusters.get(cluster)
         if settings is None:
             raise MirrorflowError(f"{self.kind} has no client settings for cluster {cluster!r}")
-        return ClusterClient(cluster, dict(settings))
+        names = getattr(self, "names", None) or {}  # a spec that carries names has the field (JobSpec)
+        topics = NameFormat.from_dict(names[cluster]) if cluster in names else NameFormat.identity()
+        return ClusterClient(cluster, dict(settings), topics)
 
 
 class SparkJobResult:

@@ -42,26 +42,26 @@ def stage_of(exc: BaseException) -> str | None:
 
 def stage_needs(task: PartitionTask, stage: str) -> tuple[str, str, tuple[Need, ...]]:
     """(``source`` or ``target``, what the copy was doing, what it needed there) at ``stage``."""
-    topic, txn, group = task.topic, transactional_id(task.link_id, task.topic, task.partition), \
-        checkpoint_group(task.link_id)
-    where = f"{topic}[{task.partition}] of link {task.link_id}"
+    txn, group = transactional_id(task.link_id, task.topic, task.partition), checkpoint_group(task.link_id)
+    source, target = task.source_topic, task.target_topic  # the resources are the clusters' names
+    where = f"{task.topic}[{task.partition}] of link {task.link_id}"
     if stage == "start":
         return "target", f"starting the exactly-once producer of {where}", (
             Need("TRANSACTIONAL_ID", txn, "WRITE"),)
     if stage == "checkpoint":
         return "target", f"reading the checkpoint of {where}", (
-            Need("GROUP", group, "READ"), Need("TOPIC", topic, "DESCRIBE"))
+            Need("GROUP", group, "READ"), Need("TOPIC", target, "DESCRIBE"))
     if stage == "offsets":
-        return "source", f"reading the source offsets of {where}", (Need("TOPIC", topic, "DESCRIBE"),)
+        return "source", f"reading the source offsets of {where}", (Need("TOPIC", source, "DESCRIBE"),)
     if stage == "read":
         return "source", f"reading the messages of {where}", (
-            Need("TOPIC", topic, "READ"), Need("GROUP", reader_group(task.link_id), "DESCRIBE"))
+            Need("TOPIC", source, "READ"), Need("GROUP", reader_group(task.link_id), "DESCRIBE"))
     if stage == "produce":
         return "target", f"writing the copies of {where}", (
-            Need("TOPIC", topic, "WRITE"), Need("TRANSACTIONAL_ID", txn, "WRITE"))
+            Need("TOPIC", target, "WRITE"), Need("TRANSACTIONAL_ID", txn, "WRITE"))
     # commit: the checkpoint goes into the copies' transaction (or is committed by the link's group)
     return "target", f"committing the checkpoint of {where}", (
-        Need("GROUP", group, "READ"), Need("TOPIC", topic, "READ"), Need("TRANSACTIONAL_ID", txn, "WRITE"))
+        Need("GROUP", group, "READ"), Need("TOPIC", target, "READ"), Need("TRANSACTIONAL_ID", txn, "WRITE"))
 
 
 def unexplained(task: PartitionTask, stage: str | None, error: Any, source: ClusterClient,

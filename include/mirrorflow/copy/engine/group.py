@@ -123,7 +123,7 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
     producer = clients.producer(first, target)
     checkpoint = clients.checkpoint(first, target)
     reader, _ = clients.reader(first, source)  # a kept reader's leftovers are skipped by topic-partition
-    sick = leaderless(checkpoint, first.topic, [t.partition for t in tasks], op_timeout)
+    sick = leaderless(checkpoint, first.target_topic, [t.partition for t in tasks], op_timeout)
     if sick:
         # A partition without a leader would join the group's transaction and hold all of it: its commit
         # waits for every partition, and so does its abort (the coordinator's markers). It stays out.
@@ -131,8 +131,9 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
                         clean=True, abandoned=False)
         for p in sick:
             result = results[p]
-            result.error = (f"{first.target} {first.topic}[{p}] has no leader (its broker is down?): not copied in "
-                            f"this run, nothing written; the other partitions of its transaction group copy on")
+            result.error = (f"{first.target} {first.target_topic}[{p}] has no leader (its broker is down?): not "
+                            f"copied in this run, nothing written; the other partitions of its transaction group copy "
+                            f"on")
             result.error_code = KafkaError.LEADER_NOT_AVAILABLE
             log.error("%s %s[%d]: %s", first.link_id, first.topic, p, result.error)
         healthy = [t for t in tasks if t.partition not in sick]
@@ -148,10 +149,10 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
                 producer.init_transactions(op_timeout)
         # after fencing: nobody else moves them now
         with during("checkpoint"):
-            committed = read_positions(checkpoint, first.link_id, first.target, first.topic,
+            committed = read_positions(checkpoint, first.link_id, first.target, first.target_topic,
                                        [t.partition for t in tasks], op_timeout)
         with during("offsets"):
-            earliest = _earliest(reader, first.topic, [t.partition for t in tasks], op_timeout)
+            earliest = _earliest(reader, first.source_topic, [t.partition for t in tasks], op_timeout)
         ranges: dict[int, list[int]] = {}
         lasts: dict[int, LastRead | None] = {}
         held: dict[int, Held | None] = {}
@@ -179,7 +180,7 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
                 result.kept_alive = start >= end and task.keep_alive and not (begin.initialised or begin.lost)
         check = {p: last for p, last in lasts.items()
                  if last is not None and p in ranges and ranges[p][0] < ranges[p][1] and last.offset >= earliest[p]}
-        for p, error in verify(reader, first.link_id, first.source, first.topic, check, op_timeout).items():
+        for p, error in verify(reader, first.link_id, first.source, first.source_topic, check, op_timeout).items():
             results[p].error, results[p].error_offset = error, ranges.pop(p)[0]
             results[p].diverged_at = check[p].offset
             log.error("%s %s[%d]: %s", first.link_id, first.topic, p, error)
@@ -194,7 +195,7 @@ def copy_group(tasks: list[PartitionTask], source: ClusterClient, target: Cluste
         err = exc.args[0]
         abandoned = getattr(exc, "abandoned", False)
         by_partition = {t.partition: t for t in tasks}
-        gone = err.code() in SILENT_OR_GONE and topic_missing(checkpoint, first.topic)
+        gone = err.code() in SILENT_OR_GONE and topic_missing(checkpoint, first.target_topic)
         for p, result in results.items():
             if result.error is None and (result.next_offset < 0 or result.next_offset < result.end_offset):
                 refused_by = named(by_partition[p], stage_of(exc), err, source, target)
@@ -282,7 +283,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
     when the target refused a copy of the open transaction.
     """
     first = tasks[0]
-    topic = first.topic
+    topic, read, write = first.topic, first.source_topic, first.target_topic  # logical, on source, on target
     by_partition = {t.partition: t for t in tasks}
     txn = Commits(first, producer, checkpoint, op_timeout, held)
     headers = {p: skipping_held(CopyHeaders(first.source, topic, p, level=first.level,
@@ -312,7 +313,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
 
     def done(p: int) -> None:
         copying.discard(p)
-        reader.pause([TopicPartition(topic, p)])  # stop fetching what lies past this run's end
+        reader.pause([TopicPartition(read, p)])  # stop fetching what lies past this run's end
 
     # bound below, after the reader is assigned; declared here so the checker sees them before commit's nonlocal
     in_txn: int
@@ -331,7 +332,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
             newest[p] = max(newest.get(p, -1), msg.timestamp()[1])
         last_msg.clear()
         with during("commit"):
-            txn.commit_positions([TopicPartition(topic, p, position[p]) for p in moved], lasts)
+            txn.commit_positions([TopicPartition(write, p, position[p]) for p in moved], lasts)
         note(sum(position[p] - results[p].next_offset for p in moved),  # progress, once per commit
              sum(counts[p][3] for p in moved))
         for p in moved:
@@ -361,7 +362,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
         else:
             txn.close_empty()
         with during("offsets"):
-            low, high = reader.get_watermark_offsets(TopicPartition(topic, p), timeout=op_timeout, cached=False)
+            low, high = reader.get_watermark_offsets(TopicPartition(read, p), timeout=op_timeout, cached=False)
         move = moved_under_copy(by_partition[p], position[p], low, high, rereads.get(p, 0))
         rereads[p] = rereads.get(p, 0) + (move.offset == position[p])
         if record_move(results[p], move):
@@ -369,14 +370,14 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
             if position[p] >= end[p]:
                 done(p)  # what is left of its range is gone: the next commit moves its checkpoint past it
             else:  # assigned again: librdkafka refuses a seek once its fetcher stopped at "out of range"
-                reader.incremental_unassign([TopicPartition(topic, p)])
-                reader.incremental_assign([TopicPartition(topic, p, position[p])])
+                reader.incremental_unassign([TopicPartition(read, p)])
+                reader.incremental_assign([TopicPartition(read, p, position[p])])
         else:
             done(p)
         txn.begin()
         txn_started = time.monotonic()
 
-    reader.assign([TopicPartition(topic, p, ranges[p][0]) for p in copying])
+    reader.assign([TopicPartition(read, p, ranges[p][0]) for p in copying])
     in_txn = 0
     txn.begin()
     last_progress = txn_started = time.monotonic()
@@ -405,7 +406,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
             for msg in msgs:
                 p = msg.partition()
                 msg_topic = msg.topic()
-                if msg_topic is not None and (p not in copying or msg_topic != topic):
+                if msg_topic is not None and (p not in copying or msg_topic != read):
                     continue  # past this partition's end, or a kept reader's previous range
                 err = msg.error()
                 if err is not None:
@@ -440,10 +441,10 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
                     ts_type, ts = msg.timestamp()
                     timestamp = ts if ts > 0 else odd_time(results[p], ts_type, ts, offset)
                     try:
-                        producer.produce(topic, value, key, partition=p, on_delivery=refused, timestamp=timestamp,
+                        producer.produce(write, value, key, partition=p, on_delivery=refused, timestamp=timestamp,
                                          headers=out_headers)
                     except (BufferError, KafkaException):  # local queue full, or refused: the careful path
-                        produce_carefully(producer, topic, key, value, {"partition": p, "headers": out_headers,
+                        produce_carefully(producer, write, key, value, {"partition": p, "headers": out_headers,
                                                                "timestamp": timestamp}, refused, offset)
                     size = len(key or b"") + len(value or b"")
                     count[0] += 1
@@ -487,7 +488,7 @@ def _copy_ranges(tasks: list[PartitionTask], results: dict[int, PartitionResult]
         except KafkaException:
             pass  # fenced or fatal: the next attempt's init_transactions cleans up
         raise
-    reader.resume([TopicPartition(topic, p) for p in ranges])  # a kept reader keeps no pause
+    reader.resume([TopicPartition(read, p) for p in ranges])  # a kept reader keeps no pause
     for p in ranges:
         results[p].throttled_s = round(results[p].throttled_s, 3)
     moved = [p for p in ranges if results[p].copied]

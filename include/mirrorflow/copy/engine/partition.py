@@ -98,7 +98,7 @@ def copy_partition(task: PartitionTask, source: ClusterClient, target: ClusterCl
         refused = named(task, stage_of(exc), err, source, target)
         result.error = str(refused) if refused is not None else \
             unexplained(task, stage_of(exc), err, source, target)
-        if refused is None and err.code() in SILENT_OR_GONE and topic_missing(copy.checkpoint, task.topic):
+        if refused is None and err.code() in SILENT_OR_GONE and topic_missing(copy.checkpoint, task.target_topic):
             result.error = target_gone(task, result.next_offset, f"{err.name()}: {err.str()}")
         result.error_code = err.code()
         result.fenced = err.code() in FENCED_CODES or err.fatal()
@@ -139,10 +139,10 @@ class _PartitionCopy:
             with during("start"):
                 self.producer.init_transactions(self.op_timeout)
         with during("checkpoint"):
-            committed, metadata = read_positions(self.checkpoint, task.link_id, task.target, task.topic,
+            committed, metadata = read_positions(self.checkpoint, task.link_id, task.target, task.target_topic,
                                                  [task.partition], self.op_timeout)[task.partition]
         with during("offsets"):
-            low, _ = self.reader.get_watermark_offsets(TopicPartition(task.topic, task.partition),
+            low, _ = self.reader.get_watermark_offsets(TopicPartition(task.source_topic, task.partition),
                                                        timeout=self.op_timeout)
         begin, set_aside_because = task_start(task, committed, metadata, low)
         first_position = begin.initialised  # the link has no checkpoint (here) yet: commit where it starts
@@ -171,7 +171,7 @@ class _PartitionCopy:
         end = task.end_offset if task.max_records is None else min(task.end_offset, start + task.max_records)
         result.end_offset = end
         if start < end and self.last is not None and self.last.offset >= low:
-            diverged = verify(self.reader, task.link_id, task.source, task.topic, {task.partition: self.last},
+            diverged = verify(self.reader, task.link_id, task.source, task.source_topic, {task.partition: self.last},
                               self.op_timeout)
             if diverged:
                 result.error, result.error_offset = diverged[task.partition], start
@@ -323,21 +323,21 @@ def too_large(task: PartitionTask, offset: int, error: Any, size: int | None = N
     err = error.args[0] if isinstance(error, KafkaException) else error
     if not isinstance(err, KafkaError) or err.code() not in _BATCH_TOO_LARGE:
         return None
-    target = f"{task.target}'s {task.topic}"
+    target = f"{task.target}'s {task.target_topic}"
     allows = f"allows {task.max_message_bytes:,} bytes" if task.max_message_bytes else "has a smaller limit"
     source = (f"; the source topic on {task.source} allows {task.source_max_message_bytes:,}"
               if task.source_max_message_bytes else "")
     record = f" ({size:,} bytes of key and value, plus headers)" if size is not None else ""
-    return (f"the copy of the record at {task.source} {task.topic}[{task.partition}] offset {offset}{record} is too "
-            f"large for {target}, which {allows} (max.message.bytes){source}. Raise max.message.bytes of "
-            f"{task.topic} on {task.target} to at least the source's plus room for the copy's headers, or on the "
-            f"topic's config owner, whose value the next run carries there (docs/topics.md, 'Record size'); "
+    return (f"the copy of the record at {task.source} {task.source_topic}[{task.partition}] offset {offset}{record} "
+            f"is too large for {target}, which {allows} (max.message.bytes){source}. Raise max.message.bytes of "
+            f"{task.target_topic} on {task.target} to at least the source's plus room for the copy's headers, or on "
+            f"the topic's config owner, whose value the next run carries there (docs/topics.md, 'Record size'); "
             f"nothing past the record is copied ({err.name()})")
 
 
 def target_gone(task: PartitionTask, offset: int, cause: str) -> str:
     """Why a copy stopped when its target topic no longer exists (deleted under it)."""
-    return (f"the target topic {task.topic} is gone from {task.target} (deleted during the copy?): the copy of "
+    return (f"the target topic {task.target_topic} is gone from {task.target} (deleted during the copy?): the copy of "
             f"source offset {offset} was not written ({cause}); nothing past it is copied. The next run creates "
             f"the topic again in the source's shape and fills it from the source's first offset (the copier itself "
             f"never creates topics)")
@@ -419,7 +419,7 @@ class _RangeCopy:
         """Returns ``None``, or after a refused copy that is not pinpointed (batched), the end of the
         source span it lies in; ``result.error_offset`` is then the span's start."""
         task, result = self.task, self.result
-        self.reader.assign([TopicPartition(task.topic, task.partition, start)])
+        self.reader.assign([TopicPartition(task.source_topic, task.partition, start)])
         self.position, self.end = start, end
         self.txn.begin()
         self.last_progress = self.txn_started = time.monotonic()
@@ -495,7 +495,8 @@ class _RangeCopy:
         to the instance before every commit and when it leaves.
         """
         task, result, producer, limiter = self.task, self.result, self.producer, self.limiter
-        topic, partition, txn_records, max_bytes = task.topic, task.partition, task.txn_records, task.max_bytes
+        read, topic = task.source_topic, task.target_topic  # the names on the source and on the target
+        partition, txn_records, max_bytes = task.partition, task.txn_records, task.max_bytes
         headers_of, kept_reader, one_by_one, slow = self.headers_of, self.kept_reader, self.one_by_one, self.slow
         position, end, crc, in_txn = self.position, self.end, self.crc, self.in_txn
         last_msg = self.last_msg
@@ -517,7 +518,7 @@ class _RangeCopy:
             for msg in msgs:
                 if kept_reader:
                     msg_topic = msg.topic()
-                    if msg_topic is not None and (msg.partition() != partition or msg_topic != topic):
+                    if msg_topic is not None and (msg.partition() != partition or msg_topic != read):
                         continue  # the kept reader's previous range: never this range's data or end
                 err = msg.error()
                 if err is not None:
@@ -605,7 +606,7 @@ class _RangeCopy:
             self.commit(self.position)
         else:
             self.txn.close_empty()
-        tp = TopicPartition(task.topic, task.partition)
+        tp = TopicPartition(task.source_topic, task.partition)
         with during("offsets"):
             low, high = self.reader.get_watermark_offsets(tp, timeout=self.op_timeout, cached=False)
         move = moved_under_copy(task, self.position, low, high, self.rereads)
@@ -615,7 +616,7 @@ class _RangeCopy:
         self.position = move.offset
         # assigned again, not seek()ed: after "out of range" the partition's fetcher stands still, and
         # librdkafka refuses a seek in that state
-        self.reader.assign([TopicPartition(task.topic, task.partition, move.offset)])
+        self.reader.assign([TopicPartition(task.source_topic, task.partition, move.offset)])
         self.txn.begin()
         self.txn_started = time.monotonic()
         return True

@@ -33,7 +33,7 @@ def target_ends(checkpoint: Consumer, task: PartitionTask, partitions: list[int]
     """
     out: dict[int, int | None] = dict.fromkeys(partitions)
     try:
-        answer = checkpoint.offsets_for_times([TopicPartition(task.topic, p, OFFSET_END) for p in partitions],
+        answer = checkpoint.offsets_for_times([TopicPartition(task.target_topic, p, OFFSET_END) for p in partitions],
                                               timeout=timeout)
     except KafkaException as exc:
         log.warning("%s %s%s: the target's end offsets, for the audit, are unknown: %s", task.link_id,

@@ -69,7 +69,7 @@ class Commits:
             self.producer.begin_transaction()
 
     def commit(self, next_offset: int, last: LastRead | None = None) -> None:
-        self.commit_positions([TopicPartition(self.task.topic, self.task.partition, next_offset)],
+        self.commit_positions([TopicPartition(self.task.target_topic, self.task.partition, next_offset)],
                               {self.task.partition: last})
 
     def require_acknowledged(self, unacknowledged: int) -> None:

@@ -20,7 +20,13 @@ from mirrorflow.copy.plan.refusals import leaderless_source
 from mirrorflow.copy.spec import JobSpec, LinkJob, LinkReport, PartitionError
 from mirrorflow.copy.state.checkpoints import carried_to, switched_to
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka import earliest_and_stable_or_leaderless, list_topics, offsets_retention_s, topic_ids
+from mirrorflow.kafka import (
+    ClusterClient,
+    earliest_and_stable_or_leaderless,
+    list_topics,
+    offsets_retention_s,
+    topic_ids,
+)
 from mirrorflow.topology.model import TopicSelector
 
 log = logging.getLogger(__name__)
@@ -53,7 +59,11 @@ def read_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, blocked: Co
     far in this run, shared by its links. A source partition without a leader is an error of its own.
     """
     source, target = spec.client(link.source), spec.client(link.target)
-    topics = {t: n for t, n in list_topics(source, timeout).items() if selector.selects(t) and t not in blocked}
+    topics = {}  # logical name -> partitions; a source topic outside the source's names is not mirrored
+    for name, partitions in list_topics(source, timeout).items():
+        logical = source.logical(name)
+        if logical is not None and selector.selects(logical) and logical not in blocked:
+            topics[logical] = partitions
     step("source_topics")
     tps = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
     report.partitions = len(tps)
@@ -63,12 +73,13 @@ def read_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, blocked: Co
     checkpoints = attempt_checkpoints(target, link.link_id, tps, timeout)
     step("checkpoints")
     _refuse_moved(link, checkpoints)
-    lows, ends, leaderless = earliest_and_stable_or_leaderless(source, tps, timeout)
+    lows, ends, leaderless = (source.by_logical(found) for found in
+                              earliest_and_stable_or_leaderless(source, source.on_cluster(tps), timeout))
     for key, error in sorted(leaderless.items()):  # stopped alone, as a target partition without a leader is
         errors.append(leaderless_source(link, key, error))
     tps = [tp for tp in tps if (tp.topic, tp.partition) not in leaderless]
     step("source_offsets")
-    ids = {"source": topic_ids(source, list(topics), timeout), "target": topic_ids(target, list(topics), timeout)}
+    ids = {"source": _ids(source, topics, timeout), "target": _ids(target, topics, timeout)}
     step("topic_ids")
     if link.target not in retention:
         retention[link.target] = offsets_retention_s(target, timeout)
@@ -79,6 +90,12 @@ def read_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, blocked: Co
                     retention_s / 60)
     step("offsets_retention")
     return LinkReads(tps, checkpoints, lows, ends, ids, retention_s)
+
+
+def _ids(client: ClusterClient, topics: Collection[str], timeout: float) -> dict[str, str]:
+    """Each logical topic's id on ``client``'s cluster, asked under its name there."""
+    found = topic_ids(client, [client.physical(t) for t in topics], timeout)
+    return {t: found[client.physical(t)] for t in topics if client.physical(t) in found}
 
 
 def _refuse_moved(link: LinkJob, checkpoints: dict[Key, tuple[int | None, str]]) -> None:

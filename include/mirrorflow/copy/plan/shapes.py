@@ -78,7 +78,7 @@ def _deleted_on_source(spec: JobSpec, link: LinkJob, target: ClusterClient, topi
     (docs/topics.md, "Deleted topics"). A topic the link never copied is only logged.
     """
     sizes = list_topics(target, timeout)
-    tps = [TopicPartition(t, p) for t in topics for p in range(sizes.get(t, 0))]
+    tps = [TopicPartition(t, p) for t in topics for p in range(sizes.get(target.physical(t), 0))]
     checkpoints = read_checkpoints(target, link.link_id, tps, timeout) if tps else {}
     for topic in topics:
         copied = {p: off for (t, p), (off, _) in sorted(checkpoints.items()) if t == topic and off is not None}

@@ -228,12 +228,15 @@ def read_checkpoints(target: ClusterClient, link_id: str, tps: list[TopicPartiti
     """``(topic, partition) -> (committed offset or None, metadata)`` of the link's group on the target.
 
     For readers outside a copy (the planner, a switch, the lag monitor): it opens
-    and closes its own consumer and names the link in its errors.
+    and closes its own consumer and names the link in its errors. Topics are logical
+    names, asked under the target's names (a checkpoint is committed on the target's topic).
     """
-    answer = committed_offsets(target, checkpoint_group(link_id), tps, f"checkpoints of link {link_id}", timeout)
+    answer = committed_offsets(target, checkpoint_group(link_id), target.on_cluster(tps),
+                               f"checkpoints of link {link_id}", timeout)
     out: dict[tuple[str, int], tuple[int | None, str]] = {}
     for tp in answer:
-        out[(tp.topic, tp.partition)] = (tp.offset if tp.offset >= 0 else None, tp.metadata or "")
+        out[(target.logical(tp.topic) or tp.topic, tp.partition)] = (tp.offset if tp.offset >= 0 else None,
+                                                                     tp.metadata or "")
     return out
 
 

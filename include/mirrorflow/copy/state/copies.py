@@ -45,7 +45,8 @@ class CopyScanner:
 
     def earliest(self, topic: str, partition: int, timeout: float) -> int:
         """The partition's first offset (above 0: retention or a deletion removed its first records)."""
-        low, _ = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
+        low, _ = self._consumer.get_watermark_offsets(TopicPartition(self.target.physical(topic), partition),
+                                                      timeout=timeout, cached=False)
         return int(low)
 
     def origins(self, topic: str, partition: int, timeout: float) -> Iterator[provenance.Origin | None]:
@@ -66,10 +67,11 @@ class CopyScanner:
     def messages(self, topic: str, partition: int, timeout: float, *, first: int = 0,
                  end: int | None = None) -> Iterator[Any]:
         """The records of ``topic[partition]`` in ``[first, end)`` (default: all), in order, as they come."""
-        low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout,
+        name = self.target.physical(topic)  # topics are logical names here, as everywhere above the client layer
+        low, high = self._consumer.get_watermark_offsets(TopicPartition(name, partition), timeout=timeout,
                                                          cached=False)
         start, stop = max(low, first), high if end is None else min(high, end)
-        yield from self._reader.range(topic, partition, start, stop, timeout=timeout)
+        yield from self._reader.range(name, partition, start, stop, timeout=timeout)
 
 
 @dataclass(frozen=True)

@@ -173,7 +173,7 @@ class _Reader:
     """A ``read_committed`` reader of one source partition that reads single records (bounded reads)."""
 
     def __init__(self, source: ClusterClient, topic: str, partition: int, timeout: float) -> None:
-        self.topic, self.partition = topic, partition
+        self.topic, self.partition = source.physical(topic), partition  # ``topic`` is the logical name
         self.reader = RangeReader.open(source, HISTORY_GROUP, timeout=timeout, doing="read again")
 
     def __enter__(self) -> _Reader:

@@ -77,6 +77,13 @@ def list_topics(client: ClusterClient, timeout: float = 10.0) -> dict[str, int]:
     return topics
 
 
+def mirrored_topics(client: ClusterClient, timeout: float = 10.0) -> dict[str, int]:
+    """The cluster's topics in its topic format, by logical name, with their partition counts (internal ones
+    as they are; a topic outside the format is the cluster's own, not mirrored, and left out)."""
+    return {logical: n for name, n in list_topics(client, timeout).items()
+            if (logical := client.logical(name)) is not None}
+
+
 #: Kafka's default ``offsets.retention.minutes`` (7 days), assumed where a broker's setting cannot be read.
 DEFAULT_OFFSETS_RETENTION_S = 7 * 24 * 3600.0
 

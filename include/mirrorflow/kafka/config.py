@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.internal_names import is_internal_topic
-from mirrorflow.naming import NameFormat
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX, is_internal_topic
+from mirrorflow.naming import GROUP, NameFormat
 from mirrorflow.secrets import is_secret_config, remember
 
 if TYPE_CHECKING:
@@ -35,15 +35,19 @@ CONSUME_WAIT_S = 0.1
 
 @dataclass(frozen=True)
 class ClusterClient:
-    """Everything needed to open a client to one cluster of the topology, and how it names mirrored topics.
+    """Everything needed to open a client to one cluster of the topology, and how it names what is mirrored.
 
-    ``topics`` is the cluster's topic format (``clusters.<c>.names``): callers speak logical
-    names and translate with :meth:`physical` and :meth:`logical` where they ask the broker.
+    ``topics`` and ``groups`` are the cluster's formats (``clusters.<c>.names``). The rule
+    (docs/naming.md): a function given a ``ClusterClient`` takes and returns logical names
+    and translates them itself where it asks the broker (:meth:`physical`, :meth:`logical`,
+    :meth:`physical_group`, :meth:`logical_group`); one given a raw librdkafka client, and
+    this package's broker calls, speak the broker's names.
     """
 
     name: str
     settings: Mapping[str, Any] = field(repr=False)
     topics: NameFormat = field(default_factory=NameFormat.identity)
+    groups: NameFormat = field(default_factory=lambda: NameFormat.identity(GROUP))
 
     def __post_init__(self) -> None:
         if not self.settings.get("bootstrap.servers"):
@@ -65,6 +69,14 @@ class ClusterClient:
     def logical(self, topic: str) -> str | None:
         """The logical name of this cluster's ``topic``; ``None``: not in the cluster's format, so not mirrored."""
         return topic if is_internal_topic(topic) else self.topics.parse(topic)
+
+    def physical_group(self, group: str) -> str:
+        """The name the logical consumer ``group`` has on this cluster (mirrorflow's own groups keep theirs)."""
+        return group if group.startswith(INTERNAL_TOPIC_PREFIX) else self.groups.render(group)
+
+    def logical_group(self, group: str) -> str | None:
+        """The logical name of this cluster's consumer ``group``; ``None``: not in the cluster's format."""
+        return group if group.startswith(INTERNAL_TOPIC_PREFIX) else self.groups.parse(group)
 
     def on_cluster(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
         """Logical topic-partitions as this cluster names them."""
@@ -98,7 +110,10 @@ class ClusterClient:
         else:
             settings["bootstrap.servers"] = cluster.bootstrap
         settings.update(dict(getattr(cluster, "config", None) or {}))
-        return cls(name=name, settings=settings)
+        names = getattr(cluster, "names", None)
+        if names is None:
+            return cls(name=name, settings=settings)
+        return cls(name=name, settings=settings, topics=names.topic_naming(), groups=names.group_naming())
 
     def _base(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
         conf = dict(_COMMON)

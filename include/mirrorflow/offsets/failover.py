@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from confluent_kafka import TopicPartition
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka import ClusterClient, earliest_and_stable, list_topics
+from mirrorflow.kafka import ClusterClient, earliest_and_stable, mirrored_topics
 from mirrorflow.offsets import frontier as _frontier
 from mirrorflow.offsets.groups import GroupActiveError, committed, describe
 from mirrorflow.offsets.position import Position
@@ -65,7 +65,8 @@ def _slot(topic: str, partition: int) -> str:
 
 def source_cut(client: ClusterClient, groups: Iterable[str], selects_topic: Callable[[str], bool]) -> SourceCut:
     """The groups' committed offsets on the source now, per mirrored partition (what the plan is made of)."""
-    tps = [TopicPartition(t, p) for t, n in sorted(list_topics(client).items()) if selects_topic(t) for p in range(n)]
+    tps = [TopicPartition(t, p) for t, n in sorted(mirrored_topics(client).items()) if selects_topic(t)
+           for p in range(n)]
     return {g: {_slot(t, p): off for (t, p), (off, _meta) in sorted(committed(client, g, tps).items())}
             for g in groups}
 
@@ -130,7 +131,8 @@ def missing_on_target(target: ClusterClient, positions: Iterable[Position]) -> d
     out: dict[str, list[str]] = {}
     if not present:
         return {f"{p.group} {p.topic}[{p.partition}]": ["topic partition missing on target"] for p in positions}
-    lows, ends = earliest_and_stable(target, [TopicPartition(p.topic, p.partition) for p in present])
+    lows, ends = (target.by_logical(found) for found in
+                  earliest_and_stable(target, target.on_cluster(TopicPartition(p.topic, p.partition) for p in present)))
     for p in positions:
         name = f"{p.group} {p.topic}[{p.partition}]"
         if p not in present:
@@ -144,9 +146,7 @@ def missing_on_target(target: ClusterClient, positions: Iterable[Position]) -> d
 
 
 def _present(client: ClusterClient, positions: list[Position]) -> list[Position]:
-    from mirrorflow.kafka import list_topics
-
-    topics = list_topics(client)
+    topics = mirrored_topics(client)
     return [p for p in positions if p.partition < topics.get(p.topic, 0)]
 
 
@@ -197,7 +197,7 @@ def plan_failover(target: ClusterClient, positions: list[Position], *, source: s
     rows = plan_commits(target, positions, lambda _g: (precision, margin_s))
     by_key = {(p.group, p.topic, p.partition): p for p in positions}
     tps = [TopicPartition(r.topic, r.partition) for r in rows]
-    _, ends = earliest_and_stable(target, tps) if tps else ({}, {})
+    ends = target.by_logical(earliest_and_stable(target, target.on_cluster(tps))[1]) if tps else {}
     now = now_ms()
     for r in rows:
         pos = by_key[(r.group, r.topic, r.partition)]

@@ -44,11 +44,13 @@ def origin_key(cluster: str, topic: str, partition: int) -> str:
     return f"{cluster}:{topic}:{partition}"
 
 
-def origin_of(msg, here: str) -> tuple[str, int]:
-    """(origin key, origin offset) of a message read on cluster ``here``."""
-    found = provenance.find(read_headers(msg, here), msg.topic(), msg.partition())
+def origin_of(msg, here: str, topic: str | None = None) -> tuple[str, int]:
+    """(origin key, origin offset) of a message read on cluster ``here``; ``topic``: its logical name (the
+    message's own name when ``None``: a cluster that does not rename)."""
+    topic = msg.topic() if topic is None else topic
+    found = provenance.find(read_headers(msg, here), topic, msg.partition())
     if found is None:
-        return origin_key(here, msg.topic(), msg.partition()), msg.offset()
+        return origin_key(here, topic, msg.partition()), msg.offset()
     return origin_key(found.cluster, found.topic, found.partition), found.offset
 
 
@@ -58,7 +60,7 @@ def consumed(frontier: dict[str, int], key: str, origin_offset: int) -> bool:
 
 def scan(client: ClusterClient, topic: str, partition: int, start: int, end: int,
          visit: Callable[[object, str, int], bool], *, timeout: float = 60.0) -> int:
-    """Read ``[start, end)`` (read_committed) calling ``visit(msg, key, origin_offset)``.
+    """Read ``[start, end)`` of the logical ``topic`` (read_committed) calling ``visit(msg, key, origin_offset)``.
 
     Stops early when ``visit`` returns ``False`` and returns that message's
     offset; otherwise returns ``end``. ``end`` must not exceed the last stable
@@ -68,8 +70,8 @@ def scan(client: ClusterClient, topic: str, partition: int, start: int, end: int
     if start >= end:
         return end
     with RangeReader.open(client, POSITION_SCAN_GROUP, timeout=timeout) as reader:
-        for msg in reader.range(topic, partition, start, end):
-            key, origin_offset = origin_of(msg, client.name)
+        for msg in reader.range(client.physical(topic), partition, start, end):
+            key, origin_offset = origin_of(msg, client.name, topic)
             if not visit(msg, key, origin_offset):
                 return msg.offset()
     return end

@@ -59,7 +59,8 @@ def describe_groups(client: ClusterClient, selects: Callable[[str], bool], timeo
         raise ClusterUnreachable(client.name, client.bootstrap, str(exc.args[0])) from exc
     except Exception as exc:  # concurrent.futures.TimeoutError
         raise ClusterUnreachable(client.name, client.bootstrap, f"{type(exc).__name__}: {exc}") from exc
-    names = sorted(g.group_id for g in listing.valid if selects(g.group_id))
+    names = sorted(logical for g in listing.valid
+                   if (logical := client.logical_group(g.group_id)) is not None and selects(logical))
     return describe(client, names, timeout, admin=admin)
 
 
@@ -89,8 +90,12 @@ def describe_every_group(client: ClusterClient, timeout: float = 30.0) -> dict[s
 
 def describe(client: ClusterClient, groups: Iterable[str], timeout: float = 30.0,
              admin: AdminClient | None = None) -> dict[str, GroupInfo]:
-    """State and member count of ``groups`` (a group unknown to the cluster is reported as ``DEAD``, 0 members)."""
-    names = list(groups)
+    """State and member count of ``groups`` (a group unknown to the cluster is reported as ``DEAD``, 0 members).
+
+    ``groups`` are logical names, asked under the cluster's names, and the answer is keyed by the logical ones.
+    """
+    logical = {client.physical_group(g): g for g in groups}
+    names = list(logical)
     if not names:
         return {}
     admin = admin or AdminClient(client.admin())
@@ -103,11 +108,11 @@ def describe(client: ClusterClient, groups: Iterable[str], timeout: float = 30.0
         for name, future in futures.items():
             try:
                 desc = future.result(timeout=timeout + 5)
-                out[name] = GroupInfo(name, desc.state.name, len(desc.members))
+                out[logical[name]] = GroupInfo(logical[name], desc.state.name, len(desc.members))
             except KafkaException as exc:
                 err = exc.args[0]
                 if err.code() == KafkaError.GROUP_ID_NOT_FOUND:  # never used here (new consumer protocol says so)
-                    out[name] = GroupInfo(name, "DEAD", 0)
+                    out[logical[name]] = GroupInfo(logical[name], "DEAD", 0)
                 elif err.code() in RETRIABLE_COORDINATOR and time.monotonic() < deadline:
                     retry.append(name)
                 else:
@@ -124,22 +129,27 @@ def committed(client: ClusterClient, group: str, tps: list[TopicPartition], time
     """``(topic, partition) -> (offset, metadata)`` for the partitions where ``group`` has committed."""
     if not tps:
         return {}
-    answer = committed_offsets(client, group, tps, f"offsets of group {group}", timeout)
-    return {(tp.topic, tp.partition): (tp.offset, tp.metadata or "") for tp in answer if tp.offset >= 0}
+    name = client.physical_group(group)
+    answer = committed_offsets(client, name, client.on_cluster(tps), f"offsets of group {name}", timeout)
+    return {(client.logical(tp.topic) or tp.topic, tp.partition): (tp.offset, tp.metadata or "")
+            for tp in answer if tp.offset >= 0}
 
 
 def commit(client: ClusterClient, group: str, offsets: Mapping[tuple[str, int], tuple[int, str]],
            timeout: float = 30.0) -> None:
-    """Commit ``offsets`` for ``group``, which must have no members on this cluster."""
+    """Commit ``offsets`` for ``group``, which must have no members on this cluster (logical names, committed
+    under the cluster's)."""
     if not offsets:
         return
     [info] = describe(client, [group], timeout).values()
+    group = client.physical_group(group)
     if info.active:
         raise GroupActiveError(client.name, group, info.members)
     consumer = Consumer(client.consumer(group))
     deadline = time.monotonic() + timeout
     try:
-        tps = [TopicPartition(t, p, off, metadata=meta) for (t, p), (off, meta) in sorted(offsets.items())]
+        tps = [TopicPartition(client.physical(t), p, off, metadata=meta)
+               for (t, p), (off, meta) in sorted(offsets.items())]
         while True:
             try:
                 answer = consumer.commit(offsets=tps, asynchronous=False)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import TopicPartition
 
 from mirrorflow.journal import journal_entry
-from mirrorflow.kafka import ClusterClient, earliest_and_stable, list_topics
+from mirrorflow.kafka import ClusterClient, earliest_and_stable, mirrored_topics
 from mirrorflow.offsets import frontier as _frontier
 from mirrorflow.offsets.groups import GroupInfo, commit, committed, cut_metadata
 from mirrorflow.offsets.position import Position, key_of
@@ -50,7 +50,8 @@ def owners_from(infos: Mapping[str, Mapping[str, GroupInfo]], remembered: Mappin
 
 
 def _topic_partitions(client: ClusterClient, selects_topic: Callable[[str], bool]) -> list[TopicPartition]:
-    return [TopicPartition(t, p) for t, n in sorted(list_topics(client).items()) if selects_topic(t) for p in range(n)]
+    return [TopicPartition(t, p) for t, n in sorted(mirrored_topics(client).items()) if selects_topic(t)
+            for p in range(n)]
 
 
 def current_positions(client: ClusterClient, groups: Iterable[str], selects_topic: Callable[[str], bool],
@@ -65,7 +66,7 @@ def current_positions(client: ClusterClient, groups: Iterable[str], selects_topi
     out: list[Position] = []
     if not tps:
         return out
-    lows, ends = earliest_and_stable(client, tps)
+    lows, ends = (client.by_logical(found) for found in earliest_and_stable(client, client.on_cluster(tps)))
     stamp = now_ms()
     for group in groups:
         for (topic, partition), (offset, _meta) in sorted(committed(client, group, tps).items()):
@@ -132,7 +133,7 @@ def plan_commits(client: ClusterClient, positions: Iterable[Position],
     positions = [p for p in positions if p.owner != client.name]
     if not positions:
         return []
-    topics = list_topics(client)
+    topics = mirrored_topics(client)
     present = [p for p in positions if p.partition < topics.get(p.topic, 0)]
     for p in positions:
         if p not in present:
@@ -141,7 +142,8 @@ def plan_commits(client: ClusterClient, positions: Iterable[Position],
     tps = sorted({(p.topic, p.partition) for p in present})
     if not tps:
         return []
-    lows, ends = earliest_and_stable(client, [TopicPartition(t, q) for t, q in tps])
+    lows, ends = (client.by_logical(found) for found in
+                  earliest_and_stable(client, client.on_cluster(TopicPartition(t, q) for t, q in tps)))
     rows = []
     by_group: dict[str, list[Position]] = {}
     for p in present:

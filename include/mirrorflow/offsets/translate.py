@@ -60,7 +60,8 @@ def _by_timestamp(client: ClusterClient, pos: Position, margin_s: float, low: in
     wanted = pos.timestamp_ms - int(margin_s * 1000)
     consumer = Consumer(client.consumer(OFFSETS_TRANSLATE_GROUP))
     try:
-        [tp] = consumer.offsets_for_times([TopicPartition(pos.topic, pos.partition, wanted)], timeout=30)
+        [tp] = consumer.offsets_for_times([TopicPartition(client.physical(pos.topic), pos.partition, wanted)],
+                                           timeout=30)
     except KafkaException as exc:
         raise KafkaOperationError(client.name, f"offsets for times {pos.topic}[{pos.partition}]",
                                   exc.args[0]) from exc

@@ -23,7 +23,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import (
     ClusterClient,
     earliest_and_stable_or_leaderless,
-    list_topics,
+    mirrored_topics,
     offsets_retention_s,
     topic_ids,
 )
@@ -59,11 +59,7 @@ def read_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, blocked: Co
     far in this run, shared by its links. A source partition without a leader is an error of its own.
     """
     source, target = spec.client(link.source), spec.client(link.target)
-    topics = {}  # logical name -> partitions; a source topic outside the source's names is not mirrored
-    for name, partitions in list_topics(source, timeout).items():
-        logical = source.logical(name)
-        if logical is not None and selector.selects(logical) and logical not in blocked:
-            topics[logical] = partitions
+    topics = {t: n for t, n in mirrored_topics(source, timeout).items() if selector.selects(t) and t not in blocked}
     step("source_topics")
     tps = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
     report.partitions = len(tps)

@@ -38,9 +38,12 @@ class CutUnstable(MirrorflowError):
 
 
 def commit_checkpoints(client: ClusterClient, link_id: str, offsets: list[TopicPartition], timeout: float) -> None:
-    """Commit checkpoint offsets (with metadata) for the link's group, which never has members."""
+    """Commit checkpoint offsets (with metadata) for the link's group, which never has members; topics are
+    logical names, committed on the cluster's (a checkpoint lives on the target's topic)."""
     if not offsets:
         return
+    offsets = [TopicPartition(client.physical(tp.topic), tp.partition, tp.offset, metadata=tp.metadata)
+               for tp in offsets]
     consumer = Consumer(client.consumer(checkpoint_group(link_id)))
     deadline = time.monotonic() + timeout
     try:

@@ -32,7 +32,7 @@ from mirrorflow.copy.engine import fenced_commit
 from mirrorflow.copy.state import CheckpointMeta, Held, LastRead, carried_to, carry_mark, read_checkpoints
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.journal import journal_warning
-from mirrorflow.kafka import ClusterClient, list_topics
+from mirrorflow.kafka import ClusterClient, mirrored_topics
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +85,8 @@ def carry_checkpoints(old_link: str, new_link: str, new_level: int, source: Clus
     The old link's checkpoints are cut first (fenced and marked, :mod:`mirrorflow.actions.cut`), so that
     no run of the old topology, running or still to start, copies past them.
     """
-    names = topics if topics is not None else [t for t in list_topics(source, timeout) if not t.startswith("_")]
-    sizes = list_topics(target, timeout)
+    names = topics if topics is not None else [t for t in mirrored_topics(source, timeout) if not t.startswith("_")]
+    sizes = mirrored_topics(target, timeout)
     tps = [TopicPartition(t, p) for t in sorted(names) if t in sizes for p in range(sizes[t])]
     old = {k: v for k, v in read_checkpoints(target, old_link, tps, timeout).items() if v[0] is not None}
     if not old:

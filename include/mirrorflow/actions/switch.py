@@ -45,7 +45,7 @@ from mirrorflow.cluster_sync import sync_topic_shapes
 from mirrorflow.copy.state import CopyScanner, ScanStalled, checkpoint_group, read_checkpoints, switch_mark
 from mirrorflow.errors import ClusterUnreachable, MirrorflowError
 from mirrorflow.journal import journal_entry
-from mirrorflow.kafka import ClusterClient, Need, call_failed, list_topics, probe
+from mirrorflow.kafka import ClusterClient, Need, call_failed, mirrored_topics, probe
 from mirrorflow.topology import Distributor
 from mirrorflow.topology.model import TopicSelector
 
@@ -105,7 +105,7 @@ def switch_target(link: Distributor, new_target: str, clients: dict[str, Cluster
                               f"not yet passed on would be copied to {new_target} again, and duplicated there if "
                               f"{old_target} comes back)") from None
 
-    partitions = {t: n for t, n in list_topics(source, timeout).items() if selector.selects(t)}
+    partitions = {t: n for t, n in mirrored_topics(source, timeout).items() if selector.selects(t)}
     tps = [TopicPartition(t, p) for t, n in sorted(partitions.items()) for p in range(n)]
     if dry_run:
         if old_up:
@@ -148,7 +148,7 @@ def _by_topic(cuts: dict[tuple[str, int], int | None]) -> dict[str, dict[int, in
 
 def _cut_old_target(link_id: str, old: ClusterClient, new_target: str, tps: list[TopicPartition],
                     report: SwitchReport, timeout: float, max_attempts: int) -> dict[tuple[str, int], int | None]:
-    existing = list_topics(old, timeout)
+    existing = mirrored_topics(old, timeout)
     on_old = [tp for tp in tps if tp.partition < existing.get(tp.topic, 0)]
     try:
         cuts, report.attempts = cut(old, link_id, on_old, switch_mark(new_target), timeout, max_attempts)
@@ -178,7 +178,7 @@ def _provenance_cuts(new: ClusterClient, source: str, tps: list[TopicPartition],
                      ) -> dict[tuple[str, int], int | None]:
     """Per source partition: one past the highest origin offset from ``source`` found on ``new``."""
     cuts: dict[tuple[str, int], int | None] = {(tp.topic, tp.partition): None for tp in tps}
-    existing = list_topics(new, timeout)
+    existing = mirrored_topics(new, timeout)
     with CopyScanner(new) as scanner:
         for topic in sorted({tp.topic for tp in tps if tp.topic in existing}):
             for p in range(existing[topic]):

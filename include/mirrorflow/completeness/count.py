@@ -32,7 +32,7 @@ from mirrorflow import provenance
 from mirrorflow.completeness.store import AuditState, Position, write_topic
 from mirrorflow.completeness.tally import Tallies, Tally, WindowKey
 from mirrorflow.internal_names import AUDIT_READER_GROUP
-from mirrorflow.kafka import ClusterClient, RangeReader, earliest_and_stable, list_topics, read_headers, topic_ids
+from mirrorflow.kafka import ClusterClient, RangeReader, earliest_and_stable, mirrored_topics, read_headers, topic_ids
 from mirrorflow.progress import Progress, note, tracking
 
 log = logging.getLogger(__name__)
@@ -75,11 +75,13 @@ def count_cluster(client: ClusterClient, state: AuditState, selects: Callable[[s
     count begins (one extra offsets read per cluster), corrected topic by topic as each
     topic's own ranges are read just before it is counted.
     """
-    topics = {t: n for t, n in list_topics(client, timeout).items() if selects(t)}
-    ids = topic_ids(client, list(topics), timeout)
+    topics = {t: n for t, n in mirrored_topics(client, timeout).items() if selects(t)}  # logical names
+    found = topic_ids(client, [client.physical(t) for t in topics], timeout)
+    ids = {t: found[client.physical(t)] for t in topics if client.physical(t) in found}
     out = ClusterCount(client.name)
     tps = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
-    lows, ends = earliest_and_stable(client, tps, timeout) if tps else ({}, {})
+    lows, ends = (client.by_logical(f) for f in earliest_and_stable(client, client.on_cluster(tps), timeout)) \
+        if tps else ({}, {})
     estimates = {topic: sum(max(0, ends[(topic, p)] - start)
                             for p, start in _starts(state, topic, n, ids.get(topic), lows).items())
                  for topic, n in topics.items()}
@@ -127,8 +129,8 @@ def _count_topic(client: ClusterClient, state: AuditState, topic: str, partition
         for key in dropped:
             del state.tallies.cells[key]
         state.horizons.pop(topic, None)
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    lows, ends = earliest_and_stable(client, tps, timeout)
+    tps = [TopicPartition(client.physical(topic), p) for p in range(partitions)]
+    lows, ends = (client.by_logical(f) for f in earliest_and_stable(client, tps, timeout))
     new = Tallies(state.window_s)
     positions: dict[int, Position] = {}
     horizon = state.horizons.get(topic)
@@ -233,7 +235,7 @@ def _read_ranges(client: ClusterClient, topic: str, ranges: Mapping[int, tuple[i
     ``read_committed``), each partition in order. Fails naming the cluster when nothing arrives for ``timeout``,
     and as :class:`~mirrorflow.errors.OffsetGone` when records are deleted before this read gets to them (the
     next audit counts them as unaudited: :mod:`mirrorflow.kafka.ranges` never skips them in silence)."""
-    wanted = {(topic, p): r for p, r in ranges.items() if r[0] < r[1]}
+    wanted = {(client.physical(topic), p): r for p, r in ranges.items() if r[0] < r[1]}  # read on its name there
     if not wanted:
         return
     noted = sum(start for start, _ in wanted.values())

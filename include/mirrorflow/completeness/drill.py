@@ -164,7 +164,8 @@ def _first_offsets(client: ClusterClient, topic: str, partitions: list[int], tim
     """Per partition, the first offset whose timestamp is at or after ``timestamp_ms`` (none: no such record)."""
     consumer = Consumer(client.consumer(AUDIT_DRILL_GROUP))
     try:
-        answer = consumer.offsets_for_times([TopicPartition(topic, p, timestamp_ms) for p in partitions],
+        answer = consumer.offsets_for_times([TopicPartition(client.physical(topic), p, timestamp_ms)
+                                             for p in partitions],
                                             timeout=timeout)
     except KafkaException as exc:
         raise KafkaOperationError(client.name, f"offsets_for_times {topic}", exc.args[0]) from exc

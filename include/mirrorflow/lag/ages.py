@@ -112,9 +112,11 @@ def _first_messages(client: ClusterClient, wanted: set[tuple[str, int, int, int]
     rounds. A message at or past ``end`` (all before it were aborted or markers)
     means nothing is pending: ``timestamp`` and ``note`` are both ``None``.
     """
-    starts: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+    starts: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)  # by the cluster's topic names
+    logical: dict[str, str] = {}
     for topic, partition, start, end in sorted(wanted):
-        starts[(topic, partition)].append((start, end))
+        logical[client.physical(topic)] = topic
+        starts[(client.physical(topic), partition)].append((start, end))
     rounds: list[dict[tuple[str, int], tuple[int, int]]] = []
     for key, items in starts.items():
         for i, item in enumerate(items):
@@ -145,4 +147,4 @@ def _first_messages(client: ClusterClient, wanted: set[tuple[str, int, int, int]
         for key, start in starts_of.items():
             # at its end with no message: only transaction markers or aborted records before the end
             out.setdefault((*key, start), _First(None))
-    return out
+    return {(logical[t], p, start): first for (t, p, start), first in out.items()}

@@ -114,18 +114,20 @@ def _groups(client: ClusterClient, selector: Callable[[str], bool] | None, timeo
         raise KafkaOperationError(client.name, "list consumer groups", exc.args[0]) from exc
     for err in listing.errors or []:
         log.warning("cluster %s: listing consumer groups: %s", client.name, err)
-    ids = sorted(g.group_id for g in listing.valid
-                 if not is_internal_group(g.group_id) and (selector is None or selector(g.group_id)))
-    out: dict[str, tuple[str | None, int | None]] = {g: (None, None) for g in ids}
+    logical = {g.group_id: name for g in listing.valid  # by logical name; a group outside the cluster's names
+               if not is_internal_group(g.group_id) and (name := client.logical_group(g.group_id)) is not None}
+    ids = sorted(g for g, name in logical.items() if selector is None or selector(name))
+    out: dict[str, tuple[str | None, int | None]] = {logical[g]: (None, None) for g in ids}
     if ids:
         futures = admin_client.describe_consumer_groups(ids, request_timeout=timeout)
         for group, future in futures.items():
             try:
                 desc = future.result(timeout=timeout + 5)
-                out[group] = (desc.state.name.lower() if desc.state is not None else None, len(desc.members))
+                out[logical[group]] = (desc.state.name.lower() if desc.state is not None else None,
+                                       len(desc.members))
             except Exception as exc:  # the state is a courtesy: offsets are still measured
                 log.warning("cluster %s: describing group %s: %s", client.name, group, exc)
-    return out
+    return dict(sorted(out.items()))
 
 
 def _committed_or_error(client: ClusterClient, group: str, *, tps: list[tuple[str, int]], timeout: float
@@ -138,8 +140,9 @@ def _committed_or_error(client: ClusterClient, group: str, *, tps: list[tuple[st
     if not tps:
         return {}
     try:
-        answer = committed_offsets(client, group, [TopicPartition(t, p) for t, p in tps],
-                                   f"committed offsets of group {group}", timeout)
+        name = client.physical_group(group)  # logical names in, asked under the cluster's
+        answer = committed_offsets(client, name, client.on_cluster(TopicPartition(t, p) for t, p in tps),
+                                   f"committed offsets of group {name}", timeout)
     except MirrorflowError as exc:
         return str(exc)
-    return {(tp.topic, tp.partition): tp.offset for tp in answer if tp.offset >= 0}
+    return {(client.logical(tp.topic) or tp.topic, tp.partition): tp.offset for tp in answer if tp.offset >= 0}

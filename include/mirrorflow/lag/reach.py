@@ -77,7 +77,8 @@ class Clusters:
             if (kept := active()) is not None:
                 kept.drop(admin_client, err.name())
             return self._mark(name, f"is unreachable at {client.bootstrap}: {err.name()}: {err.str()}")
-        topics = {t: len(m.partitions) for t, m in metadata.topics.items() if m.error is None}
+        topics = {logical: len(m.partitions) for t, m in metadata.topics.items()  # by logical name; a topic
+                  if m.error is None and (logical := client.logical(t)) is not None}  # outside its names: not ours
         for t, m in metadata.topics.items():
             if m.error is not None:
                 log.warning("cluster %s: topic %s left out of the lag measurement: %s", name, t, m.error)
@@ -92,7 +93,7 @@ class Clusters:
         return reason
 
     def topics(self, name: str) -> dict[str, int]:
-        """Topic -> partition count of a cluster that answered (call :meth:`down` first)."""
+        """Logical topic -> partition count of a cluster that answered (call :meth:`down` first)."""
         return self._topics[name]
 
     @property

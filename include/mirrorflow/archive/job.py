@@ -102,9 +102,11 @@ def run_archive(spec: ArchiveSpec, spark: Any = None) -> ArchiveResult:
         except Exception as exc:  # one cluster (or its progress) failing leaves the others to run
             result.errors.append(f"cluster {cluster}: planning failed: {type(exc).__name__}: {exc}")
             log.error("archive %s: planning failed: %s", cluster, exc)
+    clients = {c: spec.client(c) for c in spec.archived}
     tasks = {(pp.cluster, pp.topic, pp.partition): ArchiveTask(
         pp.cluster, pp.topic, pp.partition, pp.start, pp.end, run_id=spec.run_id,
-        max_records=spec.max_records_per_run, rows_per_object=spec.rows_per_object)
+        max_records=spec.max_records_per_run, rows_per_object=spec.rows_per_object,
+        name=name if (name := clients[pp.cluster].physical(pp.topic)) != pp.topic else None)
         for plan in plans for pp in plan.partitions if pp.error is None and pp.start < pp.end}
     works = [PartitionWork(t.cluster, t.topic, t.partition, t.start, t.end) for t in tasks.values()]
     slots = spec.slots or parallelism(spark)

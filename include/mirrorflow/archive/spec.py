@@ -8,13 +8,14 @@ and its ``repr`` hides them. Both derive from the Spark-job contract
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.archive.writer import DEFAULT_ROWS_PER_OBJECT
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.naming import NameFormat
 from mirrorflow.spark import SparkJobResult, SparkJobSpec
 
 #: Environment variable that carries the spec into ``spark-submit``.
@@ -39,6 +40,9 @@ class ArchiveSpec(SparkJobSpec, env=ARCHIVE_ENV, kind="archive spec", passed_by=
     #: At most this many records per partition per run (bounds a run's time and memory).
     max_records_per_run: int | None = None
     rows_per_object: int = DEFAULT_ROWS_PER_OBJECT
+    #: Cluster -> its topic format (``NameFormat.to_dict()``), for the archived clusters that rename: the
+    #: archive keeps logical names, so that a restore works into any cluster's names.
+    names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return (f"ArchiveSpec(run_id={self.run_id!r}, archived={list(self.archived)}, topics={list(self.topics)}, "
@@ -54,6 +58,7 @@ class ArchiveSpec(SparkJobSpec, env=ARCHIVE_ENV, kind="archive spec", passed_by=
             "slots": self.slots,
             "max_records_per_run": self.max_records_per_run,
             "rows_per_object": self.rows_per_object,
+            "names": {c: dict(f) for c, f in self.names.items()},
         }
 
     @classmethod
@@ -81,7 +86,7 @@ class ArchiveSpec(SparkJobSpec, env=ARCHIVE_ENV, kind="archive spec", passed_by=
                 raise bad(key, f"must be a positive integer{'' if key == 'rows_per_object' else ' or null'}, "
                                f"got {value!r}")
         extra = sorted(set(data) - {"run_id", "clusters", "archived", "topics", "location", "slots",
-                                    "max_records_per_run", "rows_per_object"})
+                                    "max_records_per_run", "rows_per_object", "names"})
         if extra:
             raise bad(", ".join(extra), "unknown key(s)")
         try:
@@ -97,7 +102,19 @@ class ArchiveSpec(SparkJobSpec, env=ARCHIVE_ENV, kind="archive spec", passed_by=
             slots=data.get("slots"),
             max_records_per_run=data.get("max_records_per_run"),
             rows_per_object=data.get("rows_per_object") or DEFAULT_ROWS_PER_OBJECT,
+            names=_names(data.get("names"), bad),
         )
+
+
+def _names(value: Any, bad: Callable[[str, str], MirrorflowError]) -> dict[str, dict[str, str]]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise bad("names", "must map cluster names to name formats")
+    try:
+        return {str(c): NameFormat.from_dict(f).to_dict() for c, f in value.items()}
+    except ValueError as exc:
+        raise bad("names", str(exc)) from None
 
 
 # --------------------------------------------------------------------------- results

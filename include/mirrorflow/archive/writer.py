@@ -60,6 +60,8 @@ class ArchiveTask:
     #: At most this many records this run (offsets taken by transaction markers are free).
     max_records: int | None = None
     rows_per_object: int = DEFAULT_ROWS_PER_OBJECT
+    #: The topic's name on the cluster when it renames it (``topic`` is the logical name, the archive's paths).
+    name: str | None = None
 
 
 @dataclass
@@ -166,7 +168,7 @@ def _read(task: ArchiveTask, reader: RangeReader, objects: _Objects, result: Arc
     crc, count, size = 0, 0, 0
     position, full = task.start, task.max_records is not None and task.max_records <= 0
     noted = (position, size)  # what progress was told (once per consumed batch, mirrorflow.progress)
-    batches = reader.batches({(task.topic, task.partition): (task.start, task.end)})
+    batches = reader.batches({(task.name or task.topic, task.partition): (task.start, task.end)})
     while not full and (batch := next(batches, None)) is not None:
         for msg in batch:
             offset = msg.offset()

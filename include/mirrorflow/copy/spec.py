@@ -318,5 +318,5 @@ def build_spec(topology: Topology, level: int, run_id: str, links: list[Distribu
         archived=tuple(topology.archive.archived(topology.leaves)) if archive is not None else (),
         topic_configs=ownership.to_dict() if ownership is not None else None,
         acl_sync=grants.to_dict() if (grants := topology.grant_rules()) is not None else None,
-        names={c: naming.to_dict() for c in needed if not (naming := topology.topic_naming(c)).is_identity},
+        names=topology.topic_formats(needed),
     )

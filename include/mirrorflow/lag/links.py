@@ -62,10 +62,10 @@ def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters
     offsets: dict[str, dict[tuple[str, int], tuple[int, int, int] | str]] = {}
     for source in sorted({link.source for link, _ in measured}):
         union = {(tp.topic, tp.partition) for link, tps in measured if link.source == source for tp in tps}
-        client = reach.clients[source]
-        asked = {(client.physical(t), p): (t, p) for t, p in union}
-        found = earliest_and_stable_or_errors(client, sorted(asked), timeout)
-        offsets[source] = {asked[key]: value for key, value in found.items()}
+        source_client = reach.clients[source]
+        asked = {(source_client.physical(t), p): (t, p) for t, p in union}  # by the source's names
+        answered = earliest_and_stable_or_errors(source_client, sorted(asked), timeout)
+        offsets[source] = {asked[key]: value for key, value in answered.items()}
 
     pending: list[LinkPartitionLag] = []
     held: list[LinkPartitionLag] = []  # records wait behind an open transaction

@@ -386,6 +386,10 @@ class Topology(_Model):
         """How ``cluster`` names a mirrored topic (its physical name from the logical one, and back)."""
         return self.cluster(cluster).names.topic_naming()
 
+    def topic_formats(self, clusters: Iterable[str]) -> dict[str, dict[str, str]]:
+        """``NameFormat.to_dict()`` of each of ``clusters`` that renames its topics: what a Spark job's spec carries."""
+        return {c: naming.to_dict() for c in clusters if not (naming := self.topic_naming(c)).is_identity}
+
     def group_naming(self, cluster: str) -> NameFormat:
         """How ``cluster`` names a consumer group that travels."""
         return self.cluster(cluster).names.group_naming()

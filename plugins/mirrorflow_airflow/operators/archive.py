@@ -38,7 +38,7 @@ class MirrorArchiveOperator(MirrorSparkJobOperator[ArchiveSpec]):
             run_id=context["run_id"],
             clusters={c: dict(MirrorClusterHook(self.topology, c).client().settings) for c in archived},
             archived=tuple(archived), topics=tuple(self.topology.topics), location=location,
-            max_records_per_run=self.topology.archive.max_records_per_run,
+            max_records_per_run=self.topology.archive.max_records_per_run, names=self.topology.topic_formats(archived),
         )
         log.info("archiving %s to %s", ", ".join(archived), location.uri)
         result = self.submit(context, spec)

@@ -56,6 +56,20 @@ def test_json_round_trip():
     assert again.clusters["c4"]["enable.idempotence"] is True and again.clusters["c4"]["linger.ms"] == 5
 
 
+def test_a_renaming_clusters_names_travel_with_the_spec_and_its_client_translates():
+    from mirrorflow.naming import NameFormat
+
+    acme = NameFormat.of("{tenant}-{topic}", {"tenant": "acme"})
+    again = JobSpec.from_json(spec(names={"c4": acme.to_dict()}).to_json())
+    assert again.names == {"c4": acme.to_dict()}
+    c4, c1 = again.client("c4"), again.client("c1")
+    assert (c4.physical("orders"), c4.logical("acme-orders"), c4.logical("orders")) == ("acme-orders", "orders", None)
+    assert (c1.physical("orders"), c1.logical("orders")) == ("orders", "orders")  # not renamed: the identity
+    assert c4.physical("_mirrorflow.topic-configs") == "_mirrorflow.topic-configs"  # mirrorflow's own: kept
+    with pytest.raises(MirrorflowError, match="names"):
+        JobSpec.from_dict({**json.loads(spec().to_json()), "names": {"c4": {"template": "{topic}"}}})
+
+
 def test_json_round_trip_with_defaults():
     original = spec(slots=None, align_configs=False, links=())
     assert JobSpec.from_json(original.to_json()) == original

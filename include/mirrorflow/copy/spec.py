@@ -154,7 +154,10 @@ def _names(value: Any) -> dict[str, dict[str, str]]:
         return {}
     if not isinstance(value, dict):
         raise TypeError("names must map cluster names to name formats")
-    return {str(c): NameFormat.from_dict(f).to_dict() for c, f in value.items()}
+    try:
+        return {str(c): NameFormat.from_dict(f).to_dict() for c, f in value.items()}
+    except ValueError as exc:
+        raise ValueError(f"names: {exc}") from None
 
 
 def _archive(value: Any) -> dict[str, Any] | None:

@@ -106,7 +106,7 @@ def run_archive(spec: ArchiveSpec, spark: Any = None) -> ArchiveResult:
     tasks = {(pp.cluster, pp.topic, pp.partition): ArchiveTask(
         pp.cluster, pp.topic, pp.partition, pp.start, pp.end, run_id=spec.run_id,
         max_records=spec.max_records_per_run, rows_per_object=spec.rows_per_object,
-        name=name if (name := clients[pp.cluster].physical(pp.topic)) != pp.topic else None)
+        name=clients[pp.cluster].renamed(pp.topic))
         for plan in plans for pp in plan.partitions if pp.error is None and pp.start < pp.end}
     works = [PartitionWork(t.cluster, t.topic, t.partition, t.start, t.end) for t in tasks.values()]
     slots = spec.slots or parallelism(spark)

@@ -66,6 +66,11 @@ class ClusterClient:
         """The name the logical ``topic`` has on this cluster (mirrorflow's and Kafka's own topics keep theirs)."""
         return topic if is_internal_topic(topic) else self.topics.render(topic)
 
+    def renamed(self, topic: str) -> str | None:
+        """The logical ``topic``'s name here when it differs (what a copy task carries), else ``None``."""
+        name = self.physical(topic)
+        return name if name != topic else None
+
     def logical(self, topic: str) -> str | None:
         """The logical name of this cluster's ``topic``; ``None``: not in the cluster's format, so not mirrored."""
         return topic if is_internal_topic(topic) else self.topics.parse(topic)

@@ -69,6 +69,9 @@ class BackfillSpec(SparkJobSpec, env=BACKFILL_ENV, kind="backfill spec", passed_
     max_records: int | None = None
     #: Partitions each Spark task copies at the same time (``replication.copy_threads``).
     copy_threads: int = DEFAULT_COPY_THREADS
+    #: Cluster -> its topic format (``NameFormat.to_dict()``), for the clusters that rename (``topics`` are
+    #: logical names).
+    names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Any) -> BackfillSpec:
@@ -109,13 +112,13 @@ def _since_offsets(client: ClusterClient, tps: list[TopicPartition], since_ms: i
     """First offset at or after ``since_ms`` per partition (the end when there is none)."""
     consumer = Consumer(client.consumer(BACKFILL_SINCE_GROUP))
     try:
-        answer = consumer.offsets_for_times([TopicPartition(tp.topic, tp.partition, since_ms) for tp in tps],
-                                            timeout=timeout)
+        answer = consumer.offsets_for_times([TopicPartition(tp.topic, tp.partition, since_ms)
+                                             for tp in client.on_cluster(tps)], timeout=timeout)
     except KafkaException as exc:
         raise KafkaOperationError(client.name, "offsets for times", exc.args[0]) from exc
     finally:
         consumer.close()
-    return {(tp.topic, tp.partition): tp.offset for tp in answer}
+    return {(client.logical(tp.topic) or tp.topic, tp.partition): tp.offset for tp in answer}
 
 
 def plan_tasks(spec: BackfillSpec, timeout: float = 30.0) -> list[PartitionTask]:
@@ -125,7 +128,7 @@ def plan_tasks(spec: BackfillSpec, timeout: float = 30.0) -> list[PartitionTask]
     if not tps:
         return []
     checkpoints = attempt_checkpoints(target, spec.link_id, tps, timeout)
-    lows, ends = earliest_and_stable(source, tps, timeout)
+    lows, ends = (source.by_logical(f) for f in earliest_and_stable(source, source.on_cluster(tps), timeout))
     since: dict[tuple[str, int], int] = {}
     if spec.mode == "since":
         assert spec.since_ms is not None  # the onboarding form requires a timestamp for backfill 'since'
@@ -153,12 +156,15 @@ def plan_tasks(spec: BackfillSpec, timeout: float = 30.0) -> list[PartitionTask]
             backfill_flags=spec.bits, max_records=spec.max_records,
             restore={"location": dict(spec.location or {}), "end": restore[1]} if restore else None,
             require_contiguous=spec.mode == "archive",
+            source_name=source.renamed(tp.topic),
+            target_name=target.renamed(tp.topic),
         ))
         log.info("backfill %s %s[%d]: %s, source %d..%d%s", spec.link_id, tp.topic, tp.partition,
                  f"continuing from checkpoint {done}" if done is not None else f"starting at {start}"
                  if start != EARLIEST else "starting at the sibling's first offset", lows[key], ends[key],
                  f", archive {restore[0]}..{restore[1]}" if restore else "")
     return tasks
+
 
 
 def run_backfill(spec: BackfillSpec, spark: Any = None) -> BackfillResult:

@@ -34,8 +34,8 @@ def link_tasks(spec: JobSpec, link: LinkJob, starts: Starts, ids: Mapping[str, M
     return [PartitionTask(
         link_id=link.link_id, level=link.level, source=link.source, target=link.target,
         topic=work.topic, partition=work.partition, end_offset=work.end, planned_records=work.records,
-        source_name=_renamed(source.physical(work.topic), work.topic),
-        target_name=_renamed(target.physical(work.topic), work.topic),
+        source_name=source.renamed(work.topic),
+        target_name=target.renamed(work.topic),
         max_records=link.max_records_per_run,
         txn_records=link.txn_records or DEFAULT_TXN_RECORDS,
         max_bytes=link.max_bytes_per_run,
@@ -53,8 +53,3 @@ def link_tasks(spec: JobSpec, link: LinkJob, starts: Starts, ids: Mapping[str, M
         held=starts.held.get((work.topic, work.partition)),
         restore=starts.restores.get((work.topic, work.partition)),
     ) for work in starts.works]
-
-
-def _renamed(physical: str, logical: str) -> str | None:
-    """A cluster's name for the topic when it is not the logical one (tasks stay as they were without names)."""
-    return physical if physical != logical else None

@@ -51,3 +51,11 @@ def test_a_bad_names_section_is_refused_naming_the_key(names, problem):
     with pytest.raises(TopologyError) as err:
         _topology(**names)
     assert problem in str(err.value), str(err.value)
+
+
+def test_acl_sync_with_a_renaming_cluster_is_refused_until_it_translates_names():
+    data = {"clusters": {"c1": {"bootstrap": "a:1"}, "c2": {"bootstrap": "b:1", "names": {"topic_prefix": "p."}}},
+            "tree": {"level": 1, "children": ["c1", "c2"]}, "topics": ["orders"], "acl_sync": {"enabled": True}}
+    with pytest.raises(TopologyError, match=r"acl_sync.*clusters c2 name topics or groups their own way"):
+        Topology.parse(data)
+    Topology.parse({**data, "acl_sync": {"enabled": False}})

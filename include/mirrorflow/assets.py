@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mirrorflow.naming import NameFormat
+
 #: The scheme of the proven-window assets (the arrived ones use the Kafka provider's ``kafka``).
 PROVEN_SCHEME = "mirrorflow-proven"
 
@@ -56,13 +58,15 @@ class Arrival:
 
 
 def arrivals(partitions: Iterable[Mapping[str, Any]], bootstraps: Mapping[str, str], *,
-             run_id: str = "", by: str = "level") -> list[Arrival]:
+             run_id: str = "", by: str = "level", names: Mapping[str, NameFormat] | None = None) -> list[Arrival]:
     """One arrival per target cluster and topic that got records from ``partitions`` (copy results as dicts).
 
     ``bootstraps``: cluster -> its ``bootstrap.servers``; a cluster missing there is
-    left out. The extra names the run and, per partition, the next source offset
-    the copy reached, the target's offset after the last copy and the newest record
-    timestamp committed (epoch ms), so a consumer knows how far the data reaches.
+    left out. ``names``: the topic format of each cluster that renames: its URI names
+    the topic as the cluster does, its extra the logical name (``topic``). The extra
+    names the run and, per partition, the next source offset the copy reached, the
+    target's offset after the last copy and the newest record timestamp committed
+    (epoch ms), so a consumer knows how far the data reaches.
     """
     grouped: dict[tuple[str, str], dict[str, Any]] = {}
     for p in partitions:
@@ -76,6 +80,8 @@ def arrivals(partitions: Iterable[Mapping[str, Any]], bootstraps: Mapping[str, s
             "source": p["source"], "source_offset": p["next_offset"],
             "target_offset": p["target_last_offset"] + 1 if p.get("target_last_offset") is not None else None,
             "newest_ms": p.get("newest_ms")}
-    return [Arrival(cluster, topic, arrival_uri(bootstraps[cluster], topic),
-                    {**entry, "links": sorted(entry["links"])})
+    names = names or {}
+    return [Arrival(cluster, topic, arrival_uri(bootstraps[cluster], names[cluster].render(topic)
+                                                if cluster in names else topic),
+                    {**entry, "links": sorted(entry["links"]), **({"topic": topic} if cluster in names else {})})
             for (cluster, topic), entry in sorted(grouped.items())]

@@ -64,12 +64,13 @@ def _bootstrap(topology: Topology, cluster: str) -> str:
 
 
 def arrived(cluster: str, topic: str, topology: Topology | None = None) -> Asset:
-    """For a user's DAG: the asset of ``topic`` on ``cluster`` of the topology (default: the one the DAGs load)."""
+    """For a user's DAG: the asset of ``topic`` (its logical name) on ``cluster`` of the topology (default: the one
+    the DAGs load), named as the cluster names it."""
     if topology is None:
         from mirrorflow_airflow.topology import current_topology
 
         topology = current_topology()
-    return arrival_asset(_bootstrap(topology, cluster), topic)
+    return arrival_asset(_bootstrap(topology, cluster), topology.topic_naming(cluster).render(topic))
 
 
 def proven(cluster: str, topic: str) -> Asset:

@@ -90,14 +90,16 @@ class SparkJobSpec:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
+    def namings(self) -> dict[str, NameFormat]:
+        """The topic format of each cluster of the spec that renames (``names``, when the spec carries it)."""
+        return {c: NameFormat.from_dict(f) for c, f in (getattr(self, "names", None) or {}).items()}
+
     def client(self, cluster: str) -> ClusterClient:
         """The client of ``cluster``, from the settings the spec carries, with the cluster's topic names."""
         settings = self.clusters.get(cluster)
         if settings is None:
             raise MirrorflowError(f"{self.kind} has no client settings for cluster {cluster!r}")
-        names = getattr(self, "names", None) or {}  # a spec that carries names has the field (JobSpec)
-        topics = NameFormat.from_dict(names[cluster]) if cluster in names else NameFormat.identity()
-        return ClusterClient(cluster, dict(settings), topics)
+        return ClusterClient(cluster, dict(settings), self.namings().get(cluster, NameFormat.identity()))
 
 
 class SparkJobResult:

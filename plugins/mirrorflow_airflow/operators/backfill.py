@@ -74,7 +74,7 @@ class MirrorBackfillOperator(MirrorSparkJobOperator[BackfillSpec]):
                                     bootstraps, partitions,
                                     archive=(location["bucket"], location["prefix"]) if location else None)
         result["arrived"], held = emit_arrivals(context["outlet_events"], arrivals(
-            partitions, bootstraps, run_id=context["run_id"], by="backfill"))
+            partitions, bootstraps, run_id=context["run_id"], by="backfill", names=spec.namings()))
         if not result["ok"]:
             raise BackfillFailed(f"backfill of {plan.cluster} from {plan.sibling_of}: {len(result['errors'])} "
                                  "partition(s) failed; the others reached the cut; re-run to continue:\n  "

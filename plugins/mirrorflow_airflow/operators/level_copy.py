@@ -121,7 +121,8 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
                                     archive=(archive["bucket"], archive["prefix"]) if archive else None)
         # a failing task's events are dropped: then every arrival goes to ``announce`` (known=nothing)
         result["arrived"], held = emit_arrivals(context["outlet_events"], arrivals(
-            partitions, bootstraps, run_id=context["run_id"]), known=None if result["ok"] else frozenset())
+            partitions, bootstraps, run_id=context["run_id"], names=spec.namings()),
+            known=None if result["ok"] else frozenset())
         for link in result["links"]:
             log.info("link %s: %s -> %s: %d copied, %d skipped, %d bytes over %d partitions%s", link["link"],
                      link["source"], link["target"], link["copied"], link["skipped"], link["bytes"],

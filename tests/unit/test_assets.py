@@ -54,6 +54,15 @@ def test_one_arrival_per_cluster_and_topic_that_got_records_saying_how_far_each_
     assert restored[0].extra["by"] == "restore" and restored[0].extra["partitions"]["0"]["target_offset"] is None
 
 
+def test_an_arrival_on_a_renaming_cluster_names_the_topic_as_the_cluster_does_and_the_logical_name_in_its_extra():
+    from mirrorflow.naming import NameFormat
+
+    found = arrivals([_partition(), _partition(target="c3")], {"c2": "h2:9092", "c3": "h3:9092"},
+                     names={"c2": NameFormat.of("{tenant}-{topic}", {"tenant": "acme"})})
+    assert [(a.cluster, a.topic, a.uri, a.extra.get("topic")) for a in found] == [
+        ("c2", "orders", "kafka://h2:9092/acme-orders", "orders"), ("c3", "orders", "kafka://h3:9092/orders", None)]
+
+
 def test_a_window_key_is_its_start_in_the_format_airflows_temporal_mappers_read():
     from airflow.partition_mappers.temporal import StartOfHourMapper  # the scheduler's side of the mapper
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from mirrorflow.archive import topic_prefix
 from mirrorflow.assets import first_address
+from mirrorflow.naming import NameFormat
 
 
 def kafka_namespace(bootstrap_servers: str) -> str:
@@ -76,14 +77,16 @@ def level_edges(links: Iterable[Mapping[str, Any]]) -> list[Edge]:
 
 def copy_lineage(edges: Iterable[Edge], bootstraps: Mapping[str, str],
                  partitions: Iterable[Mapping[str, Any]] = (), *,
-                 archive: tuple[str, str] | None = None) -> Lineage:
+                 archive: tuple[str, str] | None = None, names: Mapping[str, NameFormat] | None = None) -> Lineage:
     """The datasets of one copy: each source topic once as an input, each target topic once as an output.
 
     ``bootstraps``: cluster -> its ``bootstrap.servers``. ``partitions``: the copy's
     per-partition results, for the records and bytes each output got. ``archive``: the
     bucket and prefix of the archive a restore read: the source topic's archived data is
-    an input too wherever a partition says ``restored``.
+    an input too wherever a partition says ``restored``. ``names``: the topic format of each cluster
+    that renames: its datasets name the topic as the cluster does (the archive's keep the logical name).
     """
+    names = names or {}
     totals: dict[tuple[str, str], list[int]] = {}
     restored: set[tuple[str, str]] = set()
     for p in partitions:
@@ -98,16 +101,19 @@ def copy_lineage(edges: Iterable[Edge], bootstraps: Mapping[str, str],
         if cluster not in bootstraps:
             unknown.add(cluster)
             return None
-        return DatasetRef(kafka_namespace(bootstraps[cluster]), topic, cluster)
+        name = names[cluster].render(topic) if cluster in names else topic
+        return DatasetRef(kafka_namespace(bootstraps[cluster]), name, cluster)
 
     inputs: dict[tuple[str, str], DatasetRef] = {}
     writers: dict[tuple[str, str], tuple[DatasetRef, set[str], dict[tuple[str, str], DatasetRef]]] = {}
+    logical: dict[tuple[str, str], str] = {}  # (cluster, dataset name) -> the logical topic, for the totals
     for edge in edges:
         source, target = ref(edge.source, edge.topic), ref(edge.target, edge.topic)
         if source is None or target is None:
             continue
         inputs.setdefault((source.namespace, source.name), source)
         _, links, sources = writers.setdefault((target.namespace, target.name), (target, set(), {}))
+        logical[(target.cluster, target.name)] = edge.topic
         links.add(edge.link_id)
         sources[(source.namespace, source.name)] = source
     if archive is not None:
@@ -117,7 +123,7 @@ def copy_lineage(edges: Iterable[Edge], bootstraps: Mapping[str, str],
             inputs[(data.namespace, data.name)] = data
     outputs = []
     for key, (target, links, sources) in sorted(writers.items()):
-        records, size = totals.get((target.cluster, target.name), [0, 0])
+        records, size = totals.get((target.cluster, logical[(target.cluster, target.name)]), [0, 0])
         outputs.append(Output(target.namespace, target.name, target.cluster, links=tuple(sorted(links)),
                               sources=tuple(v for _, v in sorted(sources.items())), records=records, bytes=size))
     return Lineage(tuple(v for _, v in sorted(inputs.items())), tuple(outputs), tuple(sorted(unknown)))

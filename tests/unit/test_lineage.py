@@ -52,6 +52,16 @@ def test_each_source_topic_is_one_input_and_each_target_topic_one_output_with_it
     assert lineage.unknown_clusters == ()
 
 
+def test_a_renaming_clusters_datasets_name_the_topic_as_it_does_and_still_count_their_records():
+    from mirrorflow.naming import NameFormat
+
+    edges = [Edge("c1.L1", "c1", "c2", "a"), Edge("c2.L1", "c2", "c1", "a")]
+    parts = [_p("c1.L1", "c1", "c2", "a", 0, 5, 50), _p("c2.L1", "c2", "c1", "a", 0, 1, 9)]
+    lineage = copy_lineage(edges, BOOT, parts, names={"c2": NameFormat.of("acme-{topic}")})
+    assert [(i.name, i.cluster) for i in lineage.inputs] == [("a", "c1"), ("acme-a", "c2")]
+    assert {(o.cluster, o.name, o.records) for o in lineage.outputs} == {("c2", "acme-a", 5), ("c1", "a", 1)}
+
+
 def test_a_restore_names_the_archived_topic_as_an_input_and_counts_its_records_once():
     parts = [_p("c1.L1", "c1", "c4", "a", 0, copied=10, size=100, restored=4)]
     lineage = copy_lineage([Edge("c1.L1", "c1", "c4", "a")], {**BOOT, "c4": "127.0.0.1:9104"}, parts,

@@ -72,7 +72,8 @@ class MirrorBackfillOperator(MirrorSparkJobOperator[BackfillSpec]):
         bootstraps = {name: str(c.settings["bootstrap.servers"]) for name, c in clients.items()}
         self.lineage = copy_lineage([Edge(plan.link_id, plan.sibling_of, plan.cluster, t) for t in sorted(plan.topics)],
                                     bootstraps, partitions,
-                                    archive=(location["bucket"], location["prefix"]) if location else None)
+                                    archive=(location["bucket"], location["prefix"]) if location else None,
+                                    names=spec.namings())
         result["arrived"], held = emit_arrivals(context["outlet_events"], arrivals(
             partitions, bootstraps, run_id=context["run_id"], by="backfill", names=spec.namings()))
         if not result["ok"]:

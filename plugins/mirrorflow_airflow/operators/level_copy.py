@@ -118,7 +118,8 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
         self._record_failing(result, context["run_id"])
         bootstraps = {c: s["bootstrap.servers"] for c, s in clusters.items()}
         self.lineage = copy_lineage(level_edges(result["links"]), bootstraps, partitions,
-                                    archive=(archive["bucket"], archive["prefix"]) if archive else None)
+                                    archive=(archive["bucket"], archive["prefix"]) if archive else None,
+                                    names=spec.namings())
         # a failing task's events are dropped: then every arrival goes to ``announce`` (known=nothing)
         result["arrived"], held = emit_arrivals(context["outlet_events"], arrivals(
             partitions, bootstraps, run_id=context["run_id"], names=spec.namings()),

@@ -203,3 +203,12 @@ def test_forms_carry_the_dag_contracts_params_and_log_urls_quote_the_run_id():
         "conf": {"source_cluster": "c1", "level": 3, "target": "c4"}, "url": "/dags/mirror_switch_target"}
     assert forms.task_log_url("", "d", "manual__2026-11-26T12:00:00+00:00", "copy") == \
         "/dags/d/runs/manual__2026-11-26T12%3A00%3A00%2B00%3A00/tasks/copy"
+
+
+def test_a_renaming_cluster_says_how_it_names_topics_and_groups_and_the_others_say_nothing():
+    data = four().to_dict()
+    data["clusters"]["c2"]["names"] = {"topics": "{tenant}-{environment}-{topic}", "group_prefix": "acme.",
+                                       "values": {"tenant": "acme", "environment": "prod"}}
+    clusters = {c["name"]: c for c in build_status(Topology.parse(data), StatusInputs(now=NOW))["clusters"]}
+    assert (clusters["c2"]["topic_names"], clusters["c2"]["group_names"]) == ("acme-prod-{topic}", "acme.{group}")
+    assert (clusters["c1"]["topic_names"], clusters["c1"]["group_names"]) == (None, None)

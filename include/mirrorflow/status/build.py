@@ -33,13 +33,21 @@ def links_page(topology: Topology, inputs: StatusInputs, **filters: Any) -> dict
     return page(all_links(topology, inputs), **filters)
 
 
+def _renames(topology: Topology, cluster: str) -> bool:
+    return topology.cluster(cluster).names.renames
+
+
 def build_status(topology: Topology, inputs: StatusInputs) -> dict[str, Any]:
     links = all_links(topology, inputs)
     lag = inputs.lag or {}
     unreachable = lag.get("unreachable") or {}
     per_cluster: dict[str, dict[str, Any]] = {
         name: {"name": name, "reachable": None if not lag else name not in unreachable,
-               "reason": unreachable.get(name), "worst": "unknown"} for name in sorted(topology.clusters)}
+               "reason": unreachable.get(name), "worst": "unknown",
+               # how the cluster names a mirrored topic and group (the page's rows say logical names)
+               "topic_names": topology.topic_naming(name).render("{topic}") if _renames(topology, name) else None,
+               "group_names": topology.group_naming(name).render("{group}") if _renames(topology, name) else None}
+        for name in sorted(topology.clusters)}
     for row in links:  # a cluster shows the worst state of the links into it
         c = per_cluster.get(row["target"])
         if c is not None and STATES.index(row["state"]) < STATES.index(c["worst"]):

@@ -135,3 +135,29 @@ class Member:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
+
+
+def offsets_round(topo, clients: Mapping[str, Any], owners: Mapping[str, str],
+                  precision: tuple[str, float] = ("exact", 60.0)) -> dict:
+    """One mirror_offsets pass by hand: publish on the owners, distribute, commit everywhere else.
+
+    ``clients``: cluster -> ``ClusterClient`` (``ClusterClient.from_cluster_config`` for a topology whose
+    clusters rename); ``owners``: group (logical name) -> the cluster that owns it.
+    """
+    from mirrorflow.offsets.distribute import distribute
+    from mirrorflow.offsets.groups import describe
+    from mirrorflow.offsets.sync import commit_positions, publish_owned
+    from mirrorflow.offsets.topic import ensure_topic
+    from mirrorflow.topology.routes import effective_links
+
+    for c in clients.values():
+        ensure_topic(c)
+    for cluster in set(owners.values()):
+        publish_owned(clients[cluster], [g for g, o in owners.items() if o == cluster], topo.selects)
+    report = distribute({lvl: effective_links(topo, lvl) for lvl in topo.levels}, clients)
+    assert not report.errors, report.errors
+    out = {}
+    for name, c in clients.items():
+        infos = describe(c, list(owners))
+        out[name] = commit_positions(c, owners, lambda g, i=infos: not i[g].active, lambda _g: precision)
+    return out

@@ -8,33 +8,13 @@ timestamp rule's bound: nothing skipped, replay within the margin.
 from __future__ import annotations
 
 from mirrorflow.kafka.config import ClusterClient
-from mirrorflow.offsets.distribute import distribute
-from mirrorflow.offsets.groups import describe
-from mirrorflow.offsets.sync import commit_positions, publish_owned
-from mirrorflow.offsets.topic import ensure_topic
-from mirrorflow.topology.routes import effective_links
-from tests.integration.groups import consume_and_commit, read_from_committed
+from tests.integration.groups import consume_and_commit, offsets_round, read_from_committed
 from tests.integration.kafka_io import read_all
 from tests.integration.mirroring import FOUR, clients, converge, topic_everywhere, topology, traffic
 
 
 def _clients(kafka_clusters, topo):
     return {n: ClusterClient(n, s) for n, s in clients(kafka_clusters, topo).items()}
-
-
-def _round(topo, cc, owners, precision=("exact", 60.0)):
-    """One mirror_offsets pass by hand: publish on owners, distribute, commit everywhere else."""
-    for c in cc.values():
-        ensure_topic(c)
-    for cluster in set(owners.values()):
-        publish_owned(cc[cluster], [g for g, o in owners.items() if o == cluster], topo.selects)
-    report = distribute({lvl: effective_links(topo, lvl) for lvl in topo.levels}, cc)
-    assert not report.errors, report.errors
-    out = {}
-    for name, c in cc.items():
-        infos = describe(c, list(owners))
-        out[name] = commit_positions(c, owners, lambda g, i=infos: not i[g].active, lambda _g: precision)
-    return out
 
 
 def test_timestamp_precision_replays_only_within_the_margin(kafka_clusters, make_topic):
@@ -45,7 +25,7 @@ def test_timestamp_precision_replays_only_within_the_margin(kafka_clusters, make
     done = consume_and_commit(kafka_clusters["c1"].bootstrap, topic, "g-ts", 150)
     cc = _clients(kafka_clusters, topo)
 
-    _round(topo, cc, {"g-ts": "c1"}, precision=("timestamp", 0.05))  # 50 ms margin
+    offsets_round(topo, cc, {"g-ts": "c1"}, precision=("timestamp", 0.05))  # 50 ms margin
 
     rest = read_from_committed(kafka_clusters["c4"].bootstrap, topic, "g-ts", 2)
     assert not set(expected) - set(done) - set(rest), "the timestamp rule skipped messages"

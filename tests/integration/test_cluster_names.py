@@ -5,17 +5,20 @@ c1 stores a topic under ``{tenant}-{instance}-{environment}-{topic}``, c2 under
 the same way on c1, under a prefix on c2. Messages produced on every cluster under
 that cluster's name reach every cluster exactly once under its own name; nothing
 appears under another cluster's name, or under the logical name where a cluster
-renames; a topic outside a cluster's pattern is not mirrored from it. A group's
+renames; a topic outside a cluster's pattern is not mirrored from it; the audit
+proves every window complete, one tally per logical topic. A group's
 position travels to each cluster under the group's name there, exactly.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from mirrorflow.completeness.run import run_audit
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.topology import Topology
 from tests.integration.groups import consume_and_commit, offsets_round, read_from_committed
@@ -57,6 +60,14 @@ def test_three_patterns_on_the_four_cluster_tree_each_cluster_holding_every_mess
     for cluster, name in physical.items():
         assert_exactly_once(kafka_clusters, [cluster], name, expected)
     assert_exactly_once(kafka_clusters, ["c2"], stray, strays)  # untouched: only its own five
+
+    # the completeness audit counts each cluster's name as the one logical topic, and proves it complete
+    cc = {n: ClusterClient.from_cluster_config(n, topo.cluster(n)) for n in topo.clusters}
+    audit = run_audit(cc, lambda t: t == logical, grace_s=0, now_ms=int(time.time() * 1000) + 3_600_000)
+    assert audit.ok, audit.summary()
+    assert {n: audit.counts[n].read for n in cc} == dict.fromkeys(cc, len(expected))
+    assert audit.comparison is not None and audit.comparison.judged >= 4
+    assert audit.comparison.complete == audit.comparison.judged
     for cluster, name in physical.items():  # nobody made a topic under another cluster's names
         listed = {t for t in AdminClient(kafka_clusters[cluster].client_config()).list_topics(timeout=10).topics
                   if t.endswith(logical)}

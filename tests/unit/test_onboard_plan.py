@@ -64,6 +64,19 @@ def test_minimal_form_has_the_documented_defaults():
     assert req.since_ms() is None
 
 
+def test_the_new_clusters_names_go_into_its_entry_and_bad_ones_are_named():
+    names = {"topics": "{tenant}-{topic}", "values": {"tenant": "acme"}}
+    req = OnboardRequest.from_params(form(names=names))
+    assert req.cluster_config() == {"bootstrap": C4, "names": names}
+    grown = req.grown(three())
+    assert grown.topic_naming("c4").render("orders") == "acme-orders"
+    assert OnboardRequest.from_params(form(names={})).cluster_config() == {"bootstrap": C4}
+    [line] = refused_lines(form(names={"topics": "{tenant}-{topic}"}))
+    assert line.startswith("names") and "no value for {tenant}" in line, line
+    assert refused_lines(form(names="acme-")) == ["names: expected an object such as {\"topic_prefix\": \"acme-\"}, "
+                                                  "got str"]
+
+
 def test_form_normalizes_text_level_and_topics():
     req = OnboardRequest.from_params(form(cluster="  c4 ", sibling_of=" c3", level="2", bootstrap=...,
                                           conn_id=" kafka_c4 ", topics=" orders , payments\\..* ,, ",

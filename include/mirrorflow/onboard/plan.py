@@ -37,7 +37,7 @@ from confluent_kafka import KafkaException, Producer
 
 from mirrorflow.errors import ClusterUnreachable, MirrorflowError
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX, is_internal_topic
-from mirrorflow.kafka import ClusterClient, Need, earliest_and_stable, list_topics, probe, refusal
+from mirrorflow.kafka import ClusterClient, Need, earliest_and_stable, mirrored_topics, probe, refusal
 from mirrorflow.offsets.position import OFFSETS_TOPIC
 from mirrorflow.topology import Distributor, Topology
 from mirrorflow.topology.model import TopicSelector
@@ -67,6 +67,9 @@ class OnboardRequest:
     schemas: bool = True
     adopt: bool = False
     dry_run: bool = False
+    #: How the new cluster names mirrored topics and groups (the topology key ``clusters.<c>.names``); ``None``:
+    #: the logical names.
+    names: Mapping[str, Any] | None = None
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> OnboardRequest:
@@ -119,6 +122,7 @@ class OnboardRequest:
                     parse_since(since)
                 except ValueError as exc:
                     problems.append(f"since: {exc}")
+        names = _names(params.get("names"), problems)
         flags = {}
         for key, default in (("schemas", True), ("adopt", False), ("dry_run", False)):
             value = params.get(key, default)
@@ -132,11 +136,15 @@ class OnboardRequest:
         # BACKFILL_MODES added a problem above
         assert cluster is not None and sibling is not None and isinstance(level, int)
         return cls(cluster=cluster, sibling_of=sibling, level=level, bootstrap=bootstrap,
-                   conn_id=conn_id, topics=tuple(topics), backfill=cast(Backfill, backfill), since=since, **flags)
+                   conn_id=conn_id, topics=tuple(topics), backfill=cast(Backfill, backfill), since=since,
+                   names=names, **flags)
 
     def cluster_config(self) -> dict[str, Any]:
-        """The new cluster's entry under ``clusters`` (an address, or the connection id)."""
-        return {"bootstrap": self.bootstrap} if self.bootstrap else {"conn_id": self.conn_id}
+        """The new cluster's entry under ``clusters`` (an address, or the connection id; its names if given)."""
+        config: dict[str, Any] = {"bootstrap": self.bootstrap} if self.bootstrap else {"conn_id": self.conn_id}
+        if self.names:
+            config["names"] = dict(self.names)
+        return config
 
     def grown(self, topology: Topology) -> Topology:
         """``topology`` with the new cluster in place, unchecked (:func:`joined_topology` checks the join)."""
@@ -144,6 +152,26 @@ class OnboardRequest:
 
     def since_ms(self) -> int | None:
         return parse_since(self.since) if self.backfill == "since" and self.since else None
+
+
+def _names(value: Any, problems: list[str]) -> dict[str, Any] | None:
+    """The form's ``names`` (an object like the topology's ``clusters.<c>.names``), checked; ``None``: none."""
+    if value in (None, {}, ""):
+        return None
+    if not isinstance(value, dict):
+        problems.append(f"names: expected an object such as {{\"topic_prefix\": \"acme-\"}}, got "
+                        f"{type(value).__name__}")
+        return None
+    from pydantic import ValidationError
+
+    from mirrorflow.topology.names import ClusterNames
+
+    try:
+        ClusterNames.model_validate(value)
+    except ValidationError as exc:
+        problems.extend(f"names{''.join(f'.{k}' for k in e['loc'])}: {e['msg']}" for e in exc.errors())
+        return None
+    return dict(value)
 
 
 def parse_since(text: str) -> int:
@@ -281,8 +309,8 @@ def preflight(topology: Topology, req: OnboardRequest, new_client: ClusterClient
 
     selector = TopicSelector(list(topology.topics))
     wanted = TopicSelector(list(req.topics)) if req.topics else None
-    on_sibling = list_topics(sibling, timeout)
-    on_new = list_topics(new_client, timeout)
+    on_sibling = mirrored_topics(sibling, timeout)  # logical names: each cluster's own, parsed
+    on_new = mirrored_topics(new_client, timeout)
     topics = {t: n for t, n in sorted(on_sibling.items())
               if selector.selects(t) and (wanted is None or wanted.selects(t))}
     if wanted is not None and not topics:
@@ -352,7 +380,7 @@ def _restore_ends(plan: OnboardPlan, sibling: ClusterClient, coverage: Any, time
 
     data = {t: n for t, n in plan.topics.items() if not is_internal_topic(t)}
     tps = [TopicPartition(t, p) for t, n in data.items() for p in range(n)]
-    lows, _ = earliest_and_stable(sibling, tps, timeout)
+    lows = sibling.by_logical(earliest_and_stable(sibling, sibling.on_cluster(tps), timeout)[0])
     ends: dict[str, dict[str, list[int]]] = {}
     gaps = []
     for tp in tps:

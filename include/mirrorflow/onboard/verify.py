@@ -96,7 +96,7 @@ def read_identities(client: ClusterClient, topic: str, partition: int, low: int,
         return out, dups, 0
     here = f"{client.name}:{topic}:{partition}"
     with RangeReader.open(client, VERIFY_GROUP, timeout=timeout, doing="verify read") as reader:
-        for msg in reader.range(topic, partition, low, end):
+        for msg in reader.range(client.physical(topic), partition, low, end):  # ``topic``: the logical name
             origin = provenance.find(read_headers(msg, client.name), topic, partition)
             key, offset = (f"{origin.cluster}:{origin.topic}:{origin.partition}", origin.offset) if origin \
                 else (here, msg.offset())
@@ -140,8 +140,8 @@ def verify(peer: ClusterClient, new: ClusterClient, topics: dict[str, int], time
     tps = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
     if not tps:
         return report
-    p_low, p_end = earliest_and_stable(peer, tps, timeout)
-    n_low, n_end = earliest_and_stable(new, tps, timeout)
+    p_low, p_end = (peer.by_logical(f) for f in earliest_and_stable(peer, peer.on_cluster(tps), timeout))
+    n_low, n_end = (new.by_logical(f) for f in earliest_and_stable(new, new.on_cluster(tps), timeout))
     for tp in tps:
         key = (tp.topic, tp.partition)
         p_ids, p_dups, p_count = read_identities(peer, tp.topic, tp.partition, p_low[key], p_end[key], timeout)

@@ -81,6 +81,10 @@ def build_onboard_dag(topology: Topology) -> DAG:
                            description="Use topics that already exist on the new cluster (same partitions)"),
             "dry_run": Param(False, type="boolean", title="Dry run",
                              description="Run every check and show the plan; change nothing"),
+            "names": Param(None, type=["null", "object"], title="Names on the new cluster",
+                           description="How it names mirrored topics and groups, as the topology's "
+                                       "clusters.<c>.names (e.g. {\"topic_prefix\": \"acme-\"}); empty: the "
+                                       "logical names (docs/naming.md)"),
         },
     ) as dag:
 

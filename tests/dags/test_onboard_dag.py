@@ -20,11 +20,13 @@ from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.offsets.distribute import distribute
 from mirrorflow.offsets.sync import publish_owned
 from mirrorflow.offsets.topic import ensure_topic
+from mirrorflow.topology import Topology
 from mirrorflow.topology.changes import apply_changes
 from mirrorflow_airflow.factories.onboard import build_onboard_dag
 from mirrorflow_airflow.state import CHANGES_VARIABLE, ONBOARDING_VARIABLE, OWNERS_VARIABLE, TARGETS_VARIABLE
 from tests.dags.dag_runs import asset_events, xcom
 from tests.dags.forms import onboard_form
+from tests.fixtures.kafka import topic_name_for
 from tests.integration.groups import consume_and_commit, read_from_committed
 from tests.integration.kafka_io import stable_end_offsets
 from tests.integration.mirroring import (
@@ -256,3 +258,36 @@ def test_onboarding_from_the_archive_restores_history_the_peers_deleted(kafka_cl
     grown = apply_changes(topo, operator_state(CHANGES_VARIABLE, "[]"))
     converge(grown, clients(kafka_clusters, grown), targets=operator_state(TARGETS_VARIABLE))
     assert_exactly_once(kafka_clusters, ["c4"], topic, expected)  # the whole history, once
+
+
+@pytest.mark.usefixtures("spark_default_connect")
+def test_a_cluster_onboarded_with_names_of_its_own_is_backfilled_and_joins_under_them(kafka_clusters, make_topic,
+                                                                                      operator_state):
+    """c3 names topics ``acme-prod-<topic>``; c4 joins next to it with ``{tenant}.{region}.<topic>`` given in the
+    form: the backfill writes c3's history under c4's names, the grown tree carries on under them, and no topic
+    of c4 has the logical name or c3's."""
+    logical = topic_name_for("onboard-names")
+    names = {"c3": {"topic_prefix": "acme-prod-"}}
+    on = {"c1": logical, "c2": logical, "c3": f"acme-prod-{logical}", "c4": f"acme.eu.{logical}"}
+    for cluster in ("c1", "c2", "c3"):
+        make_topic(cluster, partitions=2, name=on[cluster])
+    data = topology(kafka_clusters, THREE, [logical], names=("c1", "c2", "c3")).to_dict()
+    data["clusters"]["c3"]["names"] = names["c3"]
+    topo = Topology.parse(data)
+    expected = [m for c in ("c1", "c2", "c3") for m in traffic(kafka_clusters, c, on[c], 50)]
+    converge(topo, clients(kafka_clusters, topo))
+
+    form = onboard_form(kafka_clusters, names={"topics": "{tenant}.{region}.{topic}",
+                                               "values": {"tenant": "acme", "region": "eu"}})
+    run = build_onboard_dag(topo).test(run_conf=form)
+    assert run.state == "success", {t: xcom(run, t) for t in ("preflight", "backfill", "verify")}
+    assert xcom(run, "backfill")["copied"] == len(expected)
+
+    grown = apply_changes(topo, operator_state(CHANGES_VARIABLE, "[]"))
+    assert grown.topic_naming("c4").render(logical) == on["c4"]
+    expected += traffic(kafka_clusters, "c4", on["c4"], 20)
+    converge(grown, clients(kafka_clusters, grown), targets=operator_state(TARGETS_VARIABLE))
+    for cluster, name in on.items():
+        assert_exactly_once(kafka_clusters, [cluster], name, expected)
+    listed = AdminClient({"bootstrap.servers": kafka_clusters["c4"].bootstrap}).list_topics(timeout=10).topics
+    assert {t for t in listed if t.endswith(logical)} == {on["c4"]}

@@ -51,3 +51,11 @@ def test_files_go_out_by_kind_then_longest_recorded_group_first_and_an_unrecorde
     place = workers._order(paths)
     assert [p for p in sorted(paths, key=place.__getitem__) if p.startswith("integration/test_")][-3:] == [
         "integration/test_a.py", "integration/test_new.py", "integration/test_z.py"]
+
+
+def test_the_e2e_tests_on_the_session_clusters_run_after_those_that_bring_their_own():
+    paths = ["e2e/standalone/test_failover_form.py", "e2e/test_demo.py", "e2e/standalone/test_a.py",
+             "e2e/test_platform.py"]
+    place = workers._order(paths)
+    assert sorted(paths, key=place.__getitem__) == [
+        "e2e/test_demo.py", "e2e/test_platform.py", "e2e/standalone/test_failover_form.py", "e2e/standalone/test_a.py"]

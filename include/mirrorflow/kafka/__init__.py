@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         mirrored_topics,
         offsets_retention_s,
         probe,
+        settled_watermarks,
         topic_ids,
         watermarks,
     )
@@ -102,6 +103,7 @@ _LAZY = {
     "ClusterInfo": "admin", "committed_offsets": "admin", "earliest_and_stable": "admin",
     "earliest_and_stable_or_errors": "admin", "earliest_and_stable_or_leaderless": "admin", "group_ids": "admin",
     "list_topics": "admin", "mirrored_topics": "admin", "offsets_retention_s": "admin", "probe": "admin",
+    "settled_watermarks": "admin",
     "topic_ids": "admin",
     "watermarks": "admin", "FENCED_CODES": "codes", "LEADERLESS": "codes", "LEADERSHIP_MOVING": "codes",
     "RETRIABLE_COORDINATOR": "codes", "SOURCE_MOVED_CODES": "codes", "UNREACHABLE_CODES": "codes",
@@ -179,6 +181,7 @@ __all__ = [
     "read_whole",
     "refusal",
     "shared_count",
+    "settled_watermarks",
     "sharing_admins",
     "size_settings",
     "topic_failure",

@@ -229,6 +229,31 @@ def earliest_and_stable(source: ClusterClient, tps: list[TopicPartition], timeou
 LEADER_WAIT_S = 10.0
 
 
+def settled_watermarks(consumer: Consumer, tp: TopicPartition, timeout: float,
+                       settle: float = LEADER_WAIT_S) -> tuple[int, int]:
+    """``consumer.get_watermark_offsets(tp)`` from the broker, asked again for up to ``settle`` seconds while the
+    partition has no leader in the client's metadata.
+
+    librdkafka answers ``_UNKNOWN_PARTITION`` at once when its metadata lacks the partition: a topic created
+    moments ago, a leader moving. The partition was planned from fresher metadata, so a refresh answers
+    (seen once in a CI run: a copy failed on its source's offsets right after the topic was created); one
+    still without a leader after ``settle`` raises as it is, and its copy stops by name.
+    """
+    deadline = time.monotonic() + settle
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+            return int(low), int(high)
+        except KafkaException as exc:
+            if exc.args[0].code() not in LEADERLESS or time.monotonic() >= deadline:
+                raise
+        try:
+            consumer.list_topics(tp.topic, timeout=min(5.0, timeout))  # refreshes the client's metadata
+        except KafkaException:
+            pass  # the next answer says whether it helped
+        _pause.wait(0.2)
+
+
 def earliest_and_stable_or_leaderless(source: ClusterClient, tps: list[TopicPartition], timeout: float = 30.0,
                                       leader_wait: float = LEADER_WAIT_S
                                       ) -> tuple[dict[Key, int], dict[Key, int], dict[Key, KafkaError]]:

@@ -65,7 +65,14 @@ from mirrorflow.copy.state import (
 )
 from mirrorflow.copy.task import PartitionResult, PartitionTask
 from mirrorflow.errors import MalformedCopyFlags, UnreadableRecord
-from mirrorflow.kafka import CONSUME_WAIT_S, FENCED_CODES, SOURCE_MOVED_CODES, ClusterClient, read_headers
+from mirrorflow.kafka import (
+    CONSUME_WAIT_S,
+    FENCED_CODES,
+    SOURCE_MOVED_CODES,
+    ClusterClient,
+    read_headers,
+    settled_watermarks,
+)
 from mirrorflow.progress import note
 
 log = logging.getLogger(__name__)
@@ -142,8 +149,8 @@ class _PartitionCopy:
             committed, metadata = read_positions(self.checkpoint, task.link_id, task.target, task.target_topic,
                                                  [task.partition], self.op_timeout)[task.partition]
         with during("offsets"):
-            low, _ = self.reader.get_watermark_offsets(TopicPartition(task.source_topic, task.partition),
-                                                       timeout=self.op_timeout)
+            low, _ = settled_watermarks(self.reader, TopicPartition(task.source_topic, task.partition),
+                                        self.op_timeout)
         begin, set_aside_because = task_start(task, committed, metadata, low)
         first_position = begin.initialised  # the link has no checkpoint (here) yet: commit where it starts
         if begin.initialised:

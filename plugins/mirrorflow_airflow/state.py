@@ -3,8 +3,8 @@
 The effective target of each link (``mirrorflow_link_targets``, JSON ``{link id:
 target}``; links not listed use their default target), the clusters added and
 removed by operators (``mirrorflow_topology_changes``), consumer-group owners,
-onboardings in progress, what the level runs copied, the open alert incidents,
-and the latest lag snapshot and completeness audit: durable, in Airflow's
+onboardings in progress, each live cluster's names, what the level runs copied,
+the open alert incidents, and the latest lag snapshot and completeness audit: durable, in Airflow's
 metadata database, visible under Admin -> Variables. Every Variable mirrorflow
 keeps is named here, so the steps that write one and the readers of the Mirror
 page share its name.
@@ -171,6 +171,30 @@ def record_onboarding(cluster: str, record: dict | None) -> None:
         data[cluster] = record
     Variable.set(ONBOARDING_VARIABLE, json.dumps(data, sort_keys=True),
                  description="mirrorflow: onboardings in progress (written by mirror_onboard_cluster)")
+
+
+# --------------------------------------------------------------------------- each live cluster's names
+
+NAMES_VARIABLE = "mirrorflow_cluster_names"
+
+
+def recorded_names() -> dict[str, dict[str, str]]:
+    """What each cluster stored topics and groups under when the level runs last copied to or from it."""
+    return _json_variable(NAMES_VARIABLE) or {}
+
+
+def record_names(names: dict[str, dict[str, str] | None]) -> None:
+    """Store (or with ``None`` drop) clusters' names: the level runs hold a live cluster to them (docs/naming.md)."""
+    data = recorded_names()
+    for cluster, formats in names.items():
+        if formats is None:
+            data.pop(cluster, None)
+        else:
+            data[cluster] = formats
+    Variable.set(NAMES_VARIABLE, json.dumps(data, sort_keys=True),
+                 description="mirrorflow: the topic and group names of each live cluster, as the level runs found "
+                             "them; a changed clusters.<c>.names is refused until the cluster is onboarded again "
+                             "(docs/naming.md)")
 
 
 # --------------------------------------------------------------------------- what the level runs copied

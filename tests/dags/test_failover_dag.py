@@ -13,6 +13,7 @@ from collections import Counter
 
 import pytest
 
+from mirrorflow.topology import Topology
 from mirrorflow_airflow.factories.failover import build_failover_dag
 from mirrorflow_airflow.factories.lag_monitor import build_lag_monitor_dag
 from mirrorflow_airflow.factories.offsets import build_offsets_dag
@@ -45,8 +46,15 @@ def lag_snapshot(airflow_home):
 
 def test_planned_exact_failover_two_hops_and_back_skips_nothing_and_replays_nothing(kafka_clusters, make_topic, as_current,
                                                                           owners):
-    topic = topic_everywhere(make_topic)
-    topo = as_current(topology(kafka_clusters, FOUR, [topic]))
+    """c4 names topics and groups of its own: the group resumes there under its name, on the topic's name there."""
+    topic = topic_everywhere(make_topic, names=("c1", "c2", "c3"))
+    on_c4, group_on_c4 = f"acme.main.prod.{topic}", "acme-prod-fo-planned"
+    make_topic("c4", partitions=2, name=on_c4)
+    data = topology(kafka_clusters, FOUR, [topic]).to_dict()
+    data["clusters"]["c4"]["names"] = {"topics": "{tenant}.{instance}.{environment}.{topic}",
+                                       "groups": "{tenant}-{environment}-{group}",
+                                       "values": {"tenant": "acme", "instance": "main", "environment": "prod"}}
+    topo = as_current(Topology.parse(data))
     settings = clients(kafka_clusters, topo)
     expected = traffic(kafka_clusters, "c1", topic, 300)
     converge(topo, settings)
@@ -56,7 +64,7 @@ def test_planned_exact_failover_two_hops_and_back_skips_nothing_and_replays_noth
 
     dry = dag.test(run_conf=failover_conf(groups=["fo-planned"], dry_run=True))
     assert dry.state == "success"
-    assert committed_offsets(kafka_clusters["c4"].bootstrap, topic, "fo-planned", 2) == [-1001, -1001]
+    assert committed_offsets(kafka_clusters["c4"].bootstrap, on_c4, group_on_c4, 2) == [-1001, -1001]
     assert xcom(dry, "switch")["dry_run"] is True
 
     # the wait must hold the switch until c4 holds what the group consumed: mirror meanwhile
@@ -69,12 +77,12 @@ def test_planned_exact_failover_two_hops_and_back_skips_nothing_and_replays_noth
     assert [r["expected_replay"] for r in rows] == [0, 0]
     assert xcom(run, "verify")["verified"] is True
 
-    rest = read_from_committed(kafka_clusters["c4"].bootstrap, topic, "fo-planned", 2)
+    rest = read_from_committed(kafka_clusters["c4"].bootstrap, on_c4, group_on_c4, 2)
     assert Counter(done) + Counter(rest) == Counter(expected), "skipped or replayed on c4"
     assert owners()["fo-planned"] == "c4"
 
     # failback: the same DAG the other way round, after the group consumed a little more on c4
-    done += consume_and_commit(kafka_clusters["c4"].bootstrap, topic, "fo-planned", 20)
+    done += consume_and_commit(kafka_clusters["c4"].bootstrap, on_c4, group_on_c4, 20)
     back = dag.test(run_conf=failover_conf(groups=["fo-planned"], from_cluster="c4", to_cluster="c1"))
     assert back.state == "success"
     rest = read_from_committed(kafka_clusters["c1"].bootstrap, topic, "fo-planned", 2)

@@ -22,9 +22,10 @@ from mirrorflow.offsets.sync import publish_owned
 from mirrorflow.offsets.topic import ensure_topic
 from mirrorflow.topology import Topology
 from mirrorflow.topology.changes import apply_changes
+from mirrorflow_airflow.factories.levels import build_level_dags
 from mirrorflow_airflow.factories.onboard import build_onboard_dag
 from mirrorflow_airflow.state import CHANGES_VARIABLE, ONBOARDING_VARIABLE, OWNERS_VARIABLE, TARGETS_VARIABLE
-from tests.dags.dag_runs import asset_events, xcom
+from tests.dags.dag_runs import asset_events, task_output, xcom
 from tests.dags.forms import onboard_form
 from tests.fixtures.kafka import topic_name_for
 from tests.integration.groups import consume_and_commit, read_from_committed
@@ -262,10 +263,11 @@ def test_onboarding_from_the_archive_restores_history_the_peers_deleted(kafka_cl
 
 @pytest.mark.usefixtures("spark_default_connect")
 def test_a_cluster_onboarded_with_names_of_its_own_is_backfilled_and_joins_under_them(kafka_clusters, make_topic,
-                                                                                      operator_state):
+                                                                                      operator_state, caplog, capfd):
     """c3 names topics ``acme-prod-<topic>``; c4 joins next to it with ``{tenant}.{region}.<topic>`` given in the
     form: the backfill writes c3's history under c4's names, the grown tree carries on under them, and no topic
-    of c4 has the logical name or c3's."""
+    of c4 has the logical name or c3's. Then c4's names change in the topology: its level's run copies nothing
+    and names the key (docs/naming.md, "Changing a live cluster's names")."""
     logical = topic_name_for("onboard-names")
     names = {"c3": {"topic_prefix": "acme-prod-"}}
     on = {"c1": logical, "c2": logical, "c3": f"acme-prod-{logical}", "c4": f"acme.eu.{logical}"}
@@ -291,3 +293,17 @@ def test_a_cluster_onboarded_with_names_of_its_own_is_backfilled_and_joins_under
         assert_exactly_once(kafka_clusters, [cluster], name, expected)
     listed = AdminClient({"bootstrap.servers": kafka_clusters["c4"].bootstrap}).list_topics(timeout=10).topics
     assert {t for t in listed if t.endswith(logical)} == {on["c4"]}
+
+    # c4's names changed on the live tree: its level's run copies nothing and says what to do
+    data = grown.to_dict()
+    data["clusters"]["c4"]["names"] = {"topic_prefix": "acme-eu-"}
+    renamed = Topology.parse(data)
+    level = next(lv for lv in renamed.levels if any("c4" in (d.source, d.default_target) for d in renamed.links(lv)))
+    traffic(kafka_clusters, "c3", on["c3"], 5)
+    caplog.clear()
+    run = build_level_dags(renamed)[f"mirror_level_{level}"].test()
+    assert run.state == "failed"
+    assert "clusters.c4.names changed on a live cluster: topics from 'acme.eu.{topic}' to 'acme-eu-{topic}'" \
+        in task_output(caplog, capfd)
+    listed = AdminClient({"bootstrap.servers": kafka_clusters["c4"].bootstrap}).list_topics(timeout=10).topics
+    assert {t for t in listed if t.endswith(logical)} == {on["c4"]}  # nothing made under the new names

@@ -15,6 +15,7 @@ from mirrorflow.kafka.compacted import WRITE_CHUNK
 from mirrorflow.schemas.plan import plan_target
 from mirrorflow.schemas.records import CONFIG, MODE, SCHEMA, Key
 from mirrorflow.schemas.sync import SchemaSyncFailed, stores_for, sync
+from mirrorflow.topology import Topology
 from tests.integration.mirroring import clients, converge, topic_everywhere
 from tests.integration.registry import decode_avro, encode_avro
 from tests.integration.schemas import ORDER, ORDER_V2, P, only_message, plant, register_all, schema_topology, state_of
@@ -29,6 +30,12 @@ def run_sync(topo, kafka_clusters, dry_run=False):
 def test_registrations_reach_every_target_translated_with_ids_and_versions_kept(kafka_clusters, make_topic):
     topic = topic_everywhere(make_topic, partitions=1)
     topo, storage, reg = schema_topology(kafka_clusters, [topic])
+    # c4 names its topics acme-prod-<topic> and has no subject_format: its subjects follow its topic names
+    data = topo.to_dict()
+    data["clusters"]["c4"]["names"] = {"topics": "{tenant}-{environment}-{topic}",
+                                       "values": {"tenant": "acme", "environment": "prod"}}
+    data["schemas"]["clusters"]["c4"] = {"topic": storage}
+    topo = Topology.parse(data)
     ids = register_all(reg)
 
     result = run_sync(topo, kafka_clusters)
@@ -63,7 +70,7 @@ def test_registrations_reach_every_target_translated_with_ids_and_versions_kept(
     assert producer.flush(30) == 0
     converge(topo, clients(kafka_clusters, topo))
     for cluster in ("c2", "c3", "c4"):
-        payload = only_message(kafka_clusters[cluster].bootstrap, topic)
+        payload = only_message(kafka_clusters[cluster].bootstrap, topo.topic_naming(cluster).render(topic))
         decoded = decode_avro(payload, state_of(kafka_clusters, cluster, storage))
         assert decoded == {"id": 42, "item": "tea", "qty": 3}, cluster
 

@@ -59,3 +59,17 @@ def test_acl_sync_with_a_renaming_cluster_is_refused_until_it_translates_names()
     with pytest.raises(TopologyError, match=r"acl_sync.*clusters c2 name topics or groups their own way"):
         Topology.parse(data)
     Topology.parse({**data, "acl_sync": {"enabled": False}})
+
+
+def test_names_changed_on_a_live_cluster_are_named_with_both_formats_and_unknown_clusters_pass():
+    from mirrorflow.topology import renamed_live
+
+    before = _topology(topics="{tenant}-{topic}", values={"tenant": "acme"}).cluster("c1").names.filled()
+    assert before == {"topics": "acme-{topic}", "groups": "{group}"}
+    same_filled = _topology(topic_prefix="acme-").cluster("c1").names.filled()
+    assert renamed_live({"c1": before}, {"c1": same_filled}) == []  # another spelling of the same names
+    now = {"c1": _topology(topic_prefix="acme-", group_prefix="acme-").cluster("c1").names.filled(),
+           "c2": _topology().cluster("c2").names.filled()}
+    [problem] = renamed_live({"c1": before}, now)  # c2: never recorded, nothing to hold it to
+    assert problem.startswith("clusters.c1.names changed on a live cluster: groups from '{group}' to 'acme-{group}'")
+    assert "mirror_onboard_cluster" in problem and "docs/naming.md" in problem

@@ -12,13 +12,15 @@ Contract (docs/architecture.md, "Contracts"; reference in docs/topology.md)::
 
 Which links a level copies and where they point once the operator's switches
 and the replication windows apply: :func:`effective_links`, :func:`split_by_window`
-(:mod:`mirrorflow.topology.routes`).
+(:mod:`mirrorflow.topology.routes`). Whether a live cluster's names changed since the
+level runs recorded them: :func:`renamed_live` (:mod:`mirrorflow.topology.names`).
 """
 
 from mirrorflow.copyflags import LEVEL_MAX, LEVEL_MIN
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX, is_internal_topic
 from mirrorflow.topology.load import TOPOLOGY_ENV, load_topology, load_topology_from_env, parse_topology
 from mirrorflow.topology.model import ClusterConfig, Topology, TreeNode
+from mirrorflow.topology.names import renamed_live
 from mirrorflow.topology.routes import ClosedLink, effective_links, split_by_window
 from mirrorflow.topology.tree import Distributor
 
@@ -37,5 +39,6 @@ __all__ = [
     "load_topology",
     "load_topology_from_env",
     "parse_topology",
+    "renamed_live",
     "split_by_window",
 ]

@@ -23,6 +23,8 @@ the whole story).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pydantic import Field, StrictStr, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -78,3 +80,34 @@ class ClusterNames(Model):
     def renames(self) -> bool:
         """Whether this cluster stores anything under a name other than the logical one."""
         return not (self.topic_naming().is_identity and self.group_naming().is_identity)
+
+    def filled(self) -> dict[str, str]:
+        """What the cluster stores topics and groups under, values filled in: what a live cluster is held to."""
+        return {kind: fmt.render("{" + logical + "}") for kind, logical, fmt in
+                (("topics", TOPIC, self.topic_naming()), ("groups", GROUP, self.group_naming()))}
+
+
+def renamed_live(recorded: Mapping[str, Mapping[str, str]], now: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """Each cluster whose names differ from what the level runs recorded for it, explained (empty: none).
+
+    A changed format on a live cluster is not something a run can follow: it would make
+    empty topics under the new names and copy only what is new into them, leaving the
+    history under the old ones. So it is refused until the operator puts the key back, or
+    takes the cluster out and onboards it again under the new names (docs/naming.md).
+    """
+    problems = []
+    for cluster, formats in sorted(now.items()):
+        before = recorded.get(cluster)
+        if not before:
+            continue  # a cluster no run has named yet
+        changed = [f"{kind} from {before.get(kind)!r} to {formats[kind]!r}" for kind in ("topics", "groups")
+                   if before.get(kind) != formats[kind]]
+        if changed:
+            problems.append(
+                f"clusters.{cluster}.names changed on a live cluster: {'; '.join(changed)} (the level runs "
+                f"recorded the first). A run does not follow it: it would copy only new records into empty topics "
+                f"under the new names and leave the history under the old ones. Put the key back, or take {cluster} "
+                f"out (mirror_decommission_cluster) and onboard it again with the new names (mirror_onboard_cluster, "
+                f"field names): its backfill copies the history under them, and the old topics stay as they are "
+                f"(docs/naming.md, 'Changing a live cluster's names')")
+    return problems

@@ -22,7 +22,7 @@ from mirrorflow.topology import Topology, effective_links
 from mirrorflow.topology.changes import remove_event
 from mirrorflow_airflow.hooks.archive import archive_location
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
-from mirrorflow_airflow.state import link_targets, record_change, set_link_targets
+from mirrorflow_airflow.state import link_targets, record_change, record_names, set_link_targets
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +185,7 @@ def leave(topology: Topology, raw: dict[str, Any], run_id: str) -> dict[str, Any
             if v != plan.cluster and k in {l.link_id for l in after.all_links()} and v != after.link(k).default_target}
     set_link_targets(kept)
     record_change({**remove_event(plan.cluster), "at": datetime.now(UTC).isoformat(), "run_id": run_id})
+    record_names({plan.cluster: None})  # onboarded again, it may come back under other names
     log.info("%s left the tree; links now: %s", plan.cluster, ", ".join(str(l) for l in after.all_links()))
     return {"left": True, "targets": kept}
 

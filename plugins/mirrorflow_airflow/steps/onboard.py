@@ -33,6 +33,7 @@ from mirrorflow_airflow.state import (
     link_targets,
     onboarding,
     record_change,
+    record_names,
     record_onboarding,
     set_link_targets,
 )
@@ -163,6 +164,7 @@ def join_tree(topology: Topology, plan: OnboardPlan, run_id: str) -> dict[str, A
         set_link_targets({**targets, **pinned})
     events = record_change({**plan.event(), "at": datetime.now(UTC).isoformat(), "run_id": run_id})
     grown = plan.grown(topology)
+    record_names({plan.cluster: grown.cluster(plan.cluster).names.filled()})  # what its backfill wrote under
     log.info("%s joined the tree next to %s at level %d; its links: %s", plan.cluster, plan.sibling_of, plan.level,
              ", ".join(str(d) for d in grown.distributors(plan.cluster)))
     log.info("the link %s -> %s continues from the backfill's checkpoint at the next mirror_level_%d run",

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -29,7 +30,7 @@ from tests.dags.dag_runs import asset_events, task_output, xcom
 from tests.dags.forms import onboard_form
 from tests.fixtures.kafka import topic_name_for
 from tests.integration.groups import consume_and_commit, read_from_committed
-from tests.integration.kafka_io import stable_end_offsets
+from tests.integration.kafka_io import read_all, stable_end_offsets
 from tests.integration.mirroring import (
     THREE,
     LevelRuns,
@@ -214,14 +215,24 @@ def _delete_before(bootstrap: str, topic: str, partitions: int, keep: float) -> 
 
 
 @pytest.mark.usefixtures("spark_default_connect")
-def test_onboarding_from_the_archive_restores_history_the_peers_deleted(kafka_clusters, make_topic, s3_bucket,
-                                                                        operator_state, monkeypatch):
+def test_onboarding_with_names_of_its_own_from_the_archive_restores_history_the_peers_deleted_under_them(
+        kafka_clusters, make_topic, s3_bucket, operator_state, monkeypatch, caplog, capfd):
+    """c3 names topics ``acme-prod-<topic>`` and is archived (under logical names); c4 joins next to it with
+    ``{tenant}.{region}.<topic>`` given in the form, from the archive: history the peers deleted is restored under
+    c4's names, the grown tree carries on under them, and no topic of c4 has the logical name or c3's. Then c4's
+    names change in the topology: its level's run copies nothing and names the key (docs/naming.md, "Changing a
+    live cluster's names")."""
     from mirrorflow.archive.reader import coverage
     from mirrorflow_airflow.factories.archive import build_archive_dag
 
-    topic = topic_everywhere(make_topic, ("c1", "c2", "c3"), partitions=2)
-    topo = topology(kafka_clusters, THREE, [topic], names=("c1", "c2", "c3"),
-                    extra="archive: {clusters: [c3], schedule: 1h}\n")
+    topic = topic_name_for("onboard-names")
+    on = {"c1": topic, "c2": topic, "c3": f"acme-prod-{topic}", "c4": f"acme.eu.{topic}"}
+    for cluster in ("c1", "c2", "c3"):
+        make_topic(cluster, partitions=2, name=on[cluster])
+    data = topology(kafka_clusters, THREE, [topic], names=("c1", "c2", "c3"),
+                    extra="archive: {clusters: [c3], schedule: 1h}\n").to_dict()
+    data["clusters"]["c3"]["names"] = {"topic_prefix": "acme-prod-"}
+    topo = Topology.parse(data)
     settings = clients(kafka_clusters, topo)
     monkeypatch.setenv("AIRFLOW_CONN_MIRRORFLOW_ARCHIVE", json.dumps({
         "conn_type": "aws", "login": s3_bucket.access_key_id, "password": s3_bucket.secret_access_key,
@@ -229,70 +240,46 @@ def test_onboarding_from_the_archive_restores_history_the_peers_deleted(kafka_cl
                   "bucket": s3_bucket.bucket, "prefix": "history"}}))
     expected = []
     for origin in ("c1", "c2", "c3"):
-        expected += traffic(kafka_clusters, origin, topic, 100)
+        expected += traffic(kafka_clusters, origin, on[origin], 100)
     converge(topo, settings)
 
     archived = build_archive_dag(topo).test()
     assert archived.state == "success"
     assert xcom(archived, "archive")["archived"] == 300
     location = dataclasses.replace(s3_bucket, prefix="history")
-    assert all(coverage(location, "c3", topic, p) for p in (0, 1))
+    assert all(coverage(location, "c3", topic, p) for p in (0, 1))  # the logical name: any cluster can restore it
 
     # retention takes the older half on every peer; only the archive still has it
-    deleted = {c: _delete_before(kafka_clusters[c].bootstrap, topic, 2, keep=0.5) for c in ("c1", "c2", "c3")}
+    deleted = {c: _delete_before(kafka_clusters[c].bootstrap, on[c], 2, keep=0.5) for c in ("c1", "c2", "c3")}
     assert all(deleted.values())
     expected += traffic(kafka_clusters, "c1", topic, 40, start=100)
     converge(topo, settings)
 
-    run = build_onboard_dag(topo).test(run_conf=onboard_form(kafka_clusters, backfill="archive"))
+    form = onboard_form(kafka_clusters, backfill="archive", names={"topics": "{tenant}.{region}.{topic}",
+                                                                  "values": {"tenant": "acme", "region": "eu"}})
+    run = build_onboard_dag(topo).test(run_conf=form)
     assert run.state == "success", {t: xcom(run, t) for t in ("preflight", "backfill", "verify")}
     backfill = xcom(run, "backfill")
     # the archive restores its whole range (up to where it ends), then Kafka continues on c3
     assert backfill["restored"] == 300 and backfill["lost_to_retention"] == 0
-    # what reached c4 is an asset event of the backfill, saying how far each partition reaches there
-    uri = f"kafka://{kafka_clusters['c4'].bootstrap}/{topic}"
+    # what reached c4 is an asset event of the backfill under c4's name, saying how far each partition reaches
+    uri = f"kafka://{kafka_clusters['c4'].bootstrap}/{on['c4']}"
     [(_, extra)] = asset_events(uri, run)
     assert backfill["arrived"] == [uri] and extra["by"] == "backfill" and sorted(extra["partitions"]) == ["0", "1"]
+    assert extra["topic"] == topic
     # verify counts what only c4 holds now (offsets deleted on c3 include transaction markers)
     assert 0 < xcom(run, "verify")["history_only_on_new"] <= deleted["c3"]
 
     grown = apply_changes(topo, operator_state(CHANGES_VARIABLE, "[]"))
+    assert grown.topic_naming("c4").render(topic) == on["c4"]
+    from_c4 = traffic(kafka_clusters, "c4", on["c4"], 20)
     converge(grown, clients(kafka_clusters, grown), targets=operator_state(TARGETS_VARIABLE))
-    assert_exactly_once(kafka_clusters, ["c4"], topic, expected)  # the whole history, once
-
-
-@pytest.mark.usefixtures("spark_default_connect")
-def test_a_cluster_onboarded_with_names_of_its_own_is_backfilled_and_joins_under_them(kafka_clusters, make_topic,
-                                                                                      operator_state, caplog, capfd):
-    """c3 names topics ``acme-prod-<topic>``; c4 joins next to it with ``{tenant}.{region}.<topic>`` given in the
-    form: the backfill writes c3's history under c4's names, the grown tree carries on under them, and no topic
-    of c4 has the logical name or c3's. Then c4's names change in the topology: its level's run copies nothing
-    and names the key (docs/naming.md, "Changing a live cluster's names")."""
-    logical = topic_name_for("onboard-names")
-    names = {"c3": {"topic_prefix": "acme-prod-"}}
-    on = {"c1": logical, "c2": logical, "c3": f"acme-prod-{logical}", "c4": f"acme.eu.{logical}"}
-    for cluster in ("c1", "c2", "c3"):
-        make_topic(cluster, partitions=2, name=on[cluster])
-    data = topology(kafka_clusters, THREE, [logical], names=("c1", "c2", "c3")).to_dict()
-    data["clusters"]["c3"]["names"] = names["c3"]
-    topo = Topology.parse(data)
-    expected = [m for c in ("c1", "c2", "c3") for m in traffic(kafka_clusters, c, on[c], 50)]
-    converge(topo, clients(kafka_clusters, topo))
-
-    form = onboard_form(kafka_clusters, names={"topics": "{tenant}.{region}.{topic}",
-                                               "values": {"tenant": "acme", "region": "eu"}})
-    run = build_onboard_dag(topo).test(run_conf=form)
-    assert run.state == "success", {t: xcom(run, t) for t in ("preflight", "backfill", "verify")}
-    assert xcom(run, "backfill")["copied"] == len(expected)
-
-    grown = apply_changes(topo, operator_state(CHANGES_VARIABLE, "[]"))
-    assert grown.topic_naming("c4").render(logical) == on["c4"]
-    expected += traffic(kafka_clusters, "c4", on["c4"], 20)
-    converge(grown, clients(kafka_clusters, grown), targets=operator_state(TARGETS_VARIABLE))
-    for cluster, name in on.items():
-        assert_exactly_once(kafka_clusters, [cluster], name, expected)
+    assert_exactly_once(kafka_clusters, ["c4"], on["c4"], expected + from_c4)  # the whole history, once
+    for cluster in ("c1", "c2", "c3"):  # c4's own records reached the others under their names, once
+        got = Counter(r.value.decode() for r in read_all(kafka_clusters[cluster].client_config(), on[cluster], 2))
+        assert [got[m] for m in from_c4] == [1] * len(from_c4), cluster
     listed = AdminClient({"bootstrap.servers": kafka_clusters["c4"].bootstrap}).list_topics(timeout=10).topics
-    assert {t for t in listed if t.endswith(logical)} == {on["c4"]}
+    assert {t for t in listed if t.endswith(topic)} == {on["c4"]}
 
     # c4's names changed on the live tree: its level's run copies nothing and says what to do
     data = grown.to_dict()
@@ -306,4 +293,4 @@ def test_a_cluster_onboarded_with_names_of_its_own_is_backfilled_and_joins_under
     assert "clusters.c4.names changed on a live cluster: topics from 'acme.eu.{topic}' to 'acme-eu-{topic}'" \
         in task_output(caplog, capfd)
     listed = AdminClient({"bootstrap.servers": kafka_clusters["c4"].bootstrap}).list_topics(timeout=10).topics
-    assert {t for t in listed if t.endswith(logical)} == {on["c4"]}  # nothing made under the new names
+    assert {t for t in listed if t.endswith(topic)} == {on["c4"]}  # nothing made under the new names

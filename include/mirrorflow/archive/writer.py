@@ -168,7 +168,8 @@ def _read(task: ArchiveTask, reader: RangeReader, objects: _Objects, result: Arc
     crc, count, size = 0, 0, 0
     position, full = task.start, task.max_records is not None and task.max_records <= 0
     noted = (position, size)  # what progress was told (once per consumed batch, mirrorflow.progress)
-    batches = reader.batches({(task.name or task.topic, task.partition): (task.start, task.end)})
+    on_cluster = task.name or task.topic  # what the reader reads; the archive's paths keep the logical name
+    batches = reader.batches({(on_cluster, task.partition): (task.start, task.end)})
     while not full and (batch := next(batches, None)) is not None:
         for msg in batch:
             offset = msg.offset()
@@ -190,7 +191,7 @@ def _read(task: ArchiveTask, reader: RangeReader, objects: _Objects, result: Arc
         note(position - noted[0], size - noted[1])
         noted = (position, size)
     if not full:  # read to the end: the range's end, transaction markers after the last record included
-        position = reader.position(task.topic, task.partition)
+        position = reader.position(on_cluster, task.partition)
     note(position - noted[0], size - noted[1])
     result.next, result.count, result.bytes, result.checksum = position, count, size, crc
 

@@ -6,6 +6,7 @@ import pytest
 
 from mirrorflow.actions.switch import SwitchError, switch_target
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.topology import Topology
 from mirrorflow.topology.routes import effective_links
 from tests.integration.mirroring import (
     FOUR,
@@ -27,10 +28,17 @@ def _clients(kafka_clusters, names=("c1", "c2", "c3", "c4")):
 
 
 def test_switch_while_traffic_flows_loses_and_duplicates_nothing(kafka_clusters, make_topic, spark):
-    topic = topic_everywhere(make_topic)
-    topo = topology(kafka_clusters, FOUR, [topic])
+    """c3 and c4 name topics each their own way: the cut read on c3 lands on c4 under c4's name."""
+    topic = topic_everywhere(make_topic, names=("c1", "c2"))
+    on = {"c1": topic, "c2": topic, "c3": f"acme-prod-{topic}", "c4": f"acme.{topic}"}
+    for cluster in ("c3", "c4"):
+        make_topic(cluster, partitions=2, name=on[cluster])
+    data = topology(kafka_clusters, FOUR, [topic]).to_dict()
+    data["clusters"]["c3"]["names"] = {"topic_prefix": "acme-prod-"}
+    data["clusters"]["c4"]["names"] = {"topics": "{tenant}.{topic}", "values": {"tenant": "acme"}}
+    topo = Topology.parse(data)
     settings = clients(kafka_clusters, topo)
-    expected = traffic(kafka_clusters, "c1", topic, 50) + traffic(kafka_clusters, "c3", topic, 50)
+    expected = traffic(kafka_clusters, "c1", topic, 50) + traffic(kafka_clusters, "c3", on["c3"], 50)
     targets: dict[str, str] = {}
 
     with Traffic(kafka_clusters, topic, ["c1", "c2"]) as flowing:
@@ -40,7 +48,8 @@ def test_switch_while_traffic_flows_loses_and_duplicates_nothing(kafka_clusters,
         flowing.wait_for(len(flowing.ids) + 100)
         # c1.L3 copied to c3 (its default): it moves to c4, the other leaf of the sibling subtree
         link = next(l for l in effective_links(topo, 3, targets) if l.link_id == "c1.L3")
-        report = switch_target(link, "c4", _clients(kafka_clusters), list(topo.topics))
+        named = {n: ClusterClient.from_cluster_config(n, topo.cluster(n)) for n in topo.clusters}
+        report = switch_target(link, "c4", named, list(topo.topics))
         targets["c1.L3"] = "c4"
         assert report.mode == "checkpoint" and report.attempts >= 1
         assert any(cut for cuts in report.cuts.values() for cut in cuts.values())  # something was copied before
@@ -53,7 +62,8 @@ def test_switch_while_traffic_flows_loses_and_duplicates_nothing(kafka_clusters,
     expected += flowing.stop()
 
     converge(topo, settings, spark, targets)
-    assert_exactly_once(kafka_clusters, topo.leaves, topic, expected)
+    for cluster in topo.leaves:
+        assert_exactly_once(kafka_clusters, [cluster], on[cluster], expected)
 
 
 def test_switch_to_a_leaf_outside_the_subtree_is_refused(kafka_clusters, make_topic):

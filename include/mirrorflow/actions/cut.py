@@ -42,8 +42,7 @@ def commit_checkpoints(client: ClusterClient, link_id: str, offsets: list[TopicP
     logical names, committed on the cluster's (a checkpoint lives on the target's topic)."""
     if not offsets:
         return
-    offsets = [TopicPartition(client.physical(tp.topic), tp.partition, tp.offset, metadata=tp.metadata)
-               for tp in offsets]
+    offsets = client.on_cluster(offsets)
     consumer = Consumer(client.consumer(checkpoint_group(link_id)))
     deadline = time.monotonic() + timeout
     try:

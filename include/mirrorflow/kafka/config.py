@@ -84,10 +84,11 @@ class ClusterClient:
         return group if group.startswith(INTERNAL_TOPIC_PREFIX) else self.groups.parse(group)
 
     def on_cluster(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
-        """Logical topic-partitions as this cluster names them."""
+        """Logical topic-partitions as this cluster names them, offsets and commit metadata kept."""
         from confluent_kafka import TopicPartition  # this module stays free of it: DAG files parse without it
 
-        return [TopicPartition(self.physical(tp.topic), tp.partition) for tp in tps]
+        return [TopicPartition(self.physical(tp.topic), tp.partition, tp.offset,
+                               **({"metadata": tp.metadata} if tp.metadata is not None else {})) for tp in tps]
 
     def by_logical(self, found: Mapping[tuple[str, int], V]) -> dict[tuple[str, int], V]:
         """An answer keyed by this cluster's (topic, partition), keyed by the logical names again."""

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.lag import WHOLE, group_lag, link_lag, link_table, measure
-from mirrorflow.topology import parse_topology
+from mirrorflow.topology import Topology, parse_topology
 from mirrorflow.topology.routes import effective_links
 from mirrorflow_dev.process import free_port
 from tests.integration.groups import commit
@@ -41,10 +41,14 @@ def records(key: str, count: int, timestamp_ms: int, start: int = 0) -> list:
 
 
 def test_link_lag_counts_uncopied_records_from_the_checkpoint_and_ages_the_oldest(kafka_clusters, make_topic):
-    topic = topic_everywhere(make_topic, PAIR_NAMES)  # 2 partitions on c1 and c2
-    topo = topology(kafka_clusters, PAIR, [topic], names=PAIR_NAMES)
+    """c2 names the topic ``acme-<topic>``: the rows speak the logical name, the checkpoints are read on c2's."""
+    topic = make_topic("c1", partitions=2)
+    make_topic("c2", partitions=2, name=f"acme-{topic}")
+    data = topology(kafka_clusters, PAIR, [topic], names=PAIR_NAMES).to_dict()
+    data["clusters"]["c2"]["names"] = {"topic_prefix": "acme-"}
+    topo = Topology.parse(data)
     settings = clients(kafka_clusters, topo)
-    ccs = cluster_clients(settings)
+    ccs = {n: ClusterClient.from_cluster_config(n, topo.cluster(n)) for n in topo.clusters}
     c1 = kafka_clusters["c1"].bootstrap
     now_ms = int(time.time() * 1000)
 

@@ -21,12 +21,16 @@ only when brokers talk to each other over SCRAM, and these do not).
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mirrorflow_dev.tls import CertificateAuthority, Issued, write_private
+
+_pause = threading.Event()  # never set: .wait(t) paces polling
 
 BROKER_PRINCIPAL = "broker"
 ADMIN_PRINCIPAL = "admin"
@@ -122,6 +126,7 @@ def create_acls(admin_config: Mapping[str, Any], bindings: Iterable[Any], timeou
     admin = AdminClient(dict(admin_config))
     for future in admin.create_acls(bindings, request_timeout=timeout).values():
         future.result()
+    _until_applied(admin, [_filter_of(b) for b in bindings], True, timeout)
 
 
 def delete_acls(admin_config: Mapping[str, Any], filters: Iterable[Any], timeout: float = 30.0) -> int:
@@ -135,7 +140,30 @@ def delete_acls(admin_config: Mapping[str, Any], filters: Iterable[Any], timeout
     removed = 0
     for future in admin.delete_acls(filters, request_timeout=timeout).values():
         removed += len(future.result())
+    _until_applied(admin, filters, False, timeout)
     return removed
+
+
+def _filter_of(binding: Any) -> Any:
+    from confluent_kafka.admin import AclBindingFilter
+
+    return AclBindingFilter(*acl_key(binding))
+
+
+def _until_applied(admin: Any, filters: list[Any], present: bool, timeout: float) -> None:
+    """Wait until the broker's authorizer shows (or no longer shows) what each filter matches.
+
+    In KRaft a broker forwards CreateAcls/DeleteAcls to the controller, which answers once
+    the change is committed; the broker's authorizer applies it when it replays the metadata
+    log, a moment later. DescribeAcls is answered from that authorizer, so it says when a
+    request is judged by the new ACLs.
+    """
+    deadline = time.monotonic() + timeout
+    for acl_filter in filters:
+        while bool(admin.describe_acls(acl_filter, request_timeout=timeout).result()) != present:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"ACL change not applied by the broker within {timeout:.0f} s: {acl_filter}")
+            _pause.wait(0.05)
 
 
 def acl_bindings(acls: Iterable[Any], principal: str | None = None) -> dict[str, list[Any]]:

@@ -471,9 +471,14 @@ class Topology(_Model):
     def to_dict(self) -> dict[str, Any]:
         """The topology as plain data, in the file's shape (``Topology.parse`` reads it back)."""
         data = self.model_dump(mode="python", exclude_none=True)
-        for cluster in data["clusters"].values():
+        for name, cluster in data["clusters"].items():
             if not cluster.get("config"):
                 cluster.pop("config", None)
+            names = self.clusters[name].names.model_dump(mode="python", exclude_defaults=True)
+            if names:
+                cluster["names"] = names
+            else:
+                cluster.pop("names", None)
         for section in ("replication", "offsets", "lag", "schemas", "archive", "topic_configs", "acl_sync",
                         "approvals"):
             settings = getattr(self, section).model_dump(mode="python", exclude_defaults=True)

@@ -77,8 +77,9 @@ class DemoSettings:
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> DemoSettings:
         """``make demo``'s settings: ``MIRRORFLOW_DEMO_*`` (the end-to-end test runs a second, isolated demo)."""
         return cls(
-            run=Path(environ.get("MIRRORFLOW_DEMO_RUN_DIR", REPO / ".run" / "demo")),
-            topology=Path(environ.get("MIRRORFLOW_DEMO_TOPOLOGY", DEFAULT_TOPOLOGY)),
+            # absolute: Airflow's processes read the topology from another directory than the one `make` ran in
+            run=Path(environ.get("MIRRORFLOW_DEMO_RUN_DIR", REPO / ".run" / "demo")).absolute(),
+            topology=Path(environ.get("MIRRORFLOW_DEMO_TOPOLOGY", DEFAULT_TOPOLOGY)).absolute(),
             secured=_on(environ.get("MIRRORFLOW_SECURED", "")),
             ui_port=int(environ.get("MIRRORFLOW_DEMO_UI_PORT", "8080")),
             s3_port=int(environ.get("MIRRORFLOW_DEMO_S3_PORT", "19100")),

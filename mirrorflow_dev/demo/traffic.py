@@ -4,6 +4,8 @@ Each message's value is its id, ``<origin>|<key>|<tag>-<seq>``: it names where i
 came from and which start produced it (a second start on the same state adds a
 new batch instead of colliding). The check reads ``orders`` from every cluster
 (read_committed, up to the last stable offsets) and prints a per-cluster table.
+A cluster that names topics its own way (``clusters.<c>.names``, docs/naming.md)
+gets and gives ``orders`` under its name for it.
 """
 
 from __future__ import annotations
@@ -35,17 +37,22 @@ _pause = threading.Event()  # never set: .wait(t) is a back-off, not synchronisa
 # --------------------------------------------------------------------------- sample traffic
 
 
-def ensure_topic(name: str, client: dict) -> None:
+def topic_on(topology: Topology, name: str) -> str:
+    """``orders`` as cluster ``name`` names it."""
+    return topology.topic_naming(name).render(TOPIC)
+
+
+def ensure_topic(name: str, client: dict, topic: str = TOPIC) -> None:
     """Create ``orders`` on one cluster unless it exists (a second start finds it from the first)."""
     admin = AdminClient(dict(client))
-    future = admin.create_topics([NewTopic(TOPIC, TOPIC_PARTITIONS, 1)], request_timeout=30)[TOPIC]
+    future = admin.create_topics([NewTopic(topic, TOPIC_PARTITIONS, 1)], request_timeout=30)[topic]
     try:
         future.result(timeout=60)
-        say(f"{name}: created topic {TOPIC} ({TOPIC_PARTITIONS} partitions, replication factor 1)")
+        say(f"{name}: created topic {topic} ({TOPIC_PARTITIONS} partitions, replication factor 1)")
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise SystemExit(f"mirrorflow demo: {name}: cannot create topic {TOPIC}: {exc.args[0].str()}") from None
-        say(f"{name}: topic {TOPIC} already exists")
+            raise SystemExit(f"mirrorflow demo: {name}: cannot create topic {topic}: {exc.args[0].str()}") from None
+        say(f"{name}: topic {topic} already exists")
 
 
 def batch_tag() -> str:
@@ -53,7 +60,7 @@ def batch_tag() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(2)
 
 
-def produce_batch(origin: str, client: dict, tag: str, count: int) -> list[str]:
+def produce_batch(origin: str, client: dict, tag: str, count: int, topic: str = TOPIC) -> list[str]:
     """Produce ``count`` unique messages on ``origin``; returns their values, which are their ids.
 
     A value reads ``<origin>|<key>|<tag>-<seq>``, so any copy names where it came
@@ -72,7 +79,7 @@ def produce_batch(origin: str, client: dict, tag: str, count: int) -> list[str]:
     for seq in range(count):
         key = f"k{seq % KEYS}"
         value = f"{origin}|{key}|{tag}-{seq:05d}"
-        producer.produce(TOPIC, key=key.encode(), value=value.encode(), headers=[(RUN_HEADER, tag.encode())],
+        producer.produce(topic, key=key.encode(), value=value.encode(), headers=[(RUN_HEADER, tag.encode())],
                          timestamp=now_ms, on_delivery=delivered)
         producer.poll(0)
         ids.append(value)
@@ -87,11 +94,11 @@ def produce_traffic(demo: DemoSettings, topology: Topology, tag: str) -> list[st
     """The topic on every cluster, then one batch per cluster; returns every id produced."""
     clients = demo_clients(demo, topology)
     for name, client in clients.items():
-        ensure_topic(name, client)
+        ensure_topic(name, client, topic_on(topology, name))
     produced = []
     for name, client in clients.items():
-        produced += produce_batch(name, client, tag, demo.messages)
-        say(f"{name}: produced {demo.messages} messages to {TOPIC} (batch {tag})")
+        produced += produce_batch(name, client, tag, demo.messages, topic_on(topology, name))
+        say(f"{name}: produced {demo.messages} messages to {topic_on(topology, name)} (batch {tag})")
     return produced
 
 
@@ -121,29 +128,29 @@ def stable_ends(admin: AdminClient, tps: list[TopicPartition], timeout: float = 
         _pause.wait(0.1)
 
 
-def read_topic(name: str, client: dict, timeout: float = 180.0) -> list[str]:
+def read_topic(name: str, client: dict, topic: str = TOPIC, timeout: float = 180.0) -> list[str]:
     """Every committed value of ``orders`` on one cluster, read_committed up to the last stable offsets.
 
     ``enable.partition.eof`` marks a partition done when its last offsets are
     transaction markers rather than messages.
     """
     admin = AdminClient(dict(client))
-    meta = admin.list_topics(topic=TOPIC, timeout=30).topics.get(TOPIC)
+    meta = admin.list_topics(topic=topic, timeout=30).topics.get(topic)
     if meta is None or meta.error is not None:
-        raise SystemExit(f"mirrorflow demo: {name}: topic {TOPIC} is missing")
-    tps = [TopicPartition(TOPIC, p) for p in sorted(meta.partitions)]
+        raise SystemExit(f"mirrorflow demo: {name}: topic {topic} is missing")
+    tps = [TopicPartition(topic, p) for p in sorted(meta.partitions)]
     ends = dict(zip((tp.partition for tp in tps), stable_ends(admin, tps)))
     consumer = Consumer({**client, "group.id": "mirrorflow-demo-check",
                          "enable.auto.commit": False, "isolation.level": "read_committed",
                          "enable.partition.eof": True, "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in ends])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
     done = {p for p, end in ends.items() if end == 0}
     values: list[str] = []
     deadline = time.monotonic() + timeout
     try:
         while len(done) < len(ends):
             if time.monotonic() > deadline:
-                raise SystemExit(f"mirrorflow demo: {name}: read {len(values)} messages of {TOPIC} in "
+                raise SystemExit(f"mirrorflow demo: {name}: read {len(values)} messages of {topic} in "
                                  f"{timeout:.0f}s; partitions not finished: {sorted(set(ends) - done)}")
             for msg in consumer.consume(500, timeout=0.05):  # a partial batch waits the whole timeout
                 p = msg.partition()
@@ -188,7 +195,8 @@ def report(demo: DemoSettings, topology: Topology, produced: list[str], tag: str
     the same state checks the old batches too.
     """
     say(f"Reading {TOPIC} back from every cluster (read_committed, up to the last stable offsets)")
-    held = {name: Counter(read_topic(name, client)) for name, client in demo_clients(demo, topology).items()}
+    held = {name: Counter(read_topic(name, client, topic_on(topology, name)))
+            for name, client in demo_clients(demo, topology).items()}
     expected = set(produced).union(*held.values())
     say(f"Expected on every cluster: {len(expected)} messages ({len(produced)} from this start, batch {tag}; "
         f"{len(expected) - len(produced)} from earlier starts)")
@@ -215,7 +223,7 @@ def held_once(demo: DemoSettings, topology: Topology, produced: list[str]) -> di
     """Per cluster, what is wrong with its copy of ``produced`` (empty when every cluster holds each once)."""
     wrong = {}
     for name, client in demo_clients(demo, topology).items():
-        counts = Counter(v for v in read_topic(name, client) if v in set(produced))
+        counts = Counter(v for v in read_topic(name, client, topic_on(topology, name)) if v in set(produced))
         missing = len(set(produced) - set(counts))
         doubled = sum(n - 1 for n in counts.values() if n > 1)
         if missing or doubled:

@@ -140,9 +140,12 @@ def produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0)
     assert producer.flush(60) == 0 and not failures, failures
 
 
-def create_small_topic(bootstraps: dict[str, str], topic: str, small_on: str, max_bytes: int) -> None:
-    """``topic`` on every cluster (1 partition); on ``small_on`` it refuses messages over ``max_bytes``."""
+def create_small_topic(bootstraps: dict[str, str], logical: str, small_on: str, max_bytes: int,
+                       prefixes: dict[str, str] | None = None) -> None:
+    """``logical`` on every cluster (1 partition; under the cluster's prefix in ``prefixes``, if any); on
+    ``small_on`` it refuses messages over ``max_bytes``."""
     for name, bootstrap in bootstraps.items():
+        topic = (prefixes or {}).get(name, "") + logical
         admin = AdminClient({"bootstrap.servers": bootstrap})
         config = {"max.message.bytes": str(max_bytes)} if name == small_on else {}
         admin.create_topics([NewTopic(topic, 1, 1, config=config)], operation_timeout=30)[topic].result(timeout=60)
@@ -178,6 +181,14 @@ class MirrorPage:
     def link_records(self) -> dict[str, str]:
         rows = self.frame.locator("#links tbody tr")
         return {r.get_attribute("data-link"): r.locator("td[data-records]").get_attribute("data-records")
+                for r in rows.all()}
+
+    def names(self) -> dict[str, tuple[str, str]]:
+        """The "Names per cluster" table: cluster -> (topic format, group format); empty while it is hidden."""
+        if self.frame.locator("#names-box").is_hidden():
+            return {}
+        rows = self.frame.locator("#names tbody tr")
+        return {r.get_attribute("data-cluster"): tuple(r.locator("td").nth(i).inner_text() for i in (1, 2))
                 for r in rows.all()}
 
     def problems(self) -> list[tuple[str, str]]:

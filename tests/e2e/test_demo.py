@@ -1,5 +1,9 @@
 """The README demo command, run as a user would, in an isolated run dir and ports.
 
+It runs on ``topologies/names.yaml`` (MIRRORFLOW_DEMO_TOPOLOGY, README): the demo's tree whose clusters
+store topics and groups under three naming patterns, so every check below reads each cluster under its own
+names (the default topology, one name everywhere, is the secured demo's and platform mode's).
+
 It must leave four reachable, independent clusters, an S3 server holding the
 archive's bucket (its secret only in a 0600 file, never in the output or a
 log) and an Airflow UI whose API, logged in as the demo user, lists the
@@ -48,6 +52,8 @@ REPO = Path(__file__).resolve().parents[2]
 CLUSTERS = ("c1", "c2", "c3", "c4")
 LINKS = {f"{c}.L{level}" for c in CLUSTERS for level in (1, 3)}
 MESSAGES = 200  # per cluster
+#: How topologies/names.yaml's clusters name a mirrored topic: a prefix each (tests/unit/test_topology.py).
+PREFIXES = {"c1": "acme-main-prod-", "c2": "acme-prod-", "c3": "", "c4": ""}
 
 pytestmark = pytest.mark.e2e
 
@@ -66,7 +72,7 @@ def test_demo_mirrors_sample_traffic_exactly_once_then_stops(tmp_path, prometheu
     # keep_target: the small limit set on c2 below (a message it must refuse) is c2's own, not overwritten by
     # the owner's (docs/topics.md, "Configs kept in sync")
     topology.write_text(
-        (REPO / "topologies" / "demo.yaml").read_text()
+        (REPO / "topologies" / "names.yaml").read_text()
         .replace("19092", str(k1)).replace("19093", str(k2)).replace("19094", str(k3)).replace("19095", str(k4))
         + "topic_configs: {on_local_change: keep_target}\n"
     )
@@ -175,12 +181,15 @@ def check_mirror_page(stdout: str, ui: int, bootstraps: dict[str, str], promethe
     page.ui.log_in("admin", "e2e-only-password")
     page.open()
     assert page.edge_states() == {link: "ok" for link in LINKS}
+    assert page.names() == {"c1": ("acme-main-prod-{topic}", "acme-main-prod-{group}"),
+                            "c2": ("acme-prod-{topic}", "acme-prod-{group}"),
+                            "c3": ("{topic}", "{group}"), "c4": ("{topic}", "{group}")}
     page.screenshot(tmp_path / "mirror-page-converged.png")
 
     # Traffic no level run copies, all in one partition: both links out of c1 fall behind by exactly that, over
     # the SLA of 100 records (a bound per link-partition).
     quiesce_levels(rest)
-    produce(bootstraps["c1"], "orders", [f"page|{i}".encode() for i in range(150)])
+    produce(bootstraps["c1"], PREFIXES["c1"] + "orders", [f"page|{i}".encode() for i in range(150)])
     measured = rest.run(LAG_DAG)
     snapshot = rest.variable("mirrorflow_lag_snapshot")
     assert measured[1] == "failed", (measured, snapshot["per_link"], snapshot["violations"], snapshot["sla"])
@@ -198,7 +207,7 @@ def check_mirror_page(stdout: str, ui: int, bootstraps: dict[str, str], promethe
     # skips (lag counts offsets not yet passed). Before the last one, c1 gets a message c2 refuses (over its
     # topic's max.message.bytes): that run's copy fails on that partition alone (not retried within the run: a
     # person must act; its failure is what the page shows).
-    create_small_topic(bootstraps, "payments.big", small_on="c2", max_bytes=2048)
+    create_small_topic(bootstraps, "payments.big", small_on="c2", max_bytes=2048, prefixes=PREFIXES)
     for dag_id in LEVEL_DAGS:
         rest.set_paused(dag_id, False)
     run_id = rest.trigger("mirror_level_3")
@@ -213,7 +222,7 @@ def check_mirror_page(stdout: str, ui: int, bootstraps: dict[str, str], promethe
     assert rest.run("mirror_level_1")[1] == "success"
     assert rest.run("mirror_level_3")[1] == "success"
     # 20,000 bytes that hardly compress: copies are compressed, and c2's broker checks the compressed batch
-    produce(bootstraps["c1"], "payments.big", [base64.b64encode(os.urandom(15_000))])
+    produce(bootstraps["c1"], PREFIXES["c1"] + "payments.big", [base64.b64encode(os.urandom(15_000))])
     run_id = rest.trigger("mirror_level_1")
     wait_until("the last level-1 copy to fail once", lambda: rest.task_state("mirror_level_1", run_id, "copy")
                in ("up_for_retry", "failed"), RUN_TIMEOUT)

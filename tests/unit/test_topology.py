@@ -51,6 +51,17 @@ def test_unbalanced_file_runs_the_distributors_of_the_seed():
     assert topo.clusters["c5"].bootstrap == "127.0.0.1:19096"
 
 
+def test_names_file_is_the_demo_tree_under_three_naming_patterns_and_the_demo_under_one():
+    names, demo = load_topology(REPO / "topologies" / "names.yaml"), load_topology(DEMO)
+    assert (names.leaves, names.levels) == (demo.leaves, demo.levels)
+    assert {c: names.cluster(c).bootstrap for c in names.clusters} == {c: demo.cluster(c).bootstrap
+                                                                     for c in demo.clusters}
+    assert {c: names.topic_naming(c).render("orders") for c in names.clusters} == {
+        "c1": "acme-main-prod-orders", "c2": "acme-prod-orders", "c3": "orders", "c4": "orders"}
+    assert names.group_naming("c1").render("app") == "acme-main-prod-app"
+    assert all(demo.topic_naming(c).is_identity and demo.group_naming(c).is_identity for c in demo.clusters)
+
+
 # --------------------------------------------------------------------------- derived structure
 
 

@@ -159,6 +159,13 @@ def airflow_base_env(base: Mapping[str, str], home: Path, port: int, topology: P
         # A busy two-core machine can stall the API server for tens of seconds; the default 5 s
         # makes task processes give up and die (seen in the browser test). Airflow's docs say raise it.
         "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": env.get("AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT", "60"),
+        # A DAG file's parse reads Variables through that API server, which standalone starts next to the
+        # dag-processor: a parse that began first waited for it and was killed at the default 30 s (seen in a
+        # CI run, the API server up 29 s after the parse began), and a demo parses each file once at start.
+        # So an import may wait longer than an API call may (docs/setup.md).
+        "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": env.get("AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT", "150"),
+        "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT":
+            env.get("AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT", "180"),
         "MIRROR_TOPOLOGY": str(topology),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,

@@ -4,10 +4,10 @@ The effective target of each link (``mirrorflow_link_targets``, JSON ``{link id:
 target}``; links not listed use their default target), the clusters added and
 removed by operators (``mirrorflow_topology_changes``), consumer-group owners,
 onboardings in progress, each live cluster's names, what the level runs copied,
-the open alert incidents, and the latest lag snapshot and completeness audit: durable, in Airflow's
-metadata database, visible under Admin -> Variables. Every Variable mirrorflow
-keeps is named here, so the steps that write one and the readers of the Mirror
-page share its name.
+the open alert incidents, and the latest lag snapshot and completeness audit:
+durable, in Airflow's metadata database, visible under Admin -> Variables.
+Every Variable mirrorflow keeps is named here, so the steps that write one and
+the readers of the Mirror page share its name.
 
 Some of it is read when DAG files are parsed, and Airflow 3 parses them in
 several contexts: the dag-processor and task runners reach Variables through
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk import Variable
@@ -156,21 +157,24 @@ ONBOARDING_VARIABLE = "mirrorflow_onboarding"
 
 def onboarding(cluster: str) -> dict | None:
     """What an earlier attempt to onboard ``cluster`` recorded (so a re-run continues), or None."""
-    raw = read_variable(ONBOARDING_VARIABLE)
-    data = (json.loads(raw) if isinstance(raw, str) else raw) if raw else {}
-    return data.get(cluster)
+    return (_json_variable(ONBOARDING_VARIABLE) or {}).get(cluster)
 
 
 def record_onboarding(cluster: str, record: dict | None) -> None:
     """Store (or with ``None`` drop) the onboarding record of ``cluster``."""
-    raw = read_variable(ONBOARDING_VARIABLE)
-    data = (json.loads(raw) if isinstance(raw, str) else raw) if raw else {}
-    if record is None:
-        data.pop(cluster, None)
-    else:
-        data[cluster] = record
-    Variable.set(ONBOARDING_VARIABLE, json.dumps(data, sort_keys=True),
-                 description="mirrorflow: onboardings in progress (written by mirror_onboard_cluster)")
+    _update_per_cluster(ONBOARDING_VARIABLE, {cluster: record},
+                        "mirrorflow: onboardings in progress (written by mirror_onboard_cluster)")
+
+
+def _update_per_cluster(key: str, updates: Mapping[str, Any], description: str) -> None:
+    """Set (or with ``None`` drop) entries of a Variable that holds one JSON entry per cluster."""
+    data = _json_variable(key) or {}
+    for cluster, entry in updates.items():
+        if entry is None:
+            data.pop(cluster, None)
+        else:
+            data[cluster] = entry
+    Variable.set(key, json.dumps(data, sort_keys=True), description=description)
 
 
 # --------------------------------------------------------------------------- each live cluster's names
@@ -183,18 +187,12 @@ def recorded_names() -> dict[str, dict[str, str]]:
     return _json_variable(NAMES_VARIABLE) or {}
 
 
-def record_names(names: dict[str, dict[str, str] | None]) -> None:
+def record_names(names: Mapping[str, dict[str, str] | None]) -> None:
     """Store (or with ``None`` drop) clusters' names: the level runs hold a live cluster to them (docs/naming.md)."""
-    data = recorded_names()
-    for cluster, formats in names.items():
-        if formats is None:
-            data.pop(cluster, None)
-        else:
-            data[cluster] = formats
-    Variable.set(NAMES_VARIABLE, json.dumps(data, sort_keys=True),
-                 description="mirrorflow: the topic and group names of each live cluster, as the level runs found "
-                             "them; a changed clusters.<c>.names is refused until the cluster is onboarded again "
-                             "(docs/naming.md)")
+    _update_per_cluster(NAMES_VARIABLE, names,
+                        "mirrorflow: the topic and group names of each live cluster, as the level runs found them; "
+                        "a changed clusters.<c>.names is refused until the cluster is onboarded again "
+                        "(docs/naming.md)")
 
 
 # --------------------------------------------------------------------------- what the level runs copied

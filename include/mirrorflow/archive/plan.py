@@ -25,7 +25,7 @@ from confluent_kafka import TopicPartition
 from mirrorflow.archive import layout
 from mirrorflow.archive.progress import Progress, read_progress
 from mirrorflow.archive.spec import ArchiveSpec
-from mirrorflow.kafka import earliest_and_stable, mirrored_topics
+from mirrorflow.kafka import logical_earliest_and_stable, mirrored_topics
 from mirrorflow.topology.model import TopicSelector
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def plan_cluster(spec: ArchiveSpec, cluster: str, selector: TopicSelector, s3: A
     tps = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
     if not tps:
         return plan
-    lows, ends = (source.by_logical(f) for f in earliest_and_stable(source, source.on_cluster(tps), timeout))
+    lows, ends = logical_earliest_and_stable(source, tps, timeout)
     for tp in tps:
         low, stable = lows[(tp.topic, tp.partition)], ends[(tp.topic, tp.partition)]
         known = progress.get(tp.topic, {}).get(str(tp.partition))

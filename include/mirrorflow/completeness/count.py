@@ -32,7 +32,15 @@ from mirrorflow import provenance
 from mirrorflow.completeness.store import AuditState, Position, write_topic
 from mirrorflow.completeness.tally import Tallies, Tally, WindowKey
 from mirrorflow.internal_names import AUDIT_READER_GROUP
-from mirrorflow.kafka import ClusterClient, RangeReader, earliest_and_stable, mirrored_topics, read_headers, topic_ids
+from mirrorflow.kafka import (
+    ClusterClient,
+    RangeReader,
+    earliest_and_stable,
+    logical_earliest_and_stable,
+    mirrored_topics,
+    read_headers,
+    topic_ids,
+)
 from mirrorflow.progress import Progress, note, tracking
 
 log = logging.getLogger(__name__)
@@ -80,8 +88,7 @@ def count_cluster(client: ClusterClient, state: AuditState, selects: Callable[[s
     ids = {t: found[client.physical(t)] for t in topics if client.physical(t) in found}
     out = ClusterCount(client.name)
     tps = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
-    lows, ends = (client.by_logical(f) for f in earliest_and_stable(client, client.on_cluster(tps), timeout)) \
-        if tps else ({}, {})
+    lows, ends = logical_earliest_and_stable(client, tps, timeout) if tps else ({}, {})
     estimates = {topic: sum(max(0, ends[(topic, p)] - start)
                             for p, start in _starts(state, topic, n, ids.get(topic), lows).items())
                  for topic, n in topics.items()}

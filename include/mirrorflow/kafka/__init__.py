@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         earliest_and_stable_or_leaderless,
         group_ids,
         list_topics,
+        logical_earliest_and_stable,
         mirrored_topics,
         offsets_retention_s,
         probe,
@@ -102,6 +103,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "ClusterInfo": "admin", "committed_offsets": "admin", "earliest_and_stable": "admin",
     "earliest_and_stable_or_errors": "admin", "earliest_and_stable_or_leaderless": "admin", "group_ids": "admin",
+    "logical_earliest_and_stable": "admin",
     "list_topics": "admin", "mirrored_topics": "admin", "offsets_retention_s": "admin", "probe": "admin",
     "settled_watermarks": "admin",
     "topic_ids": "admin",
@@ -173,6 +175,7 @@ __all__ = [
     "inherited",
     "is_refusal",
     "list_topics",
+    "logical_earliest_and_stable",
     "mirrored_topics",
     "offsets_retention_s",
     "principal_of",

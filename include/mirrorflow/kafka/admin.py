@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
@@ -222,6 +223,13 @@ def earliest_and_stable(source: ClusterClient, tps: list[TopicPartition], timeou
                               Need("TOPIC", ", ".join(sorted({tp.topic for tp in tps})), "DESCRIBE")) from exc
         out.append({k: int(v) for k, v in answer.items()})
     return out[0], out[1]
+
+
+def logical_earliest_and_stable(client: ClusterClient, tps: Iterable[TopicPartition], timeout: float = 30.0
+                                ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """:func:`earliest_and_stable` of logical topic-partitions, asked under the cluster's names, keyed by logical."""
+    lows, ends = earliest_and_stable(client, client.on_cluster(tps), timeout)
+    return client.by_logical(lows), client.by_logical(ends)
 
 
 #: How long a planner waits for a partition without a leader before it plans the others without it: a leader

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from confluent_kafka import TopicPartition
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka import ClusterClient, earliest_and_stable, mirrored_topics
+from mirrorflow.kafka import ClusterClient, logical_earliest_and_stable, mirrored_topics
 from mirrorflow.offsets import frontier as _frontier
 from mirrorflow.offsets.groups import GroupActiveError, committed, describe
 from mirrorflow.offsets.position import Position
@@ -131,8 +131,7 @@ def missing_on_target(target: ClusterClient, positions: Iterable[Position]) -> d
     out: dict[str, list[str]] = {}
     if not present:
         return {f"{p.group} {p.topic}[{p.partition}]": ["topic partition missing on target"] for p in positions}
-    lows, ends = (target.by_logical(found) for found in
-                  earliest_and_stable(target, target.on_cluster(TopicPartition(p.topic, p.partition) for p in present)))
+    lows, ends = logical_earliest_and_stable(target, [TopicPartition(p.topic, p.partition) for p in present])
     for p in positions:
         name = f"{p.group} {p.topic}[{p.partition}]"
         if p not in present:
@@ -197,7 +196,7 @@ def plan_failover(target: ClusterClient, positions: list[Position], *, source: s
     rows = plan_commits(target, positions, lambda _g: (precision, margin_s))
     by_key = {(p.group, p.topic, p.partition): p for p in positions}
     tps = [TopicPartition(r.topic, r.partition) for r in rows]
-    ends = target.by_logical(earliest_and_stable(target, target.on_cluster(tps))[1]) if tps else {}
+    ends = logical_earliest_and_stable(target, tps)[1] if tps else {}
     now = now_ms()
     for r in rows:
         pos = by_key[(r.group, r.topic, r.partition)]

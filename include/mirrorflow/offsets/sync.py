@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import TopicPartition
 
 from mirrorflow.journal import journal_entry
-from mirrorflow.kafka import ClusterClient, earliest_and_stable, mirrored_topics
+from mirrorflow.kafka import ClusterClient, logical_earliest_and_stable, mirrored_topics
 from mirrorflow.offsets import frontier as _frontier
 from mirrorflow.offsets.groups import GroupInfo, commit, committed, cut_metadata
 from mirrorflow.offsets.position import Position, key_of
@@ -66,7 +66,7 @@ def current_positions(client: ClusterClient, groups: Iterable[str], selects_topi
     out: list[Position] = []
     if not tps:
         return out
-    lows, ends = (client.by_logical(found) for found in earliest_and_stable(client, client.on_cluster(tps)))
+    lows, ends = logical_earliest_and_stable(client, tps)
     stamp = now_ms()
     for group in groups:
         for (topic, partition), (offset, _meta) in sorted(committed(client, group, tps).items()):
@@ -142,8 +142,7 @@ def plan_commits(client: ClusterClient, positions: Iterable[Position],
     tps = sorted({(p.topic, p.partition) for p in present})
     if not tps:
         return []
-    lows, ends = (client.by_logical(found) for found in
-                  earliest_and_stable(client, client.on_cluster(TopicPartition(t, q) for t, q in tps)))
+    lows, ends = logical_earliest_and_stable(client, [TopicPartition(t, q) for t, q in tps])
     rows = []
     by_group: dict[str, list[Position]] = {}
     for p in present:

@@ -35,7 +35,7 @@ from mirrorflow.defaults import DEFAULT_COPY_THREADS, DEFAULT_TXN_RECORDS
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.internal_names import BACKFILL_SINCE_GROUP
 from mirrorflow.journal import journal_entry
-from mirrorflow.kafka import ClusterClient, earliest_and_stable
+from mirrorflow.kafka import ClusterClient, logical_earliest_and_stable
 from mirrorflow.progress import Progress
 from mirrorflow.spark import SparkJobResult, SparkJobSpec, parallelism
 from mirrorflow.work import PartitionWork, pack
@@ -128,7 +128,7 @@ def plan_tasks(spec: BackfillSpec, timeout: float = 30.0) -> list[PartitionTask]
     if not tps:
         return []
     checkpoints = attempt_checkpoints(target, spec.link_id, tps, timeout)
-    lows, ends = (source.by_logical(f) for f in earliest_and_stable(source, source.on_cluster(tps), timeout))
+    lows, ends = logical_earliest_and_stable(source, tps, timeout)
     since: dict[tuple[str, int], int] = {}
     if spec.mode == "since":
         assert spec.since_ms is not None  # the onboarding form requires a timestamp for backfill 'since'

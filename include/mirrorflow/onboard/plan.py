@@ -37,7 +37,14 @@ from confluent_kafka import KafkaException, Producer
 
 from mirrorflow.errors import ClusterUnreachable, MirrorflowError
 from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX, is_internal_topic
-from mirrorflow.kafka import ClusterClient, Need, earliest_and_stable, mirrored_topics, probe, refusal
+from mirrorflow.kafka import (
+    ClusterClient,
+    Need,
+    logical_earliest_and_stable,
+    mirrored_topics,
+    probe,
+    refusal,
+)
 from mirrorflow.offsets.position import OFFSETS_TOPIC
 from mirrorflow.topology import Distributor, Topology
 from mirrorflow.topology.model import TopicSelector
@@ -380,7 +387,7 @@ def _restore_ends(plan: OnboardPlan, sibling: ClusterClient, coverage: Any, time
 
     data = {t: n for t, n in plan.topics.items() if not is_internal_topic(t)}
     tps = [TopicPartition(t, p) for t, n in data.items() for p in range(n)]
-    lows = sibling.by_logical(earliest_and_stable(sibling, sibling.on_cluster(tps), timeout)[0])
+    lows, _ = logical_earliest_and_stable(sibling, tps, timeout)
     ends: dict[str, dict[str, list[int]]] = {}
     gaps = []
     for tp in tps:

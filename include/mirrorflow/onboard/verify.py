@@ -32,7 +32,7 @@ from confluent_kafka import TopicPartition
 
 from mirrorflow import provenance
 from mirrorflow.internal_names import VERIFY_GROUP
-from mirrorflow.kafka import ClusterClient, RangeReader, earliest_and_stable, read_headers
+from mirrorflow.kafka import ClusterClient, RangeReader, logical_earliest_and_stable, read_headers
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +140,8 @@ def verify(peer: ClusterClient, new: ClusterClient, topics: dict[str, int], time
     tps = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
     if not tps:
         return report
-    p_low, p_end = (peer.by_logical(f) for f in earliest_and_stable(peer, peer.on_cluster(tps), timeout))
-    n_low, n_end = (new.by_logical(f) for f in earliest_and_stable(new, new.on_cluster(tps), timeout))
+    p_low, p_end = logical_earliest_and_stable(peer, tps, timeout)
+    n_low, n_end = logical_earliest_and_stable(new, tps, timeout)
     for tp in tps:
         key = (tp.topic, tp.partition)
         p_ids, p_dups, p_count = read_identities(peer, tp.topic, tp.partition, p_low[key], p_end[key], timeout)

@@ -102,7 +102,7 @@ def hold_names(topology: Topology, clusters: list[str]) -> None:
         raise NamesChanged("nothing was copied:\n  " + "\n  ".join(problems))
     new = {c: formats for c, formats in now.items() if c not in recorded}
     if new:
-        record_names(dict(new))
+        record_names(new)
 
 
 class NamesChanged(MirrorflowError, AirflowFailException):
@@ -125,9 +125,9 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
 
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the result is the XCom
         links = plan_level(self.topology, self.level, context["run_id"])
-        hold_names(self.topology, spec_clusters(self.topology, links))
-        clusters = {c: dict(MirrorClusterHook(self.topology, c).client().settings)
-                    for c in spec_clusters(self.topology, links)}
+        touched = spec_clusters(self.topology, links)
+        hold_names(self.topology, touched)
+        clusters = {c: dict(MirrorClusterHook(self.topology, c).client().settings) for c in touched}
         archive = archive_location(self.topology).to_dict() if heals_from_archive(self.topology, links) else None
         spec = build_spec(self.topology, self.level, context["run_id"], links, clusters, archive=archive)
 

@@ -1,6 +1,6 @@
 """The mirrored topics in S3, for history beyond retention: mirror_archive."""
 
-from mirrorflow_airflow.factories.archive import DAG_ID, build_archive_dag
-from mirrorflow_airflow.topology import current_topology
+from mirrorflow_airflow.factories.archive import build_archive_dag
+from mirrorflow_airflow.topology import every_tree
 
-globals()[DAG_ID] = build_archive_dag(current_topology())
+globals().update(every_tree(build_archive_dag))

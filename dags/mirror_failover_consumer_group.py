@@ -1,6 +1,6 @@
 """Operator action: move consumer groups to another cluster: mirror_failover_consumer_group (contract)."""
 
-from mirrorflow_airflow.factories.failover import DAG_ID, build_failover_dag
-from mirrorflow_airflow.topology import current_topology
+from mirrorflow_airflow.factories.failover import build_failover_dag
+from mirrorflow_airflow.topology import every_tree
 
-globals()[DAG_ID] = build_failover_dag(current_topology())
+globals().update(every_tree(build_failover_dag))

@@ -1,6 +1,6 @@
 """Lag per link and per consumer group, alerting past the SLA: mirror_lag_monitor (contract)."""
 
-from mirrorflow_airflow.factories.lag_monitor import DAG_ID, build_lag_monitor_dag
-from mirrorflow_airflow.topology import current_topology
+from mirrorflow_airflow.factories.lag_monitor import build_lag_monitor_dag
+from mirrorflow_airflow.topology import every_tree
 
-globals()[DAG_ID] = build_lag_monitor_dag(current_topology())
+globals().update(every_tree(build_lag_monitor_dag))

@@ -1,6 +1,6 @@
 """Consumer-group offsets on every cluster: mirror_offsets (contract)."""
 
-from mirrorflow_airflow.factories.offsets import DAG_ID, build_offsets_dag
-from mirrorflow_airflow.topology import current_topology
+from mirrorflow_airflow.factories.offsets import build_offsets_dag
+from mirrorflow_airflow.topology import every_tree
 
-globals()[DAG_ID] = build_offsets_dag(current_topology())
+globals().update(every_tree(build_offsets_dag))

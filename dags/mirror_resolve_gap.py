@@ -1,6 +1,6 @@
 """Operator action: decide for a partition a level run stopped on: mirror_resolve_gap."""
 
-from mirrorflow_airflow.factories.resolve_gap import DAG_ID, build_resolve_gap_dag
-from mirrorflow_airflow.topology import current_topology
+from mirrorflow_airflow.factories.resolve_gap import build_resolve_gap_dag
+from mirrorflow_airflow.topology import every_tree
 
-globals()[DAG_ID] = build_resolve_gap_dag(current_topology())
+globals().update(every_tree(build_resolve_gap_dag))

@@ -1,6 +1,6 @@
 """The primary schema registry on every cluster: mirror_schemas (contract)."""
 
-from mirrorflow_airflow.factories.schemas import DAG_ID, build_schemas_dag
-from mirrorflow_airflow.topology import current_topology
+from mirrorflow_airflow.factories.schemas import build_schemas_dag
+from mirrorflow_airflow.topology import every_tree
 
-globals()[DAG_ID] = build_schemas_dag(current_topology())
+globals().update(every_tree(build_schemas_dag))

@@ -84,3 +84,20 @@ def link_reader_group(link_id: str) -> str:
 def archive_reader_group(cluster: str) -> str:
     """The group of the archive's readers of ``cluster``."""
     return f"{INTERNAL_GROUP_PREFIX}archive.{cluster}"
+
+
+# --------------------------------------------------------------------------- several trees on one cluster
+
+
+def in_namespace(name: str, namespace: str) -> str:
+    """mirrorflow's own ``name`` as a tree with ``namespace`` keeps it: ``_mirrorflow.<namespace>.<rest>``.
+
+    Two trees loaded into one Airflow may share a cluster; their checkpoints, transactional
+    ids and stores must not meet there, so each tree's own names carry its name. A
+    deployment with one topology has namespace ``""`` and keeps every name as it always
+    was (they are on real clusters). Names outside ``_mirrorflow.`` (the watermark
+    reader's) never commit and stay shared.
+    """
+    if not namespace or not name.startswith(INTERNAL_GROUP_PREFIX):
+        return name
+    return f"{INTERNAL_GROUP_PREFIX}{namespace}.{name[len(INTERNAL_GROUP_PREFIX):]}"

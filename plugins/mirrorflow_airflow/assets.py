@@ -26,7 +26,7 @@ from airflow.sdk import Asset, AssetAlias
 from airflow.sdk.exceptions import DownstreamTasksSkipped
 
 from mirrorflow.assets import Arrival, arrival_uri, proven_uri
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, in_tree
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +45,13 @@ def arrival_asset(bootstrap_servers: str, topic: str) -> Asset:
     return Asset(uri=arrival_uri(bootstrap_servers, topic))
 
 
-def proven_asset(cluster: str, topic: str) -> Asset:
-    """The windows of ``topic`` the audit proves complete on ``cluster`` (partition key: the window's start)."""
-    return Asset(name=f"mirrorflow.proven.{cluster}.{topic}", uri=proven_uri(cluster, topic), group="mirrorflow")
+def proven_asset(cluster: str, topic: str, ns: str = "") -> Asset:
+    """The windows of ``topic`` the audit proves complete on ``cluster`` (partition key: the window's start).
+
+    ``ns``: the tree's namespace; one of several trees in one Airflow names the cluster ``<ns>.<cluster>``.
+    """
+    where = in_tree(ns, cluster)
+    return Asset(name=f"mirrorflow.proven.{where}.{topic}", uri=proven_uri(where, topic), group="mirrorflow")
 
 
 def _bootstrap(topology: Topology, cluster: str) -> str:
@@ -63,19 +67,19 @@ def _bootstrap(topology: Topology, cluster: str) -> str:
     return str(servers)
 
 
-def arrived(cluster: str, topic: str, topology: Topology | None = None) -> Asset:
+def arrived(cluster: str, topic: str, topology: Topology | None = None, tree: str = "") -> Asset:
     """For a user's DAG: the asset of ``topic`` (its logical name) on ``cluster`` of the topology (default: the one
-    the DAGs load), named as the cluster names it."""
+    the DAGs load, tree ``tree`` of several), named as the cluster names it."""
     if topology is None:
         from mirrorflow_airflow.topology import current_topology
 
-        topology = current_topology()
+        topology = current_topology(ns=tree)
     return arrival_asset(_bootstrap(topology, cluster), topology.topic_naming(cluster).render(topic))
 
 
-def proven(cluster: str, topic: str) -> Asset:
-    """For a user's DAG: the windows of ``topic`` proven complete on ``cluster``."""
-    return proven_asset(cluster, topic)
+def proven(cluster: str, topic: str, tree: str = "") -> Asset:
+    """For a user's DAG: the windows of ``topic`` proven complete on ``cluster`` (of tree ``tree``, of several)."""
+    return proven_asset(cluster, topic, tree)
 
 
 def known_arrivals() -> frozenset[str]:
@@ -143,11 +147,12 @@ def announce(outlet_events: Any, held: Iterable[Mapping[str, Any]]) -> list[str]
     return uris
 
 
-def emit_proven(outlet_events: Any, windows: Iterable[Mapping[str, Any]], run_id: str) -> dict[str, list[str]]:
+def emit_proven(outlet_events: Any, windows: Iterable[Mapping[str, Any]], run_id: str, ns: str = ""
+                ) -> dict[str, list[str]]:
     """Add one partitioned event per proven window (``AuditResult.summary()['proven']``); asset URI -> keys."""
     keys: dict[str, list[str]] = {}
     for window in windows:
-        asset = proven_asset(window["cluster"], window["topic"])
+        asset = proven_asset(window["cluster"], window["topic"], ns)
         accessor = outlet_events[asset]
         accessor.add_partitions(window["window"])
         # one extra for every window of the asset in this run: each window's messages from other clusters

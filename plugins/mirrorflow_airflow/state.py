@@ -7,7 +7,9 @@ onboardings in progress, each live cluster's names, what the level runs copied,
 the open alert incidents, and the latest lag snapshot and completeness audit:
 durable, in Airflow's metadata database, visible under Admin -> Variables.
 Every Variable mirrorflow keeps is named here, so the steps that write one and
-the readers of the Mirror page share its name.
+the readers of the Mirror page share its name. Each function takes the tree's
+namespace first (``topology.namespace``): one of several trees in one Airflow
+keeps its Variables under ``<name>.`` (:func:`mirrorflow.topology.in_tree`).
 
 Some of it is read when DAG files are parsed, and Airflow 3 parses them in
 several contexts: the dag-processor and task runners reach Variables through
@@ -29,6 +31,7 @@ from airflow.sdk import Variable
 
 from mirrorflow.lag.backoff import Failing
 from mirrorflow.status.totals import fold
+from mirrorflow.topology import in_tree
 
 
 class StateUnreadable(RuntimeError):
@@ -67,22 +70,22 @@ def read_variable(key: str) -> Any:
 TARGETS_VARIABLE = "mirrorflow_link_targets"
 
 
-def link_targets() -> dict[str, str]:
-    raw = read_variable(TARGETS_VARIABLE)
+def link_targets(ns: str) -> dict[str, str]:
+    raw = read_variable(in_tree(ns, TARGETS_VARIABLE))
     if not raw:
         return {}
     data = json.loads(raw) if isinstance(raw, str) else raw
     return {str(k): str(v) for k, v in dict(data).items()}
 
 
-def set_link_target(link_id: str, target: str, default_target: str) -> dict[str, str]:
+def set_link_target(ns: str, link_id: str, target: str, default_target: str) -> dict[str, str]:
     """Record ``target`` for ``link_id`` (dropping the entry when it is the default); returns the new map."""
-    targets = link_targets()
+    targets = link_targets(ns)
     if target == default_target:
         targets.pop(link_id, None)
     else:
         targets[link_id] = target
-    Variable.set(TARGETS_VARIABLE, json.dumps(targets, sort_keys=True),
+    Variable.set(in_tree(ns, TARGETS_VARIABLE), json.dumps(targets, sort_keys=True),
                  description="mirrorflow: effective targets of switched links (written by mirror_switch_target)")
     return targets
 
@@ -92,22 +95,22 @@ def set_link_target(link_id: str, target: str, default_target: str) -> dict[str,
 OWNERS_VARIABLE = "mirrorflow_group_owners"
 
 
-def group_owners() -> dict[str, str]:
+def group_owners(ns: str) -> dict[str, str]:
     """Which cluster each distributed consumer group runs on (Variable ``mirrorflow_group_owners``).
 
     ``mirror_offsets`` records the cluster where a group has members; a
     failover records its target. A group idle everywhere keeps its last owner,
     whose committed offsets stay the truth the other clusters follow.
     """
-    raw = read_variable(OWNERS_VARIABLE)
+    raw = read_variable(in_tree(ns, OWNERS_VARIABLE))
     if not raw:
         return {}
     data = json.loads(raw) if isinstance(raw, str) else raw
     return {str(k): str(v) for k, v in dict(data).items()}
 
 
-def set_group_owners(owners: dict[str, str]) -> None:
-    Variable.set(OWNERS_VARIABLE, json.dumps(dict(sorted(owners.items()))),
+def set_group_owners(ns: str, owners: dict[str, str]) -> None:
+    Variable.set(in_tree(ns, OWNERS_VARIABLE), json.dumps(dict(sorted(owners.items()))),
                  description="mirrorflow: cluster each consumer group runs on (written by mirror_offsets and "
                              "mirror_failover_consumer_group)")
 
@@ -117,36 +120,36 @@ def set_group_owners(owners: dict[str, str]) -> None:
 CHANGES_VARIABLE = "mirrorflow_topology_changes"
 
 
-def cluster_changes() -> list[dict]:
+def cluster_changes(ns: str) -> list[dict]:
     """Onboarded and decommissioned clusters, in order (see :mod:`mirrorflow.topology.changes`).
 
     Read at DAG parse time too, in every context the same (:func:`read_variable`),
     so a change shows in every DAG from its next parse.
     """
-    raw = read_variable(CHANGES_VARIABLE)
+    raw = read_variable(in_tree(ns, CHANGES_VARIABLE))
     if not raw:
         return []
     data = json.loads(raw) if isinstance(raw, str) else raw
     return [dict(event) for event in data]
 
 
-def record_change(event: dict) -> list[dict]:
+def record_change(ns: str, event: dict) -> list[dict]:
     """Append ``event`` unless an equal one is already the last event for that cluster; returns the list."""
-    events = cluster_changes()
+    events = cluster_changes(ns)
     mine = [e for e in events if e.get("cluster") == event.get("cluster")]
     core = {k: v for k, v in event.items() if k not in ("at", "run_id")}
     if mine and {k: v for k, v in mine[-1].items() if k not in ("at", "run_id")} == core:
         return events
     events.append(event)
-    Variable.set(CHANGES_VARIABLE, json.dumps(events, sort_keys=True),
+    Variable.set(in_tree(ns, CHANGES_VARIABLE), json.dumps(events, sort_keys=True),
                  description="mirrorflow: clusters added and removed by mirror_onboard_cluster and "
                              "mirror_decommission_cluster, applied on top of the topology file")
     return events
 
 
-def set_link_targets(targets: dict[str, str]) -> None:
+def set_link_targets(ns: str, targets: dict[str, str]) -> None:
     """Replace the whole map of effective link targets (onboarding pins, decommission switches)."""
-    Variable.set(TARGETS_VARIABLE, json.dumps(dict(sorted(targets.items()))),
+    Variable.set(in_tree(ns, TARGETS_VARIABLE), json.dumps(dict(sorted(targets.items()))),
                  description="mirrorflow: effective targets of switched links (written by mirror_switch_target)")
 
 
@@ -155,14 +158,14 @@ def set_link_targets(targets: dict[str, str]) -> None:
 ONBOARDING_VARIABLE = "mirrorflow_onboarding"
 
 
-def onboarding(cluster: str) -> dict | None:
+def onboarding(ns: str, cluster: str) -> dict | None:
     """What an earlier attempt to onboard ``cluster`` recorded (so a re-run continues), or None."""
-    return (_json_variable(ONBOARDING_VARIABLE) or {}).get(cluster)
+    return (_json_variable(in_tree(ns, ONBOARDING_VARIABLE)) or {}).get(cluster)
 
 
-def record_onboarding(cluster: str, record: dict | None) -> None:
+def record_onboarding(ns: str, cluster: str, record: dict | None) -> None:
     """Store (or with ``None`` drop) the onboarding record of ``cluster``."""
-    _update_per_cluster(ONBOARDING_VARIABLE, {cluster: record},
+    _update_per_cluster(in_tree(ns, ONBOARDING_VARIABLE), {cluster: record},
                         "mirrorflow: onboardings in progress (written by mirror_onboard_cluster)")
 
 
@@ -182,14 +185,14 @@ def _update_per_cluster(key: str, updates: Mapping[str, Any], description: str) 
 NAMES_VARIABLE = "mirrorflow_cluster_names"
 
 
-def recorded_names() -> dict[str, dict[str, str]]:
+def recorded_names(ns: str) -> dict[str, dict[str, str]]:
     """What each cluster stored topics and groups under when the level runs last copied to or from it."""
-    return _json_variable(NAMES_VARIABLE) or {}
+    return _json_variable(in_tree(ns, NAMES_VARIABLE)) or {}
 
 
-def record_names(names: Mapping[str, dict[str, str] | None]) -> None:
+def record_names(ns: str, names: Mapping[str, dict[str, str] | None]) -> None:
     """Store (or with ``None`` drop) clusters' names: the level runs hold a live cluster to them (docs/naming.md)."""
-    _update_per_cluster(NAMES_VARIABLE, names,
+    _update_per_cluster(in_tree(ns, NAMES_VARIABLE), names,
                         "mirrorflow: the topic and group names of each live cluster, as the level runs found them; "
                         "a changed clusters.<c>.names is refused until the cluster is onboarded again "
                         "(docs/naming.md)")
@@ -200,13 +203,13 @@ def record_names(names: Mapping[str, dict[str, str] | None]) -> None:
 COPY_TOTALS_PREFIX = "mirrorflow_copy_totals_level_"
 
 
-def record_copy_totals(level: int, partitions: list[dict], *, finished_at: float, run_id: str) -> None:
+def record_copy_totals(ns: str, level: int, partitions: list[dict], *, finished_at: float, run_id: str) -> None:
     """Fold one level run's partition rows into the level's running totals (status page, metrics).
 
     One Variable per level: a level runs one micro-batch at a time, so its
     read-fold-write never races another writer.
     """
-    key = f"{COPY_TOTALS_PREFIX}{level}"
+    key = in_tree(ns, f"{COPY_TOTALS_PREFIX}{level}")
     raw = read_variable(key)
     previous = (json.loads(raw) if isinstance(raw, str) else dict(raw)) if raw else None
     Variable.set(key, json.dumps(fold(previous, partitions, finished_at=finished_at, run_id=run_id), sort_keys=True),
@@ -219,20 +222,20 @@ def record_copy_totals(level: int, partitions: list[dict], *, finished_at: float
 FAILING_PREFIX = "mirrorflow_failing_level_"
 
 
-def read_failing(level: int) -> Failing | None:
+def read_failing(ns: str, level: int) -> Failing | None:
     """The links and partitions the latest finished run of level ``level`` failed (``None``: none recorded)."""
-    return Failing.from_dict(_json_variable(f"{FAILING_PREFIX}{level}"))
+    return Failing.from_dict(_json_variable(in_tree(ns, f"{FAILING_PREFIX}{level}")))
 
 
-def record_failing(level: int, failing: Failing) -> None:
+def record_failing(ns: str, level: int, failing: Failing) -> None:
     """Record what a level run failed, for the ``on_data`` watcher's back-off (mirrorflow.lag.backoff).
 
     A run that failed nothing writes only when the stored record names failures, so healthy
     runs cost a read and no write.
     """
-    key = f"{FAILING_PREFIX}{level}"
+    key = in_tree(ns, f"{FAILING_PREFIX}{level}")
     if not failing.keys:
-        stored = read_failing(level)
+        stored = read_failing(ns, level)
         if stored is None or not stored.keys:
             return
     Variable.set(key, json.dumps(failing.to_dict(), sort_keys=True),
@@ -245,17 +248,17 @@ def record_failing(level: int, failing: Failing) -> None:
 INCIDENTS_VARIABLE = "mirrorflow_alert_incidents"
 
 
-def open_incidents() -> dict[str, dict[str, Any]]:
+def open_incidents(ns: str) -> dict[str, dict[str, Any]]:
     """The incidents alerted and not yet over (Variable ``mirrorflow_alert_incidents``; docs/alerts.md)."""
-    raw = read_variable(INCIDENTS_VARIABLE)
+    raw = read_variable(in_tree(ns, INCIDENTS_VARIABLE))
     if not raw:
         return {}
     data = json.loads(raw) if isinstance(raw, str) else raw
     return {str(k): dict(v) for k, v in dict(data).items()}
 
 
-def set_open_incidents(incidents: dict[str, dict[str, Any]]) -> None:
-    Variable.set(INCIDENTS_VARIABLE, json.dumps(dict(sorted(incidents.items())), sort_keys=True),
+def set_open_incidents(ns: str, incidents: dict[str, dict[str, Any]]) -> None:
+    Variable.set(in_tree(ns, INCIDENTS_VARIABLE), json.dumps(dict(sorted(incidents.items())), sort_keys=True),
                  description="mirrorflow: open alert incidents, one message each (written by the alert notifiers "
                              "of mirror_lag_monitor, mirror_level_<L> and mirror_audit; docs/alerts.md)")
 
@@ -275,22 +278,22 @@ def _json_variable(key: str) -> dict[str, Any] | None:
     return json.loads(raw) if isinstance(raw, str) else dict(raw)
 
 
-def read_lag_snapshot() -> dict[str, Any] | None:
+def read_lag_snapshot(ns: str) -> dict[str, Any] | None:
     """The latest snapshot stored by ``mirror_lag_monitor`` (``None`` before its first run)."""
-    return _json_variable(LAG_SNAPSHOT_VARIABLE)
+    return _json_variable(in_tree(ns, LAG_SNAPSHOT_VARIABLE))
 
 
-def set_lag_snapshot(snapshot: dict[str, Any]) -> None:
-    Variable.set(LAG_SNAPSHOT_VARIABLE, json.dumps(snapshot, sort_keys=True),
+def set_lag_snapshot(ns: str, snapshot: dict[str, Any]) -> None:
+    Variable.set(in_tree(ns, LAG_SNAPSHOT_VARIABLE), json.dumps(snapshot, sort_keys=True),
                  description="mirrorflow: latest lag snapshot per link-partition and consumer group "
                              "(written by mirror_lag_monitor; format in docs/lag.md)")
 
 
-def read_audit_result() -> dict[str, Any] | None:
+def read_audit_result(ns: str) -> dict[str, Any] | None:
     """The latest summary stored by ``mirror_audit`` (``None`` before its first run)."""
-    return _json_variable(AUDIT_RESULT_VARIABLE)
+    return _json_variable(in_tree(ns, AUDIT_RESULT_VARIABLE))
 
 
-def set_audit_result(summary: dict[str, Any]) -> None:
-    Variable.set(AUDIT_RESULT_VARIABLE, json.dumps(summary, sort_keys=True),
+def set_audit_result(ns: str, summary: dict[str, Any]) -> None:
+    Variable.set(in_tree(ns, AUDIT_RESULT_VARIABLE), json.dumps(summary, sort_keys=True),
                  description="mirrorflow: latest completeness audit (written by mirror_audit; docs/audit.md)")

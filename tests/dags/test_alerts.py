@@ -127,12 +127,12 @@ def test_a_lagging_link_is_one_email_and_one_post_until_it_is_copied_then_one_re
     assert (body["event"], body["key"], body["kind"]) == ("opened", KEY, "lag")
     assert body["subject"] == "link c1.L1 c1 -> c2" and "5 records behind" in body["summary"]
     assert body["text"] == text
-    assert set(open_incidents()) == {KEY}
+    assert set(open_incidents("")) == {KEY}
 
     second = dag.test()  # still breaching: the same incident, nothing new
     assert states(second) == {"measure": "success", "check": "failed"}
     assert len(mailbox.items) == 1 and len(receiver.items) == 1
-    record = open_incidents()[KEY]
+    record = open_incidents("")[KEY]
     assert record["run_id"] == first.run_id and record["last_run_id"] == second.run_id
 
     converge(topo, clients(kafka_clusters, topo))
@@ -144,7 +144,7 @@ def test_a_lagging_link_is_one_email_and_one_post_until_it_is_copied_then_one_re
     assert resolved_mail["In-Reply-To"] == mail["Message-ID"]
     assert "Over:   mirror_lag_monitor no longer sees it" in body_of(resolved_mail)
     assert (resolved_post["body"]["event"], resolved_post["body"]["key"]) == ("resolved", KEY)
-    assert open_incidents() == {}
+    assert open_incidents("") == {}
     assert len(mailbox.items) == 2 and len(receiver.items) == 2
 
     output = task_output(caplog, capfd)
@@ -168,5 +168,5 @@ def test_a_channel_that_fails_is_logged_by_name_and_does_not_hide_the_other(
     assert f"alert channel webhook (conn id mf_alerts_webhook): opened {KEY} not sent" in output
     assert WEBHOOK_TOKEN not in output and WEBHOOK_PATH.rsplit("/", 1)[1] not in output
     # the e-mail went out, the webhook is owed the opening: the next run tries it again
-    assert open_incidents()[KEY]["notified"] == ["email"]
+    assert open_incidents("")[KEY]["notified"] == ["email"]
 

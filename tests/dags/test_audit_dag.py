@@ -84,7 +84,7 @@ def test_the_audit_dag_finds_the_tree_complete_under_traffic_and_fails_naming_a_
 
     monitored = build_lag_monitor_dag(topo).test()
     assert monitored.state == "failed"
-    [violation] = [v for v in read_lag_snapshot()["violations"] if v.startswith("completeness audit of ")]
+    [violation] = [v for v in read_lag_snapshot("")["violations"] if v.startswith("completeness audit of ")]
     assert f"topic {topic} window " in violation and "origin c1 on c4" in violation
 
 

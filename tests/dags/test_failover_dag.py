@@ -212,4 +212,4 @@ def test_mirror_offsets_leaves_a_group_whose_owner_a_failover_moved_during_its_r
     from mirrorflow_airflow.steps.offsets import unchanged_owners
 
     Variable.set(OWNERS_VARIABLE, json.dumps({"moved": "c2", "stayed": "c1"}))
-    assert unchanged_owners({"moved": "c1", "stayed": "c1", "new": "c3"}) == {"stayed": "c1", "new": "c3"}
+    assert unchanged_owners("", {"moved": "c1", "stayed": "c1", "new": "c3"}) == {"stayed": "c1", "new": "c3"}

@@ -73,7 +73,7 @@ def test_records_behind_an_open_transaction_are_lag_and_the_lag_monitor_names_th
 
         watched = build_lag_monitor_dag(parse_topology(text, source="test")).test()
         assert watched.state == "failed"
-        snapshot = read_lag_snapshot()
+        snapshot = read_lag_snapshot("")
         [row] = [r for r in snapshot["links"] if (r["link_id"], r["topic"]) == ("c1.L1", topic)]
         assert (row["records"], row["end"], row["high"], row["held"]) == (1001, 0, 1001, 1001), row
         assert abs(row["open_transaction_s"] - 3600) < 60 and abs(row["seconds"] - 3600) < 60, row

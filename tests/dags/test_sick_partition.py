@@ -104,7 +104,7 @@ def test_a_gap_stopped_partition_fails_the_run_red_yet_the_healthy_topic_arrives
     assert user.dag_id in _due_by_assets()
     assert [r.value.decode() for r in read_all(c2, healthy, 1)] == [f"{healthy}-0-{i}" for i in range(15)]
     # what failed is recorded for the watcher
-    recorded = read_failing(1)
+    recorded = read_failing("", 1)
     assert recorded is not None and recorded.keys == frozenset({("c1.L1", sick, 0)}), recorded
 
     # the watcher: records keep coming on the sick partition alone; its runs fall off (1 s, 2 s, 4 s, ...)

@@ -43,7 +43,7 @@ def commit_checkpoints(client: ClusterClient, link_id: str, offsets: list[TopicP
     if not offsets:
         return
     offsets = client.on_cluster(offsets)
-    consumer = Consumer(client.consumer(checkpoint_group(link_id)))
+    consumer = Consumer(client.consumer(client.own(checkpoint_group(link_id))))
     deadline = time.monotonic() + timeout
     try:
         while True:

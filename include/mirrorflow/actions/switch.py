@@ -163,7 +163,7 @@ def _cut_old_target(link_id: str, old: ClusterClient, new_target: str, tps: list
 def _write_cut(new: ClusterClient, link_id: str, cuts: dict[tuple[str, int], int | None], timeout: float) -> None:
     """Make the link's checkpoints on the new target exactly ``cuts`` (none where the cut is ``None``)."""
     admin_client = AdminClient(new.admin())
-    group = checkpoint_group(link_id)
+    group = new.own(checkpoint_group(link_id))
     try:
         admin_client.delete_consumer_groups([group], request_timeout=timeout)[group].result(timeout=timeout + 5)
     except KafkaException as exc:

@@ -121,7 +121,7 @@ def _lifted_key(topic: str) -> bytes:
 def read_record(client: ClusterClient, timeout: float = 30.0) -> GrantRecord:
     """The cluster's record (``_mirrorflow.acl-grants``), read whole; an unreadable entry is named and skipped."""
     record = GrantRecord()
-    for msg in read_whole(client, ACL_GRANTS_TOPIC, ACL_GRANTS_READER_GROUP, timeout):
+    for msg in read_whole(client, client.own(ACL_GRANTS_TOPIC), ACL_GRANTS_READER_GROUP, timeout):
         try:
             key = json.loads((msg.key() or b"").decode())
             value = json.loads(msg.value()) if msg.value() is not None else None
@@ -133,7 +133,7 @@ def read_record(client: ClusterClient, timeout: float = 30.0) -> GrantRecord:
                 continue
             grant = Grant(*key)
         except (ValueError, TypeError, KeyError) as exc:
-            log.warning("%s %s@%d: %s; skipped", client.name, ACL_GRANTS_TOPIC, msg.offset(), exc)
+            log.warning("%s %s@%d: %s; skipped", client.name, client.own(ACL_GRANTS_TOPIC), msg.offset(), exc)
             continue
         if value is None:
             record.made.pop(grant, None)
@@ -143,8 +143,8 @@ def read_record(client: ClusterClient, timeout: float = 30.0) -> GrantRecord:
 
 
 def _write_record(client: ClusterClient, records: list[tuple[bytes, bytes | None]], timeout: float) -> None:
-    ensure_compacted(client, ACL_GRANTS_TOPIC, {"cleanup.policy": "compact"}, timeout)
-    write_all(client, ACL_GRANTS_TOPIC, records, timeout=timeout)
+    ensure_compacted(client, client.own(ACL_GRANTS_TOPIC), {"cleanup.policy": "compact"}, timeout)
+    write_all(client, client.own(ACL_GRANTS_TOPIC), records, timeout=timeout)
 
 
 @dataclass
@@ -209,7 +209,8 @@ def apply_grants(client: ClusterClient, plan: GrantPlan, previous: set[Grant], t
         try:
             _write_record(client, records, timeout)
         except MirrorflowError as exc:
-            result.problems.append(f"the ACLs just made could not be recorded in {ACL_GRANTS_TOPIC} ({exc}): "
+            result.problems.append(f"the ACLs just made could not be recorded in {client.own(ACL_GRANTS_TOPIC)} "
+                                   f"({exc}): "
                                    "until they are, mirrorflow will not delete them when they are no longer wanted")
     for problem in result.problems:
         log.error("cluster %s: ACL sync: %s", client.name, problem)

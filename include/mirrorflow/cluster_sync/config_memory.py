@@ -30,7 +30,7 @@ TOPIC_CONFIG = {"cleanup.policy": "compact"}
 def read_records(client: ClusterClient, timeout: float = 30.0) -> dict[str, dict[str, Any]]:
     """Topic -> its newest record on this cluster; a record mirrorflow cannot read is skipped, named."""
     records: dict[str, dict[str, Any]] = {}
-    for msg in read_whole(client, TOPIC_CONFIGS_TOPIC, TOPIC_CONFIGS_READER_GROUP, timeout):
+    for msg in read_whole(client, client.own(TOPIC_CONFIGS_TOPIC), TOPIC_CONFIGS_READER_GROUP, timeout):
         key = (msg.key() or b"").decode("utf-8", "replace")
         if msg.value() is None:
             records.pop(key, None)
@@ -40,7 +40,8 @@ def read_records(client: ClusterClient, timeout: float = 30.0) -> dict[str, dict
             if not isinstance(value, dict) or not isinstance(value.get("applied"), dict):
                 raise ValueError("not a record of applied configs")
         except ValueError as exc:
-            log.warning("%s %s@%d (topic %s): %s; skipped", client.name, TOPIC_CONFIGS_TOPIC, msg.offset(), key, exc)
+            log.warning("%s %s@%d (topic %s): %s; skipped", client.name, client.own(TOPIC_CONFIGS_TOPIC), msg.offset(),
+                        key, exc)
             continue
         records[key] = value
     return records
@@ -50,13 +51,13 @@ def write_records(client: ClusterClient, records: Mapping[str, Mapping[str, Any]
     """Remember ``records`` (topic -> record) on this cluster; creates the topic the first time."""
     if not records:
         return 0
-    ensure_compacted(client, TOPIC_CONFIGS_TOPIC, TOPIC_CONFIG, timeout)
+    ensure_compacted(client, client.own(TOPIC_CONFIGS_TOPIC), TOPIC_CONFIG, timeout)
     try:
-        return write_all(client, TOPIC_CONFIGS_TOPIC,
+        return write_all(client, client.own(TOPIC_CONFIGS_TOPIC),
                          ((topic.encode(), json.dumps(record, sort_keys=True).encode())
                           for topic, record in sorted(records.items())), timeout=timeout)
     except NotAuthorized:
         raise  # names the ACL already
     except KafkaOperationError as exc:
-        raise KafkaOperationError(client.name, f"remember applied topic configs in {TOPIC_CONFIGS_TOPIC}",
+        raise KafkaOperationError(client.name, f"remember applied topic configs in {client.own(TOPIC_CONFIGS_TOPIC)}",
                                   exc.error) from exc

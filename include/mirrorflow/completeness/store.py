@@ -72,7 +72,7 @@ def read_state(client: ClusterClient, window_s: int = DEFAULT_WINDOW_S, timeout:
     """The audit state kept on ``client``'s cluster for ``window_s`` windows (empty before its first audit)."""
     state = AuditState(window_s, tallies=Tallies(window_s))
     prefix = f"w{window_s}|"
-    for msg in read_whole(client, AUDIT_TOPIC, AUDIT_READER_GROUP, timeout):
+    for msg in read_whole(client, client.own(AUDIT_TOPIC), AUDIT_READER_GROUP, timeout):
         key = msg.key().decode()
         if not key.startswith(prefix):
             continue  # another window length
@@ -131,14 +131,14 @@ def write_verdicts(client: ClusterClient, window_s: int, verdicts: Mapping[Windo
     audited, in one transaction; returns how many verdicts."""
     if not verdicts and not proven and audited_at is None:
         return 0
-    ensure_compacted(client, AUDIT_TOPIC, TOPIC_CONFIG, timeout)
+    ensure_compacted(client, client.own(AUDIT_TOPIC), TOPIC_CONFIG, timeout)
     records: list[tuple[str, dict | None]] = [(f"w{window_s}|verdict|{cell.encode()}", dict(v))
                                                for cell, v in sorted(verdicts.items())]
     records += [(f"w{window_s}|proven|{topic}|{window}", dict(entry))
                 for (topic, window), entry in sorted((proven or {}).items())]
     if audited_at is not None:
         records.append((f"w{window_s}|audited", {"at": audited_at}))
-    _write(client, f"{AUDIT_TOPIC}-verdicts.{client.name}", records, timeout, "the audit's verdicts")
+    _write(client, f"{client.own(AUDIT_TOPIC)}-verdicts.{client.name}", records, timeout, "the audit's verdicts")
     return len(verdicts)
 
 
@@ -149,7 +149,7 @@ def write_topic(client: ClusterClient, window_s: int, topic: str, positions: Map
 
     ``dropped``: cells to delete (tombstones), those of a recreated topic's earlier incarnation.
     """
-    ensure_compacted(client, AUDIT_TOPIC, TOPIC_CONFIG, timeout)
+    ensure_compacted(client, client.own(AUDIT_TOPIC), TOPIC_CONFIG, timeout)
     w = f"w{window_s}"
     records: list[tuple[str, dict | None]] = [
         (f"{w}|pos|{topic}|{p}", {"next": pos.next, "topic_id": pos.topic_id}) for p, pos in positions.items()]
@@ -157,7 +157,7 @@ def write_topic(client: ClusterClient, window_s: int, topic: str, positions: Map
     records += [(f"{w}|cell|{cell.encode()}", tally.to_dict()) for cell, tally in sorted(cells.items())]
     if horizon is not None:
         records.append((f"{w}|horizon|{topic}", {"ms": horizon}))
-    _write(client, f"{AUDIT_TOPIC}.{client.name}.{topic}", records, timeout, f"the audit state of {topic}")
+    _write(client, f"{client.own(AUDIT_TOPIC)}.{client.name}.{topic}", records, timeout, f"the audit state of {topic}")
     return len(records)
 
 
@@ -174,5 +174,6 @@ def _write(client: ClusterClient, transactional_id: str, records: list[tuple[str
             producer.poll(0)
         producer.commit_transaction(timeout)
     except KafkaException as exc:
-        raise call_failed(client, f"write {what} to {AUDIT_TOPIC}", exc.args[0], Need("TOPIC", AUDIT_TOPIC, "WRITE"),
+        topic = client.own(AUDIT_TOPIC)
+        raise call_failed(client, f"write {what} to {topic}", exc.args[0], Need("TOPIC", topic, "WRITE"),
                           Need("TRANSACTIONAL_ID", transactional_id, "WRITE")) from exc

@@ -90,6 +90,9 @@ class JobSpec(SparkJobSpec, env=JOB_ENV, kind="mirrorflow job spec", passed_by="
     #: Cluster -> its topic format (``NameFormat.to_dict()``, topology key ``clusters.<c>.names``), for the
     #: clusters that rename; the others store every topic under its logical name.
     names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: The namespace of the tree whose own names the copies use on shared clusters (:meth:`ClusterClient.own`);
+    #: ``""``: the only tree.
+    namespace: str = ""
 
     def config_ownership(self) -> ConfigOwnership | None:
         """Whose topic configs the targets follow (``topic_configs``); ``None``: none."""
@@ -133,6 +136,7 @@ class JobSpec(SparkJobSpec, env=JOB_ENV, kind="mirrorflow job spec", passed_by="
                 topic_configs=_checked(data.get("topic_configs"), ConfigOwnership.from_dict, "topic_configs"),
                 acl_sync=_checked(data.get("acl_sync"), GrantRules.from_dict, "acl_sync"),
                 names=_names(data.get("names")),
+                namespace=str(data.get("namespace") or ""),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
@@ -322,4 +326,5 @@ def build_spec(topology: Topology, level: int, run_id: str, links: list[Distribu
         topic_configs=ownership.to_dict() if ownership is not None else None,
         acl_sync=grants.to_dict() if (grants := topology.grant_rules()) is not None else None,
         names=topology.topic_formats(needed),
+        namespace=topology.namespace,
     )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX, is_internal_topic
+from mirrorflow.internal_names import INTERNAL_TOPIC_PREFIX, in_namespace, is_internal_topic
 from mirrorflow.naming import GROUP, NameFormat
 from mirrorflow.secrets import is_secret_config, remember
 
@@ -48,6 +48,8 @@ class ClusterClient:
     settings: Mapping[str, Any] = field(repr=False)
     topics: NameFormat = field(default_factory=NameFormat.identity)
     groups: NameFormat = field(default_factory=lambda: NameFormat.identity(GROUP))
+    #: The namespace of the tree this client works for when one Airflow runs several (``""``: the only tree).
+    namespace: str = ""
 
     def __post_init__(self) -> None:
         if not self.settings.get("bootstrap.servers"):
@@ -75,6 +77,14 @@ class ClusterClient:
         """The logical name of this cluster's ``topic``; ``None``: not in the cluster's format, so not mirrored."""
         return topic if is_internal_topic(topic) else self.topics.parse(topic)
 
+    def own(self, name: str) -> str:
+        """mirrorflow's own topic, group or transactional id ``name`` as this client's tree keeps it here.
+
+        Checkpoint groups, transactional ids and mirrorflow's stores pass through it, so two
+        trees sharing this cluster never read or fence each other's (docs/naming.md).
+        """
+        return in_namespace(name, self.namespace)
+
     def physical_group(self, group: str) -> str:
         """The name the logical consumer ``group`` has on this cluster (mirrorflow's own groups keep theirs)."""
         return group if group.startswith(INTERNAL_TOPIC_PREFIX) else self.groups.render(group)
@@ -97,7 +107,8 @@ class ClusterClient:
         return {(self.topics.parse(t) or t, p): v for (t, p), v in found.items()}
 
     @classmethod
-    def from_cluster_config(cls, name: str, cluster: Any, connection: Mapping[str, Any] | None = None) -> ClusterClient:
+    def from_cluster_config(cls, name: str, cluster: Any, connection: Mapping[str, Any] | None = None, *,
+                            namespace: str = "") -> ClusterClient:
         """Build from a topology ``ClusterConfig``.
 
         ``connection`` holds librdkafka settings resolved from the cluster's
@@ -118,8 +129,9 @@ class ClusterClient:
         settings.update(dict(getattr(cluster, "config", None) or {}))
         names = getattr(cluster, "names", None)
         if names is None:
-            return cls(name=name, settings=settings)
-        return cls(name=name, settings=settings, topics=names.topic_naming(), groups=names.group_naming())
+            return cls(name=name, settings=settings, namespace=namespace)
+        return cls(name=name, settings=settings, topics=names.topic_naming(), groups=names.group_naming(),
+                   namespace=namespace)
 
     def _base(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
         conf = dict(_COMMON)

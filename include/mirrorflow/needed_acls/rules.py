@@ -18,7 +18,7 @@ from mirrorflow.completeness.store import AUDIT_TOPIC
 from mirrorflow.copy import transactional_id_prefix
 from mirrorflow.copy.state import checkpoint_group
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.internal_names import ACL_GRANTS_TOPIC, INTERNAL_TOPIC_PREFIX, TOPIC_CONFIGS_TOPIC
+from mirrorflow.internal_names import ACL_GRANTS_TOPIC, INTERNAL_TOPIC_PREFIX, TOPIC_CONFIGS_TOPIC, in_namespace
 from mirrorflow.kafka import CLUSTER_RESOURCE
 from mirrorflow.needed_acls.model import ROLES, Acl
 from mirrorflow.needed_acls.patterns import ResourcePattern, resource_pattern
@@ -58,12 +58,15 @@ def required_acls(topology: Topology, principals: Mapping[str, str | None] | Non
     topics = [resource_pattern(p) for p in topology.topics]
     groups = [resource_pattern(p) for p in topology.offsets.groups]
     internal_groups = ("prefixed", INTERNAL_TOPIC_PREFIX)
-    offsets_topic = ("literal", OFFSETS_TOPIC)
+    def own(name: str) -> str:  # the tree's own names (several trees in one Airflow: docs/naming.md)
+        return in_namespace(name, topology.namespace)
+
+    offsets_topic = ("literal", own(OFFSETS_TOPIC))
     g = _Grants(roles)
 
     for link in topology.all_links():
-        checkpoints = ("literal", checkpoint_group(link.link_id))
-        producers = ("prefixed", transactional_id_prefix(link.link_id))
+        checkpoints = ("literal", own(checkpoint_group(link.link_id)))
+        producers = ("prefixed", own(transactional_id_prefix(link.link_id)))
         # A source is read, and its topics' configurations travel with them.
         g.topics("source", link.source, topics, "READ", "DESCRIBE_CONFIGS")
         g.add("source", link.source, "GROUP", internal_groups, "DESCRIBE")
@@ -94,7 +97,7 @@ def required_acls(topology: Topology, principals: Mapping[str, str | None] | Non
         for link in topology.all_links():
             for target in link.sibling_leaves:
                 g.topics("target", target, topics, "ALTER_CONFIGS")
-                g.add("target", target, "TOPIC", ("literal", TOPIC_CONFIGS_TOPIC), "CREATE", "READ", "WRITE")
+                g.add("target", target, "TOPIC", ("literal", own(TOPIC_CONFIGS_TOPIC)), "CREATE", "READ", "WRITE")
 
     # Topic ACLs travel from their owner (acl_sync): read there, created and deleted elsewhere, and what
     # mirrorflow made remembered where it made it.
@@ -107,7 +110,7 @@ def required_acls(topology: Topology, principals: Mapping[str, str | None] | Non
             guarded += [("target", c) for c in topology.leaves if c != grants.owner]
         for role, cluster in guarded:
             g.add(role, cluster, "CLUSTER", ("literal", CLUSTER_RESOURCE), "ALTER")
-            g.add(role, cluster, "TOPIC", ("literal", ACL_GRANTS_TOPIC), "CREATE", "READ", "WRITE")
+            g.add(role, cluster, "TOPIC", ("literal", own(ACL_GRANTS_TOPIC)), "CREATE", "READ", "WRITE")
 
     for cluster in topology.leaves:
         for role in ("offsets", "failover"):
@@ -125,8 +128,8 @@ def required_acls(topology: Topology, principals: Mapping[str, str | None] | Non
         g.add("onboarding", cluster, "TRANSACTIONAL_ID", ("literal", preflight_transactional_id(cluster)), "WRITE")
         g.add("onboarding", cluster, "GROUP", internal_groups, "DESCRIBE")
         g.add("decommission", cluster, "GROUP", ("literal", "*"), "DESCRIBE")
-        g.add("audit", cluster, "TOPIC", ("literal", AUDIT_TOPIC), "CREATE", "READ", "WRITE")
-        g.add("audit", cluster, "TRANSACTIONAL_ID", ("prefixed", AUDIT_TOPIC), "WRITE")
+        g.add("audit", cluster, "TOPIC", ("literal", own(AUDIT_TOPIC)), "CREATE", "READ", "WRITE")
+        g.add("audit", cluster, "TRANSACTIONAL_ID", ("prefixed", own(AUDIT_TOPIC)), "WRITE")
         g.topics("audit", cluster, topics, "READ")
         g.add("audit", cluster, "GROUP", internal_groups, "DESCRIBE")
 

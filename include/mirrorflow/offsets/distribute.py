@@ -45,20 +45,21 @@ def distribute(links_by_level: Mapping[int, Iterable[Distributor]], clients: Map
                 report.errors[link.link_id] = f"cluster {unreachable} is unreachable"
                 continue
             source, target = clients[link.source], clients[link.default_target]
+            topic = source.own(OFFSETS_TOPIC)
             try:
-                _, ends = earliest_and_stable(source, [TopicPartition(OFFSETS_TOPIC, 0)])
+                _, ends = earliest_and_stable(source, [TopicPartition(topic, 0)])
             except MirrorflowError as exc:
                 report.errors[link.link_id] = str(exc)
                 continue
             task = PartitionTask(link_id=link.link_id, level=link.level, source=link.source,
-                                 target=link.default_target, topic=OFFSETS_TOPIC, partition=0,
-                                 end_offset=ends[(OFFSETS_TOPIC, 0)], txn_records=5000)
+                                 target=link.default_target, topic=topic, partition=0,
+                                 end_offset=ends[(topic, 0)], txn_records=5000)
             result = copy_partition(task, source, target)
             report.copied += result.copied
             report.skipped += result.skipped
             if result.error:
                 report.errors[link.link_id] = result.error
-                log.error("%s: distributing %s stopped at offset %s: %s", link.link_id, OFFSETS_TOPIC,
+                log.error("%s: distributing %s stopped at offset %s: %s", link.link_id, topic,
                           result.error_offset, result.error)
             elif result.copied:
                 log.info("%s: %d position records copied to %s", link.link_id, result.copied, link.default_target)

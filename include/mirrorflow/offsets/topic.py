@@ -18,17 +18,18 @@ TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}
 
 def ensure_topic(client: ClusterClient, timeout: float = 30.0) -> bool:
     """Create the offsets topic if it is missing; ``True`` if it was created."""
-    return ensure_compacted(client, OFFSETS_TOPIC, TOPIC_CONFIG, timeout)
+    return ensure_compacted(client, client.own(OFFSETS_TOPIC), TOPIC_CONFIG, timeout)
 
 
 def publish(client: ClusterClient, positions: Iterable[Position], timeout: float = 30.0) -> int:
     """Write positions to the cluster's offsets topic; every delivery is checked."""
     try:
-        return write_all(client, OFFSETS_TOPIC, ((pos.key(), pos.to_json()) for pos in positions), timeout=timeout)
+        return write_all(client, client.own(OFFSETS_TOPIC), ((pos.key(), pos.to_json()) for pos in positions),
+                         timeout=timeout)
     except NotAuthorized:
         raise  # names the ACL already
     except KafkaOperationError as exc:
-        raise KafkaOperationError(client.name, f"publish positions to {OFFSETS_TOPIC}", exc.error) from exc
+        raise KafkaOperationError(client.name, f"publish positions to {client.own(OFFSETS_TOPIC)}", exc.error) from exc
 
 
 def read_positions(client: ClusterClient, timeout: float = 30.0) -> dict[bytes, Position]:
@@ -38,13 +39,13 @@ def read_positions(client: ClusterClient, timeout: float = 30.0) -> dict[bytes, 
     offset, never guessed at.
     """
     latest: dict[bytes, Position] = {}
-    for msg in read_whole(client, OFFSETS_TOPIC, OFFSETS_READER_GROUP, timeout):
+    for msg in read_whole(client, client.own(OFFSETS_TOPIC), OFFSETS_READER_GROUP, timeout):
         if msg.value() is None:
             continue  # a tombstone
         try:
             pos = Position.from_json(msg.value())
         except Exception as exc:
-            log.warning("%s %s@%d: %s; skipped", client.name, OFFSETS_TOPIC, msg.offset(), exc)
+            log.warning("%s %s@%d: %s; skipped", client.name, client.own(OFFSETS_TOPIC), msg.offset(), exc)
             continue
         old = latest.get(pos.key())
         if old is None or pos.seq >= old.seq:

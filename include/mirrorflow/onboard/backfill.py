@@ -72,6 +72,9 @@ class BackfillSpec(SparkJobSpec, env=BACKFILL_ENV, kind="backfill spec", passed_
     #: Cluster -> its topic format (``NameFormat.to_dict()``), for the clusters that rename (``topics`` are
     #: logical names).
     names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: The namespace of the tree whose own names the copies use on shared clusters (:meth:`ClusterClient.own`);
+    #: ``""``: the only tree.
+    namespace: str = ""
 
     @classmethod
     def from_dict(cls, data: Any) -> BackfillSpec:

@@ -340,8 +340,8 @@ def preflight(topology: Topology, req: OnboardRequest, new_client: ClusterClient
     if clashes:
         raise OnboardRefused(f"preflight: {len(clashes)} topic(s) on {req.cluster} clash with the mirrored ones; "
                              "nothing was created:\n  " + "\n  ".join(clashes))
-    if OFFSETS_TOPIC in on_sibling:
-        topics[OFFSETS_TOPIC] = on_sibling[OFFSETS_TOPIC]
+    if (offsets := sibling.own(OFFSETS_TOPIC)) in on_sibling:
+        topics[offsets] = on_sibling[offsets]
 
     plan = OnboardPlan(cluster=req.cluster, config=req.cluster_config(), sibling_of=req.sibling_of,
                        level=req.level, link_id=link.link_id, backfill=req.backfill, since_ms=req.since_ms(),

@@ -99,7 +99,8 @@ class SparkJobSpec:
         settings = self.clusters.get(cluster)
         if settings is None:
             raise MirrorflowError(f"{self.kind} has no client settings for cluster {cluster!r}")
-        return ClusterClient(cluster, dict(settings), self.namings().get(cluster, NameFormat.identity()))
+        return ClusterClient(cluster, dict(settings), self.namings().get(cluster, NameFormat.identity()),
+                             namespace=getattr(self, "namespace", ""))
 
 
 class SparkJobResult:

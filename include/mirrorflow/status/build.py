@@ -57,6 +57,8 @@ def build_status(topology: Topology, inputs: StatusInputs) -> dict[str, Any]:
             per_cluster[name]["worst"] = "error"
     return {
         "topology": topology.name,
+        # the tree's namespace when one Airflow runs several (docs/naming.md), else ""
+        "namespace": topology.namespace,
         "generated_at": inputs.now.isoformat(),
         "base_url": inputs.base_url,
         "lag": {"taken_at": lag.get("taken_at"), "ok": lag.get("ok"), "sla": lag.get("sla") or {},

@@ -1,7 +1,8 @@
 """What the page links to: task logs and runs in the Airflow UI, and the operator forms pre-filled.
 
 One home for the UI's URL shapes, so a change of Airflow's routes is one edit.
-The form DAG ids and their param names are contracts (docs/architecture.md).
+The form DAG ids and their param names are contracts (docs/architecture.md); a
+form of one of several trees names that tree's DAG (``ns``).
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
+
+from mirrorflow.topology import in_tree
 
 FAILOVER_DAG = "mirror_failover_consumer_group"
 SWITCH_DAG = "mirror_switch_target"
@@ -39,17 +42,17 @@ def form(dag_id: str, title: str, params: Mapping[str, Any]) -> dict[str, Any]:
     return {"dag_id": dag_id, "title": title, "conf": dict(params), "url": dag_url("", dag_id)}
 
 
-def failover_form(group: str, from_cluster: str, to_cluster: str) -> dict[str, Any]:
-    return form(FAILOVER_DAG, f"Fail group {group} over from {from_cluster} to {to_cluster}",
+def failover_form(group: str, from_cluster: str, to_cluster: str, ns: str = "") -> dict[str, Any]:
+    return form(in_tree(ns, FAILOVER_DAG), f"Fail group {group} over from {from_cluster} to {to_cluster}",
                 {"groups": [group], "from_cluster": from_cluster, "to_cluster": to_cluster})
 
 
-def switch_form(source: str, level: int, target: str) -> dict[str, Any]:
-    return form(SWITCH_DAG, f"Switch the level-{level} link of {source} to {target}",
+def switch_form(source: str, level: int, target: str, ns: str = "") -> dict[str, Any]:
+    return form(in_tree(ns, SWITCH_DAG), f"Switch the level-{level} link of {source} to {target}",
                 {"source_cluster": source, "level": level, "target": target})
 
 
-def resolve_gap_form(link: str, topic: str, partition: int) -> dict[str, Any]:
-    return form(RESOLVE_GAP_DAG, f"Resolve the gap of {link} on {topic}[{partition}]",
+def resolve_gap_form(link: str, topic: str, partition: int, ns: str = "") -> dict[str, Any]:
+    return form(in_tree(ns, RESOLVE_GAP_DAG), f"Resolve the gap of {link} on {topic}[{partition}]",
                 {"link": link, "topic": topic, "partition": partition})
 

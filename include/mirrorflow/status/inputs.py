@@ -80,8 +80,14 @@ class StatusInputs:
     owners: dict[str, str] = field(default_factory=dict)
     #: Running totals of the level runs per link-partition (:mod:`mirrorflow.status.totals`).
     totals: dict[str, Any] = field(default_factory=dict)
-    #: Every mirrorflow DAG by id.
+    #: Every mirrorflow DAG of the tree by its single-tree id (each :class:`DagInfo` holds its real id).
     dags: dict[str, DagInfo] = field(default_factory=dict)
     running: tuple[RunningTask, ...] = ()
     #: Where the UI is (``api.base_url``), for the links of the page and the alerts.
     base_url: str = ""
+    #: The tree's namespace when one Airflow runs several; :attr:`dags` is keyed by the single-tree DAG id.
+    tree: str = ""
+
+    def dag_id(self, base: str) -> str:
+        """The DAG id of this tree's ``base`` (``mirror_level_1`` is ``prod.mirror_level_1`` in tree ``prod``)."""
+        return f"{self.tree}.{base}" if self.tree else base

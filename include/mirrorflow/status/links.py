@@ -90,7 +90,7 @@ def _row(topology: Topology, link: Any, measured: list[Mapping[str, Any]] | None
         # outside its replication window: when the next one opens (its pending records wait till then)
         "waiting_until": closed.next_open.isoformat() if closed else None,
         "windows": list(closed.windows) if closed else list(topology.link_settings(link.link_id).windows or []),
-        "forms": [forms.switch_form(link.source, link.level, c) for c in link.sibling_leaves
+        "forms": [forms.switch_form(link.source, link.level, c, topology.namespace) for c in link.sibling_leaves
                   if c != link.default_target],
     }
     for t in failing:

@@ -425,9 +425,10 @@ def _dags(out: Exposition, inputs: StatusInputs) -> None:
     running: dict[str, int] = {}
     for task in inputs.running:
         running[task.dag_id] = running.get(task.dag_id, 0) + 1
-    for dag_id in sorted(set(inputs.dags) | set(running)):
+    dags = {dag.dag_id: (base, dag) for base, dag in inputs.dags.items()}  # labelled with the real DAG id
+    for dag_id in sorted(set(dags) | set(running)):
         out.add("mirrorflow_dag_running_tasks", running.get(dag_id, 0), dag_id=dag_id)
-    for dag_id, dag in sorted(inputs.dags.items()):
+    for dag_id, (base, dag) in sorted(dags.items()):
         if dag.paused is not None:
             out.add("mirrorflow_dag_paused", int(dag.paused), dag_id=dag_id)
         out.add("mirrorflow_dag_next_run_timestamp_seconds", _epoch(dag.next_run), dag_id=dag_id)
@@ -436,7 +437,7 @@ def _dags(out: Exposition, inputs: StatusInputs) -> None:
             out.add("mirrorflow_dag_run_duration_seconds", finished.duration_s, dag_id=dag_id, state=finished.state)
             out.add("mirrorflow_dag_run_end_timestamp_seconds", _epoch(finished.ended), dag_id=dag_id,
                     state=finished.state)
-        _level_run(out, dag)
+        _level_run(out, base, dag)
 
 
 def _finished(runs: Iterable[RunInfo], *, with_result: bool = False) -> RunInfo | None:
@@ -446,8 +447,8 @@ def _finished(runs: Iterable[RunInfo], *, with_result: bool = False) -> RunInfo 
     return None
 
 
-def _level_run(out: Exposition, dag: DagInfo) -> None:
-    match = LEVEL_DAG.match(dag.dag_id)
+def _level_run(out: Exposition, base: str, dag: DagInfo) -> None:
+    match = LEVEL_DAG.match(base)
     run = _finished(dag.runs, with_result=True) if match else None
     if match is None or run is None or run.result is None:
         return

@@ -86,7 +86,7 @@ def declined_changes(topology: Topology, inputs: StatusInputs) -> list[dict[str,
                     out.append(_problem("declined", str(d["message"]), f"{d['area']} on {d['cluster']}: "
                                         f"{d['subject']}", since=last.started,
                                         log_url=last.task_logs.get("copy") or last.log_url,
-                                        dag_id=f"mirror_level_{level}"))
+                                        dag_id=inputs.dag_id(f"mirror_level_{level}")))
     return out
 
 
@@ -94,10 +94,10 @@ def _partition_problem(inputs: StatusInputs, level: int | None, link: str, sourc
                        partition: int | None, error: str, since: Any) -> dict[str, Any]:
     actions = []
     if partition is not None and ("gap" in error.lower() or "deleted" in error.lower() or "truncat" in error.lower()):
-        actions.append(forms.resolve_gap_form(link, topic, partition))
+        actions.append(forms.resolve_gap_form(link, topic, partition, inputs.tree))
     return _problem("failed_partition", error, f"link {link} ({source} -> {target}) {topic}[{partition}]",
                     since=since, log_url=_level_log(inputs, level) if level is not None else None, actions=actions,
-                    dag_id=f"mirror_level_{level}" if level is not None else None)
+                    dag_id=inputs.dag_id(f"mirror_level_{level}") if level is not None else None)
 
 
 def open_problems(topology: Topology, inputs: StatusInputs, totals: list[dict[str, Any]],
@@ -112,9 +112,10 @@ def open_problems(topology: Topology, inputs: StatusInputs, totals: list[dict[st
     out = failed_partitions(topology, inputs, totals)
     out += declined_changes(topology, inputs)
     for cluster, reason in sorted(((lag or {}).get("unreachable") or {}).items()):
-        actions = [forms.switch_form(l["source"], l["level"], l["alternatives"][0])
+        actions = [forms.switch_form(l["source"], l["level"], l["alternatives"][0], inputs.tree)
                    for l in links if l["target"] == cluster and l["alternatives"]]
-        actions += [forms.failover_form(g, cluster, next(c for c in sorted(topology.clusters) if c != cluster))
+        actions += [forms.failover_form(g, cluster, next(c for c in sorted(topology.clusters) if c != cluster),
+                                        inputs.tree)
                     for g, owner in sorted(inputs.owners.items()) if owner == cluster and len(topology.clusters) > 1]
         out.append(_problem("unreachable", str(reason), f"cluster {cluster}", since=(lag or {}).get("taken_at"),
                             log_url=lag_log, actions=actions))
@@ -123,7 +124,7 @@ def open_problems(topology: Topology, inputs: StatusInputs, totals: list[dict[st
                             log_url=lag_log))
     if lag is None:
         out.append(_problem("not_measured", "no lag snapshot yet: mirror_lag_monitor has not run (or is paused)",
-                            LAG_DAG, log_url=forms.dag_url(base, LAG_DAG)))
+                            LAG_DAG, log_url=forms.dag_url(base, inputs.dag_id(LAG_DAG))))
     else:
         taken = datetime.fromisoformat(lag["taken_at"])
         interval = parse_schedule(topology.lag.schedule)  # cron or manual: no interval to hold it to
@@ -131,7 +132,7 @@ def open_problems(topology: Topology, inputs: StatusInputs, totals: list[dict[st
         if limit is not None and inputs.now - taken > limit:
             out.append(_problem("stale", f"the latest lag snapshot is {int((inputs.now - taken).total_seconds())}s "
                                 f"old: mirror_lag_monitor has not measured since (paused, failing or queued)",
-                                LAG_DAG, since=lag["taken_at"], log_url=forms.dag_url(base, LAG_DAG)))
+                                LAG_DAG, since=lag["taken_at"], log_url=forms.dag_url(base, inputs.dag_id(LAG_DAG))))
     for d in (inputs.audit or {}).get("differences") or []:
         out.append(_problem("audit", f"{d['held']} of {d['expected']} messages of origin {d['origin']}",
                             f"topic {d['topic']} on {d['cluster']}", since=(inputs.audit or {}).get("checked_at"),
@@ -139,12 +140,12 @@ def open_problems(topology: Topology, inputs: StatusInputs, totals: list[dict[st
     covered = {p["dag_id"] for p in out if p["kind"] == "failed_partition"}  # their partitions say it better
     for dag_id, dag in sorted(inputs.dags.items()):
         last = dag.last
-        if last and last.state == "failed" and dag_id not in covered and dag_id != LAG_DAG:
+        if last and last.state == "failed" and dag.dag_id not in covered and dag_id != LAG_DAG:
             failed = sorted(t for t, s in last.tasks.items() if s in ("failed", "upstream_failed"))
             out.append(_problem("run_failed", f"the latest run {last.run_id} failed"
-                                + (f" (task {', '.join(failed)})" if failed else ""), dag_id, since=last.started,
+                                + (f" (task {', '.join(failed)})" if failed else ""), dag.dag_id, since=last.started,
                                 log_url=next((last.task_logs[t] for t in failed if t in last.task_logs),
-                                             last.log_url), dag_id=dag_id))
+                                             last.log_url), dag_id=dag.dag_id))
     return out
 
 

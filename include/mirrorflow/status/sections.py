@@ -33,8 +33,9 @@ def levels(topology: Topology, inputs: StatusInputs) -> list[dict[str, Any]]:
     """Per level: its DAG, paused or not, the next scheduled run, its windows, and its latest runs."""
     out = []
     for level in topology.levels:
-        dag_id = f"mirror_level_{level}"
-        dag = inputs.dags.get(dag_id) or DagInfo(dag_id)
+        base = f"mirror_level_{level}"
+        dag_id = inputs.dag_id(base)
+        dag = inputs.dags.get(base) or DagInfo(dag_id)
         windows = {link.link_id: list(topology.link_settings(link.link_id).windows or [])
                    for link in topology.links(level)}
         out.append({
@@ -72,7 +73,7 @@ def groups(topology: Topology, inputs: StatusInputs) -> list[dict[str, Any]]:
             p = dict(preview.get(cluster) or {"replay": None, "skip": None,
                                               "why": "not measured yet (mirror_lag_monitor)"})
             if owner:
-                p["form"] = forms.failover_form(name, owner, cluster)
+                p["form"] = forms.failover_form(name, owner, cluster, inputs.tree)
             g["failover"][cluster] = p
         out.append(g)
     return out

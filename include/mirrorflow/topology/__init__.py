@@ -14,6 +14,9 @@ Which links a level copies and where they point once the operator's switches
 and the replication windows apply: :func:`effective_links`, :func:`split_by_window`
 (:mod:`mirrorflow.topology.routes`). Whether a live cluster's names changed since the
 level runs recorded them: :func:`renamed_live` (:mod:`mirrorflow.topology.names`).
+Several trees in one Airflow (``MIRROR_TOPOLOGY`` naming several files), each with
+its namespace, and what two of them may not share: :func:`load_trees_from_env`,
+:func:`check_trees` (:mod:`mirrorflow.topology.trees`).
 """
 
 from mirrorflow.copyflags import LEVEL_MAX, LEVEL_MIN
@@ -23,6 +26,7 @@ from mirrorflow.topology.model import ClusterConfig, Topology, TreeNode
 from mirrorflow.topology.names import renamed_live
 from mirrorflow.topology.routes import ClosedLink, effective_links, split_by_window
 from mirrorflow.topology.tree import Distributor
+from mirrorflow.topology.trees import check_trees, in_tree, load_trees, load_trees_from_env, topology_paths, tree_of
 
 __all__ = [
     "INTERNAL_TOPIC_PREFIX",
@@ -34,11 +38,17 @@ __all__ = [
     "Distributor",
     "Topology",
     "TreeNode",
+    "check_trees",
     "effective_links",
+    "in_tree",
     "is_internal_topic",
     "load_topology",
     "load_topology_from_env",
+    "load_trees",
+    "load_trees_from_env",
     "parse_topology",
     "renamed_live",
     "split_by_window",
+    "topology_paths",
+    "tree_of",
 ]

@@ -89,6 +89,9 @@ def load_topology_from_env(var: str = TOPOLOGY_ENV, environ: Mapping[str, str] |
     if not path:
         raise TopologyError(var, "environment variable is not set; set it to the path of the topology "
                                  "YAML file (for example topologies/demo.yaml)")
+    if ":" in path or Path(path).expanduser().is_dir():
+        raise TopologyError(var, f"{path!r} names several topologies, and this reads one: "
+                                 "mirrorflow.topology.load_trees_from_env reads every tree")
     return load_topology(path)
 
 

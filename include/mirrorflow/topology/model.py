@@ -262,6 +262,7 @@ class Topology(_Model):
     _levels: tuple[int, ...] = PrivateAttr(default=())
     _distributors: dict[str, tuple[Distributor, ...]] = PrivateAttr(default_factory=dict)
     _links: dict[str, Distributor] = PrivateAttr(default_factory=dict)
+    _namespace: str = PrivateAttr(default="")
 
     # ----------------------------------------------------------------- construction
 
@@ -376,6 +377,17 @@ class Topology(_Model):
         return self
 
     # ----------------------------------------------------------------- queries
+
+    @property
+    def namespace(self) -> str:
+        """What this tree's own names carry when one Airflow runs several (its ``name``, set by the loader)."""
+        return self._namespace
+
+    def in_namespace(self, namespace: str) -> Topology:
+        """This topology with :attr:`namespace` set (kept by :meth:`with_cluster` and :meth:`without_cluster`)."""
+        copy = self.model_copy()
+        copy._namespace = namespace
+        return copy
 
     @property
     def levels(self) -> list[int]:
@@ -497,10 +509,7 @@ class Topology(_Model):
 
     def with_cluster(self, name: str, cluster: ClusterConfig | Mapping[str, Any], *, sibling_of: str,
                      level: int) -> Topology:
-        """A new topology with cluster ``name`` added next to ``sibling_of`` at ``level``.
-
-        See :func:`tree.add_leaf` for where it lands. The result is validated.
-        """
+        """A new, validated topology with ``name`` added next to ``sibling_of`` at ``level`` (:func:`tree.add_leaf`)."""
         if name in self.clusters:
             raise TopologyError(f"clusters.{name}", "cluster already exists")
         self.cluster(sibling_of)
@@ -508,7 +517,7 @@ class Topology(_Model):
         config = cluster.model_dump(exclude_none=True) if isinstance(cluster, ClusterConfig) else dict(cluster)
         data["clusters"][name] = config
         data["tree"] = _tree.add_leaf(data["tree"], name, sibling_of=sibling_of, level=level)
-        return Topology.parse(data)
+        return Topology.parse(data).in_namespace(self._namespace)
 
     def without_cluster(self, name: str) -> Topology:
         """A new topology without cluster ``name`` (a parent left with one child is folded away)."""
@@ -541,7 +550,7 @@ class Topology(_Model):
         data["tree"] = _tree.remove_leaf(data["tree"], name)
         if _tree.is_leaf(data["tree"]):
             raise TopologyError("tree", f"removing {name!r} would leave a single cluster; a topology needs two")
-        return Topology.parse(data)
+        return Topology.parse(data).in_namespace(self._namespace)
 
 
 # --------------------------------------------------------------------------- errors

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG
 
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, in_tree
 from mirrorflow.topology.replication import parse_schedule
 from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.operators.archive import MirrorArchiveOperator
@@ -26,7 +26,7 @@ DAG_ID = "mirror_archive"
 def build_archive_dag(topology: Topology) -> DAG:
     archived = topology.archive.archived(topology.leaves)
     with mirror_dag(
-        DAG_ID,
+        in_tree(topology.namespace, DAG_ID),
         description=f"Archive the mirrored topics of {', '.join(archived)} to S3 (Parquet, manifests)",
         schedule=parse_schedule(topology.archive.schedule),
         tags=("archive",),

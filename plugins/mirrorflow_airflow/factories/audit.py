@@ -33,7 +33,7 @@ from typing import Any
 
 from airflow.sdk import DAG, TaskGroup, get_current_context, task
 
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, in_tree
 from mirrorflow.topology.replication import parse_schedule
 from mirrorflow_airflow.assets import proven_asset
 from mirrorflow_airflow.factories.dag_header import mirror_dag
@@ -45,7 +45,7 @@ DAG_ID = "mirror_audit"
 
 def build_audit_dag(topology: Topology) -> DAG:
     with mirror_dag(
-        DAG_ID,
+        in_tree(topology.namespace, DAG_ID),
         description="Count every origin's messages per window on every cluster and compare: loss and duplicates",
         schedule=parse_schedule(topology.audit.schedule),
         tags=("monitoring", "audit"),
@@ -69,11 +69,11 @@ def build_audit_dag(topology: Topology) -> DAG:
             # lists is marked on every success of that task, with a window or without one.
             with TaskGroup(group_id=proven_task_id(topic)):
                 for cluster in topology.clusters:
-                    @task(task_id=cluster, outlets=[proven_asset(cluster, topic)])
+                    @task(task_id=cluster, outlets=[proven_asset(cluster, topic, topology.namespace)])
                     def announce(summary: dict[str, Any], topic: str = topic,
                                  cluster: str = cluster) -> dict[str, list[str]]:
                         """The windows of the topic proven complete on the cluster and not announced, one event each."""
-                        return announce_proven(summary, topic, cluster, get_current_context())
+                        return announce_proven(summary, topic, cluster, get_current_context(), topology.namespace)
 
                     announce(counted)
     return dag

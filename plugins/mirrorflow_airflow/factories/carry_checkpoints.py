@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param, task
 
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, in_tree
 from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.steps.carry_checkpoints import run_carry
 
@@ -24,7 +24,7 @@ DAG_ID = "mirror_carry_checkpoints"
 
 def build_carry_checkpoints_dag(topology: Topology) -> DAG:
     with mirror_dag(
-        DAG_ID,
+        in_tree(topology.namespace, DAG_ID),
         description="After renumbering the levels: carry every link's checkpoints over to its new id",
         schedule=None,
         tags=("operations",),

@@ -26,7 +26,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, in_tree
 from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL, mirror_dag
 from mirrorflow_airflow.operators.approval import PlanApprovalOperator, responder
 from mirrorflow_airflow.steps.decommission import (
@@ -46,7 +46,7 @@ def build_decommission_dag(topology: Topology) -> DAG:
     approvals = topology.approvals
     clusters = sorted(topology.clusters)
     with mirror_dag(
-        DAG_ID,
+        in_tree(topology.namespace, DAG_ID),
         description="Take a cluster out of the tree: move links into it, drain it, leave (no loss)",
         schedule=None,
         tags=("operations",),
@@ -65,7 +65,7 @@ def build_decommission_dag(topology: Topology) -> DAG:
             p = dict(params or {})
             return run_preflight(topology, str(p.get("cluster")), bool(p.get("force")), bool(p.get("dry_run")))
 
-        @task(pool=OPERATIONS_POOL)
+        @task(pool=in_tree(topology.namespace, OPERATIONS_POOL))
         def switch_(plan: dict) -> dict:
             """Links into the cluster move to a sibling leaf, with exact cuts."""
             return switch_links(topology, plan)
@@ -75,7 +75,7 @@ def build_decommission_dag(topology: Topology) -> DAG:
             """The cluster's own links pass on what it still holds."""
             return drain(topology, plan, run_id or "")
 
-        @task(pool=OPERATIONS_POOL)
+        @task(pool=in_tree(topology.namespace, OPERATIONS_POOL))
         def leave_(plan: dict, drained: dict, run_id: str | None = None) -> dict:
             """The cluster leaves the tree; every DAG sees it from its next parse."""
             return leave(topology, plan, run_id or "")

@@ -45,7 +45,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from mirrorflow.offsets.failover import MODES
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, in_tree
 from mirrorflow.topology.offsets import PRECISIONS
 from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL, mirror_dag
 from mirrorflow_airflow.operators.approval import PlanApprovalOperator, responder
@@ -67,7 +67,7 @@ def build_failover_dag(topology: Topology) -> DAG:
     approvals = topology.approvals
     clusters = sorted(topology.clusters)
     with mirror_dag(
-        DAG_ID,
+        in_tree(topology.namespace, DAG_ID),
         description="Move consumer groups to another cluster without skipping a message",
         schedule=None,
         retries=1,
@@ -103,7 +103,7 @@ def build_failover_dag(topology: Topology) -> DAG:
             with refusal_is_final():
                 return publish_final(topology, plan)
 
-        @task(pool=OPERATIONS_POOL)
+        @task(pool=in_tree(topology.namespace, OPERATIONS_POOL))
         def switch_(plan: dict, published: dict, ti: Any = None) -> dict:
             """The per-partition table, and the commit on the target (a retry recomputes it: idempotent)."""
             approved_by = responder(ti.xcom_pull(task_ids="approve")) if approvals.enabled else None

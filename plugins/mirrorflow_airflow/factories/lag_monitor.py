@@ -33,7 +33,7 @@ from typing import Any
 
 from airflow.sdk import DAG, task
 
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, in_tree
 from mirrorflow.topology.replication import parse_schedule
 from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.notifiers.alerts import alert_callbacks
@@ -45,7 +45,7 @@ DAG_ID = "mirror_lag_monitor"
 def build_lag_monitor_dag(topology: Topology) -> DAG:
     bounds = topology.lag.model_dump(mode="json", exclude_defaults=True)
     with mirror_dag(
-        DAG_ID,
+        in_tree(topology.namespace, DAG_ID),
         description="Measure replication lag per link and consumer-group lag per cluster; fail past the SLA",
         schedule=parse_schedule(topology.lag.schedule),
         tags=("monitoring", "lag"),

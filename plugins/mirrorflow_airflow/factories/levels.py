@@ -39,7 +39,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Asset, AssetWatcher
 
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, in_tree
 from mirrorflow_airflow.factories.announce import announce_task
 from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.notifiers.alerts import alert_callbacks
@@ -47,9 +47,10 @@ from mirrorflow_airflow.operators.level_copy import MirrorLevelCopyOperator
 from mirrorflow_airflow.triggers.data import LevelDataTrigger, pending_uri
 
 
-def level_dag_id(level: int) -> str:
-    """The DAG id of level ``level``: a contract, users and checks trigger it by name."""
-    return f"mirror_level_{level}"
+def level_dag_id(level: int, ns: str = "") -> str:
+    """The DAG id of level ``level``: a contract, users and checks trigger it by name (``<ns>.`` first for
+    one of several trees)."""
+    return in_tree(ns, f"mirror_level_{level}")
 
 
 def level_schedule(topology: Topology, level: int) -> Any:
@@ -57,16 +58,17 @@ def level_schedule(topology: Topology, level: int) -> Any:
     if not topology.replication.on_data_at(level):
         return topology.replication.schedule_for(level)
     watch = topology.replication.on_data
-    trigger = LevelDataTrigger(level=level, dag_id=level_dag_id(level), poll_s=watch.poll_seconds,
-                               floor_s=watch.floor_seconds)
-    return [Asset(name=f"mirrorflow.pending.level_{level}", uri=pending_uri(level),
-                  watchers=[AssetWatcher(name=f"mirrorflow_level_{level}_data", trigger=trigger)])]
+    ns = topology.namespace
+    trigger = LevelDataTrigger(level=level, dag_id=level_dag_id(level, ns), poll_s=watch.poll_seconds,
+                               floor_s=watch.floor_seconds, tree=ns)
+    return [Asset(name=in_tree(ns, f"mirrorflow.pending.level_{level}"), uri=pending_uri(level, ns),
+                  watchers=[AssetWatcher(name=in_tree(ns, f"mirrorflow_level_{level}_data"), trigger=trigger)])]
 
 
 def build_level_dag(topology: Topology, level: int) -> DAG:
     links = topology.links(level)
     with mirror_dag(
-        level_dag_id(level),
+        level_dag_id(level, topology.namespace),
         description=f"One micro-batch of every level-{level} link ({len(links)} links)",
         schedule=level_schedule(topology, level),
         tags=("replication", f"level-{level}"),
@@ -80,4 +82,4 @@ def build_level_dag(topology: Topology, level: int) -> DAG:
 
 
 def build_level_dags(topology: Topology) -> dict[str, DAG]:
-    return {level_dag_id(level): build_level_dag(topology, level) for level in topology.levels}
+    return {level_dag_id(level, topology.namespace): build_level_dag(topology, level) for level in topology.levels}

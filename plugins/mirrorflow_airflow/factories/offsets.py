@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, task
 
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, in_tree
 from mirrorflow.topology.replication import parse_schedule
 from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL, mirror_dag
 from mirrorflow_airflow.steps.offsets import commit_run, distribute_positions, find_owners, publish_positions
@@ -32,14 +32,14 @@ DAG_ID = "mirror_offsets"
 
 def build_offsets_dag(topology: Topology) -> DAG:
     with mirror_dag(
-        DAG_ID,
+        in_tree(topology.namespace, DAG_ID),
         description="Distribute committed consumer-group offsets and commit them on the other clusters",
         schedule=parse_schedule(topology.offsets.schedule),
         tags=("offsets",),
         doc_md=__doc__,
     ) as dag:
 
-        @task(pool=OPERATIONS_POOL)
+        @task(pool=in_tree(topology.namespace, OPERATIONS_POOL))
         def owners() -> dict:
             """Where each group runs."""
             return find_owners(topology)
@@ -54,7 +54,7 @@ def build_offsets_dag(topology: Topology) -> DAG:
             """_mirrorflow.offsets along the tree, exactly once."""
             return distribute_positions(topology)
 
-        @task(pool=OPERATIONS_POOL)
+        @task(pool=in_tree(topology.namespace, OPERATIONS_POOL))
         def commit(found: dict, published: dict, distributed: dict) -> dict:
             """Positions resolved and committed where the groups are idle; fails naming unreachable clusters."""
             return commit_run(topology, found, published, distributed)

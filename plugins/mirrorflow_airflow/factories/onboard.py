@@ -32,7 +32,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, task
 
 from mirrorflow.onboard.plan import BACKFILL_MODES, OnboardPlan
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, in_tree
 from mirrorflow_airflow.factories.announce import announce_task
 from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL, mirror_dag
 from mirrorflow_airflow.operators.backfill import MirrorBackfillOperator
@@ -53,7 +53,7 @@ DAG_ID = "mirror_onboard_cluster"
 def build_onboard_dag(topology: Topology) -> DAG:
     clusters = sorted(topology.clusters)
     with mirror_dag(
-        DAG_ID,
+        in_tree(topology.namespace, DAG_ID),
         description="Add a cluster: topics, schemas, backfill, consumer positions, join the tree, verify",
         schedule=None,
         tags=("operations", "onboarding"),
@@ -88,7 +88,7 @@ def build_onboard_dag(topology: Topology) -> DAG:
         },
     ) as dag:
 
-        @task(pool=OPERATIONS_POOL)
+        @task(pool=in_tree(topology.namespace, OPERATIONS_POOL))
         def preflight_(params: dict | None = None, run_id: str | None = None) -> dict:
             """Every check before anything changes; the plan the other steps follow."""
             return run_preflight(topology, dict(params or {}), run_id or "")
@@ -108,7 +108,7 @@ def build_onboard_dag(topology: Topology) -> DAG:
             """Consumer groups positioned on the new cluster."""
             return position_groups(topology, OnboardPlan.from_dict(plan))
 
-        @task(pool=OPERATIONS_POOL)
+        @task(pool=in_tree(topology.namespace, OPERATIONS_POOL))
         def join_(plan: dict, positioned: dict, schemas: dict, run_id: str | None = None) -> dict:
             """The new cluster joins the tree; every DAG sees it from its next parse."""
             return join_tree(topology, OnboardPlan.from_dict(plan), run_id or "")
@@ -118,11 +118,11 @@ def build_onboard_dag(topology: Topology) -> DAG:
             """Counts and checksums by origin against the sibling."""
             return verify_step(topology, OnboardPlan.from_dict(plan))
 
-        @task(trigger_rule="all_done", pool=OPERATIONS_POOL)
+        @task(trigger_rule="all_done", pool=in_tree(topology.namespace, OPERATIONS_POOL))
         def summary_(run_id: str | None = None, ti: Any = None) -> dict:
             """One journal line for the onboarding; fails if any step did."""
             results = {s: ti.xcom_pull(task_ids=s) for s in STEPS}
-            return summary(results.get("preflight"), results, run_id or "")
+            return summary(topology, results.get("preflight"), results, run_id or "")
 
         plan = preflight_.override(task_id="preflight")()
         created = create_topics_.override(task_id="create_topics")(plan)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from airflow.sdk import DAG, Param, get_current_context, task
 
 from mirrorflow.actions import ACTIONS
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, in_tree
 from mirrorflow_airflow.assets import ARRIVALS, finish_with_arrivals
 from mirrorflow_airflow.factories.announce import announce_task
 from mirrorflow_airflow.factories.dag_header import mirror_dag
@@ -32,7 +32,7 @@ DAG_ID = "mirror_resolve_gap"
 def build_resolve_gap_dag(topology: Topology) -> DAG:
     links = sorted(d.link_id for d in topology.all_links())
     with mirror_dag(
-        DAG_ID,
+        in_tree(topology.namespace, DAG_ID),
         description=("Resolve a partition a level run stopped on: skip or restore a retention gap, resume from "
                      "an offset, rewind after a truncation"),
         schedule=None,

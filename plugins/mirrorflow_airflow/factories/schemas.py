@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from airflow.sdk import DAG, Param, task
 
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, in_tree
 from mirrorflow.topology.replication import parse_schedule
 from mirrorflow_airflow.factories.dag_header import mirror_dag
 from mirrorflow_airflow.steps.schemas import report_disabled, sync_target
@@ -30,7 +30,7 @@ DAG_ID = "mirror_schemas"
 def build_schemas_dag(topology: Topology) -> DAG:
     config = topology.schemas
     with mirror_dag(
-        DAG_ID,
+        in_tree(topology.namespace, DAG_ID),
         description="Copy the primary schema registry's registrations to every other cluster, subjects translated",
         schedule=parse_schedule(config.schedule),
         tags=("schemas",),

@@ -18,7 +18,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, in_tree
 from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL, mirror_dag
 from mirrorflow_airflow.operators.approval import PlanApprovalOperator, responder
 from mirrorflow_airflow.steps.switch import propose_switch, run_switch
@@ -31,7 +31,7 @@ def build_switch_dag(topology: Topology) -> DAG:
     clusters = sorted(topology.clusters)
     levels = topology.levels
     with mirror_dag(
-        DAG_ID,
+        in_tree(topology.namespace, DAG_ID),
         description="Switch a link's target to another leaf of the same subtree (no gap, no duplicate)",
         schedule=None,
         retries=1,
@@ -50,7 +50,7 @@ def build_switch_dag(topology: Topology) -> DAG:
         },
     ) as dag:
 
-        @task(pool=OPERATIONS_POOL)
+        @task(pool=in_tree(topology.namespace, OPERATIONS_POOL))
         def switch(params: dict | None = None, ti: Any = None) -> dict:
             """Cut the link over to the new target and record it."""
             p = params or {}

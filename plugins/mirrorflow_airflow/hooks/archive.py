@@ -5,7 +5,8 @@ the Amazon provider's ``aws`` type, read with its own hook, so everything it
 supports for credentials (keys in login/password or extra, a role to assume, a
 profile) works here too. mirrorflow adds two keys to its extra: the bucket
 (``bucket``, or the provider's ``service_config.s3.bucket_name``) and the key
-prefix (``prefix``; default the topology's ``archive.prefix``). The endpoint of
+prefix (``prefix``; default the topology's ``archive.prefix``; one of several trees
+in one Airflow adds ``/<its name>``). The endpoint of
 an S3-compatible store is the provider's ``endpoint_url`` (top level or under
 ``service_config.s3``).
 
@@ -38,9 +39,11 @@ def archive_location(topology: Topology) -> ArchiveLocation:
                               "'service_config': {'s3': {'bucket_name': ...}})")
     creds = hook.get_credentials()
     mask_values([creds.secret_key, creds.token])
+    prefix = str(extra.get("prefix") or topology.archive.prefix)
     return ArchiveLocation(
         bucket=str(bucket),
-        prefix=str(extra.get("prefix") or topology.archive.prefix),
+        # Several trees in one Airflow: each archives under its own name, so none reads another's.
+        prefix=f"{prefix.rstrip('/')}/{topology.namespace}" if topology.namespace else prefix,
         endpoint_url=wrapper.get_service_endpoint_url("s3"),
         region=wrapper.region_name,
         access_key_id=creds.access_key,

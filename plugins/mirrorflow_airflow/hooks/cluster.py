@@ -54,7 +54,7 @@ class MirrorClusterHook(BaseHook):
                     "in its extra and no host"
                 )
             mask_settings(connection)
-        return ClusterClient.from_cluster_config(self.cluster, cfg, connection)
+        return ClusterClient.from_cluster_config(self.cluster, cfg, connection, namespace=self.topology.namespace)
 
     def get_conn(self) -> ClusterClient:  # BaseHook's interface
         return self.client()

@@ -60,13 +60,14 @@ class MirrorAlertNotifier(BaseNotifier):
     template_fields = ()
 
     def __init__(self, *, alerts_config: AlertsConfig, topology: str, reader: Reader, failed: bool,
-                 result_task_id: str | None = None) -> None:
+                 result_task_id: str | None = None, ns: str = "") -> None:
         super().__init__()
         self.alerts_config = alerts_config
         self.topology = topology
         self.reader = reader
         self.failed = failed
         self.result_task_id = result_task_id
+        self.ns = ns  # the tree's namespace: its open incidents are its own
 
     # ----------------------------------------------------------------- reading
 
@@ -104,7 +105,7 @@ class MirrorAlertNotifier(BaseNotifier):
         run = RunRef(str(ti.dag_id), str(ti.task_id), str(ti.run_id), datetime.now(UTC), log_url)
         findings = self.findings(context)
         config = self.alerts_config
-        decision = alerts.decide(open_incidents(), findings, run, config.kinds_by_channel(),
+        decision = alerts.decide(open_incidents(self.ns), findings, run, config.kinds_by_channel(),
                                  send_resolved=config.resolved)
         senders: dict[str, Callable[[Message], None] | None] = {}
         delivered: dict[tuple[str, str], bool] = {}
@@ -118,7 +119,7 @@ class MirrorAlertNotifier(BaseNotifier):
                 if notice.event == "opened":
                     delivered[(notice.key, name)] = ok
         if decision.records or decision.dropped:
-            set_open_incidents(decision.apply(open_incidents(), delivered))
+            set_open_incidents(self.ns, decision.apply(open_incidents(self.ns), delivered))
         log.info("alerts of %s: %d incident(s) open now, %d message(s) of opening, %d of resolution",
                  findings.source, len(decision.records), len(decision.opened), len(decision.resolved))
 
@@ -179,7 +180,7 @@ def alert_callbacks(topology: Topology, reader: Reader, result_task_id: str | No
 
     def notifier(failed: bool) -> MirrorAlertNotifier:
         return MirrorAlertNotifier(alerts_config=config, topology=topology.name, reader=reader, failed=failed,
-                                   result_task_id=result_task_id)
+                                   result_task_id=result_task_id, ns=topology.namespace)
 
     if reader == "task":
         return {"on_failure_callback": [notifier(True)]}

@@ -58,6 +58,7 @@ class MirrorBackfillOperator(MirrorSparkJobOperator[BackfillSpec]):
             clusters={name: dict(c.settings) for name, c in clients.items()}, since_ms=plan.since_ms,
             restore=plan.restore, location=location, copy_threads=self.topology.replication.copy_threads,
             names=plan.grown(self.topology).topic_formats([plan.sibling_of, plan.cluster]),
+            namespace=self.topology.namespace,
             # The new link's commit interval, as its level runs will use it: the link is not in the topology
             # until the join, so its settings come from replication (links.<id>, else the defaults).
             **({"txn_records": txn} if (txn := self.topology.replication.link_settings(plan.link_id).txn_records)

@@ -73,7 +73,7 @@ def plan_level(topology: Topology, level: int, run_id: str, now: datetime | None
     Raises ``AirflowSkipException`` when every link is outside its replication windows.
     """
     now = now or datetime.now(UTC)
-    links = effective_links(topology, level, link_targets())
+    links = effective_links(topology, level, link_targets(topology.namespace))
     open_links, closed = split_by_window(topology, links, now)
     for link in links:
         switched = link.default_target != topology.link(link.link_id).default_target
@@ -95,14 +95,14 @@ def plan_level(topology: Topology, level: int, run_id: str, now: datetime | None
 
 def hold_names(topology: Topology, clusters: list[str]) -> None:
     """Refuse a run whose clusters' names changed since a level run recorded them; record the ones not yet known."""
-    recorded = recorded_names()
+    recorded = recorded_names(topology.namespace)
     now = {c: topology.cluster(c).names.filled() for c in clusters}
     problems = renamed_live(recorded, now)
     if problems:
         raise NamesChanged("nothing was copied:\n  " + "\n  ".join(problems))
     new = {c: formats for c, formats in now.items() if c not in recorded}
     if new:
-        record_names(new)
+        record_names(topology.namespace, new)
 
 
 class NamesChanged(MirrorflowError, AirflowFailException):
@@ -173,7 +173,8 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
     def _record_failing(self, result: dict[str, Any], run_id: str) -> None:
         """Tell the ``on_data`` watcher what this run failed, so it backs off from those alone (docs/levels.md)."""
         try:
-            record_failing(self.level, Failing(f"{run_id}@{result.get('finished_at') or time.time()}",
+            at = result.get('finished_at') or time.time()
+            record_failing(self.topology.namespace, self.level, Failing(f"{run_id}@{at}",
                                                failing_keys(result.get("error_details") or [])))
         except Exception as exc:  # the copy stands; the watcher only learns of the failure one run later
             log.error("level %d run %s: what failed was not recorded for the on_data watcher (Variable %s%d): "
@@ -182,7 +183,8 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
     def _record_totals(self, partitions: list[dict[str, Any]], result: dict[str, Any], run_id: str) -> None:
         """Keep the running totals the status page and the metrics read; the copy stands even if this fails."""
         try:
-            record_copy_totals(self.level, partitions, finished_at=result.get("finished_at") or time.time(),
+            record_copy_totals(self.topology.namespace, self.level, partitions,
+                               finished_at=result.get("finished_at") or time.time(),
                                run_id=run_id)
         except Exception as exc:  # the messages are copied and committed: only the counters are behind
             log.error("level %d run %s: the copy totals (Variable %s%d) were not updated, so the status page and "

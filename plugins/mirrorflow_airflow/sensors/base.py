@@ -39,11 +39,13 @@ class PollingSensor(BaseSensorOperator):
     ui_color = "#d9edf7"
 
     def __init__(self, *, deferrable: bool = True, poke_interval: float = 30, timeout: float = 3600,
-                 max_errors: int = 3, check_timeout: float = DEFAULT_TIMEOUT, **kwargs: Any) -> None:
+                 max_errors: int = 3, check_timeout: float = DEFAULT_TIMEOUT, tree: str = "", **kwargs: Any) -> None:
         super().__init__(poke_interval=poke_interval, timeout=timeout, **kwargs)
         self.deferrable = deferrable
         self.max_errors = max_errors
         self.check_timeout = check_timeout
+        #: The namespace of the tree to check when one Airflow runs several (``""``: the only tree).
+        self.tree = tree
         self._last: dict[str, Any] | None = None
 
     def check_kwargs(self) -> dict[str, Any]:
@@ -56,7 +58,7 @@ class PollingSensor(BaseSensorOperator):
         raise NotImplementedError
 
     def _check(self) -> CheckResult:
-        result = run_check(self.check, self.check_kwargs())
+        result = run_check(self.check, self.check_kwargs(), ns=self.tree)
         self._last = result.detail
         self.log.info("%s", result.summary)
         return result

@@ -30,7 +30,8 @@ class GroupReplicatedSensor(PollingSensor):
         return {"groups": list(self.plan["groups"]), "source": self.plan["source"], "target": self.plan["target"]}
 
     def make_trigger(self, deadline: float) -> PollingTrigger:
-        return GroupReplicatedTrigger(**self.check_kwargs(), poll_interval=self.poke_interval, deadline=deadline,
+        return GroupReplicatedTrigger(**self.check_kwargs(), tree=self.tree, poll_interval=self.poke_interval,
+                                      deadline=deadline,
                                       max_errors=self.max_errors)
 
     def what(self) -> str:

@@ -48,7 +48,8 @@ class ReplicationLagSensor(PollingSensor):
                 "max_records": self.max_records, "max_seconds": self.max_seconds, "timeout": self.check_timeout}
 
     def make_trigger(self, deadline: float) -> PollingTrigger:
-        return ReplicationLagTrigger(**self.check_kwargs(), poll_interval=self.poke_interval, deadline=deadline,
+        return ReplicationLagTrigger(**self.check_kwargs(), tree=self.tree, poll_interval=self.poke_interval,
+                                     deadline=deadline,
                                      max_errors=self.max_errors)
 
     def what(self) -> str:
@@ -78,7 +79,8 @@ class ConsumerGroupLagSensor(PollingSensor):
                 "max_seconds": self.max_seconds, "timeout": self.check_timeout}
 
     def make_trigger(self, deadline: float) -> PollingTrigger:
-        return ConsumerGroupLagTrigger(**self.check_kwargs(), poll_interval=self.poke_interval, deadline=deadline,
+        return ConsumerGroupLagTrigger(**self.check_kwargs(), tree=self.tree, poll_interval=self.poke_interval,
+                                       deadline=deadline,
                                        max_errors=self.max_errors)
 
     def what(self) -> str:

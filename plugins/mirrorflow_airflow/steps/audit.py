@@ -16,6 +16,7 @@ are marked announced, the others announced again (docs/assets.md, "Proven").
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Sequence
@@ -46,7 +47,8 @@ def audit_clusters(topology: Topology, run_id: str = "") -> dict[str, Any]:
     """What the ``count`` task does: count, store, compare, drill down; returns the result as a dict."""
     clients = {name: MirrorClusterHook(topology, name).client() for name in sorted(topology.clusters)}
     result = run_audit(clients, topology.selects, window_s=topology.audit.window_minutes * 60,
-                       grace_s=topology.audit.grace_minutes * 60.0, run_id=run_id, registered=registered_proven)
+                       grace_s=topology.audit.grace_minutes * 60.0, run_id=run_id,
+                       registered=functools.partial(registered_proven, ns=topology.namespace))
     summary = result.summary()
     log.info("counted since the last audit: %s", ", ".join(f"{c} {n}" for c, n in summary["read"].items()))
     log.info("windows judged %d, complete %d, waiting for their grace period %d, before a horizon %d",
@@ -54,7 +56,7 @@ def audit_clusters(topology: Topology, run_id: str = "") -> dict[str, Any]:
     for row in difference_lines(summary["differences"])[:LOG_ROWS]:
         log.warning("%s", row)
     summary["checked_at"] = datetime.now(UTC).isoformat()
-    set_audit_result(summary)
+    set_audit_result(topology.namespace, summary)
     return summary
 
 
@@ -63,7 +65,8 @@ def proven_task_id(topic: str) -> str:
     return "proven_" + re.sub(r"[^A-Za-z0-9_-]", "_", topic)
 
 
-def announce_proven(summary: dict[str, Any], topic: str, cluster: str, context: Any) -> dict[str, list[str]]:
+def announce_proven(summary: dict[str, Any], topic: str, cluster: str, context: Any, ns: str = ""
+                    ) -> dict[str, list[str]]:
     """One event per window of ``topic`` to announce on ``cluster`` in this run (the count's summary); skipped
     when there is none.
 
@@ -74,7 +77,7 @@ def announce_proven(summary: dict[str, Any], topic: str, cluster: str, context: 
     """
     windows = [w for w in summary.get("proven", []) if w["topic"] == topic and w["cluster"] == cluster]
     if windows:
-        held = proven_events(cluster, topic, min(int(w["window_ms"]) for w in windows))
+        held = proven_events(cluster, topic, min(int(w["window_ms"]) for w in windows), ns)
         if held is None:
             windows = [w for w in windows if not w.get("again")]
         elif gone := [w for w in windows if w["window"] in held]:
@@ -82,7 +85,7 @@ def announce_proven(summary: dict[str, Any], topic: str, cluster: str, context: 
             windows = [w for w in windows if w["window"] not in held]
     if not windows:
         raise AirflowSkipException(f"no window of {topic} to announce on {cluster} in this run")
-    keys = emit_proven(context["outlet_events"], windows, str(context["run_id"]))
+    keys = emit_proven(context["outlet_events"], windows, str(context["run_id"]), ns)
     for uri, windows_of in sorted(keys.items()):
         log.info("%s: proven complete: %s", uri, ", ".join(sorted(windows_of)))
     return keys
@@ -102,13 +105,13 @@ def check_audit(summary: dict[str, Any]) -> dict[str, Any]:
 EVENT_CLOCK_SLACK = timedelta(hours=1)
 
 
-def proven_events(cluster: str, topic: str, since_ms: int) -> set[str] | None:
+def proven_events(cluster: str, topic: str, since_ms: int, ns: str = "") -> set[str] | None:
     """The partition keys (windows) of the events Airflow holds of ``topic``'s proven asset on ``cluster``,
     registered after the window starting at ``since_ms`` began; ``None`` when it cannot say.
 
     Asked of the task's supervisor, as ``inlet_events`` are, without declaring the asset an inlet.
     """
-    asset = proven_asset(cluster, topic)
+    asset = proven_asset(cluster, topic, ns)
     after = datetime.fromtimestamp(since_ms / 1000, UTC) - EVENT_CLOCK_SLACK
     try:
         from airflow.sdk.execution_time.context import InletEventsAccessor
@@ -120,7 +123,7 @@ def proven_events(cluster: str, topic: str, since_ms: int) -> set[str] | None:
         return None
 
 
-def registered_proven(windows: Sequence[ProvenWindow]) -> set[ProvenWindow] | None:
+def registered_proven(windows: Sequence[ProvenWindow], ns: str = "") -> set[ProvenWindow] | None:
     """Of ``windows``, those whose event Airflow holds; ``None`` when it cannot say for every one
     (the ``registered`` of :func:`mirrorflow.completeness.run.run_audit`)."""
     groups: dict[tuple[str, str], list[ProvenWindow]] = {}
@@ -128,7 +131,7 @@ def registered_proven(windows: Sequence[ProvenWindow]) -> set[ProvenWindow] | No
         groups.setdefault((w.cluster, w.topic), []).append(w)
     found: set[ProvenWindow] = set()
     for (cluster, topic), mine in sorted(groups.items()):
-        keys = proven_events(cluster, topic, min(w.window_ms for w in mine))
+        keys = proven_events(cluster, topic, min(w.window_ms for w in mine), ns)
         if keys is None:
             return None
         found |= {w for w in mine if w.key in keys}

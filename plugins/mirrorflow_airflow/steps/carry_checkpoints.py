@@ -38,7 +38,7 @@ def _carry(topology: Topology, level_map: str, *, dry_run: bool) -> list[dict]:
     if unknown:
         raise CarryRefused(f"level_map names level(s) {unknown} that the topology does not have (its levels: "
                            f"{sorted(topology.levels)})")
-    targets = link_targets()
+    targets = link_targets(topology.namespace)
     work = []
     for old, new in sorted(pairs.items()):
         for link in effective_links(topology, new, targets):

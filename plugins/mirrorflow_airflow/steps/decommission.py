@@ -35,7 +35,7 @@ DRAIN_PASSES = 5
 def run_preflight(topology: Topology, cluster: str, force: bool, dry_run: bool) -> dict[str, Any]:
     """The plan, or a final refusal: a cluster that cannot leave, or still serves groups, changes nothing."""
     try:
-        plan = plan_decommission(topology, cluster, link_targets())
+        plan = plan_decommission(topology, cluster, link_targets(topology.namespace))
         client = MirrorClusterHook(topology, cluster).client()
         active = {g: i.members for g, i in describe_every_group(client).items() if i.active}
     except (DecommissionRefused, MirrorflowError) as exc:
@@ -77,7 +77,7 @@ def recheck(topology: Topology, raw: dict[str, Any]) -> None:
             log.warning("force: %s serves consumer groups again since the plan: %s", plan.cluster, listed)
         else:
             problems.append(f"{plan.cluster} serves consumer groups again since it was made: {listed}")
-    targets = link_targets()
+    targets = link_targets(topology.namespace)
     now = {l.link_id: l.default_target for level in topology.levels for l in effective_links(topology, level, targets)}
     for move in plan.moves:
         current = now.get(move.link_id)
@@ -94,7 +94,7 @@ def switch_links(topology: Topology, raw: dict[str, Any]) -> dict[str, Any]:
     plan = DecommissionPlan.from_dict(raw)
     if not raw["dry_run"]:
         recheck(topology, raw)
-    targets = link_targets()
+    targets = link_targets(topology.namespace)
     links = {l.link_id: l for level in topology.levels for l in effective_links(topology, level, targets)}
     out: dict[str, Any] = {}
     for move in plan.moves:
@@ -113,7 +113,7 @@ def switch_links(topology: Topology, raw: dict[str, Any]) -> dict[str, Any]:
             log.warning("%s", warning)
         if not raw["dry_run"]:
             targets[move.link_id] = move.new_target
-            set_link_targets(targets)
+            set_link_targets(topology.namespace, targets)
         out[move.link_id] = {"mode": report.mode, "cuts": report.cuts}
         log.info("link %s now copies to %s", move.link_id, move.new_target)
     return out
@@ -145,7 +145,7 @@ def drain(topology: Topology, raw: dict[str, Any], run_id: str) -> dict[str, Any
     plan = DecommissionPlan.from_dict(raw)
     if raw["dry_run"]:
         return {"dry_run": True}
-    targets = link_targets()
+    targets = link_targets(topology.namespace)
     copied, remaining = {}, {}
     for level, ids in sorted(plan.drain.items()):
         links = [l for l in effective_links(topology, level, targets) if l.link_id in ids]
@@ -180,12 +180,13 @@ def leave(topology: Topology, raw: dict[str, Any], run_id: str) -> dict[str, Any
     if raw["dry_run"]:
         return {"dry_run": True}
     after = topology.without_cluster(plan.cluster)
-    current = link_targets()
+    current = link_targets(topology.namespace)
     kept = {k: v for k, v in {**current, **plan.targets}.items()
             if v != plan.cluster and k in {l.link_id for l in after.all_links()} and v != after.link(k).default_target}
-    set_link_targets(kept)
-    record_change({**remove_event(plan.cluster), "at": datetime.now(UTC).isoformat(), "run_id": run_id})
-    record_names({plan.cluster: None})  # onboarded again, it may come back under other names
+    set_link_targets(topology.namespace, kept)
+    record_change(topology.namespace,
+                  {**remove_event(plan.cluster), "at": datetime.now(UTC).isoformat(), "run_id": run_id})
+    record_names(topology.namespace, {plan.cluster: None})  # onboarded again, it may come back under other names
     log.info("%s left the tree; links now: %s", plan.cluster, ", ".join(str(l) for l in after.all_links()))
     return {"left": True, "targets": kept}
 

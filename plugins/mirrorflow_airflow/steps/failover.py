@@ -143,7 +143,7 @@ def publish_final(topology: Topology, plan: dict[str, Any]) -> dict[str, Any]:
     for client in clients.values():
         ensure_topic(client)
     positions = publish_owned(clients[plan["source"]], plan["groups"], topology.selects)
-    targets = link_targets()
+    targets = link_targets(topology.namespace)
     report = distribute({lvl: effective_links(topology, lvl, targets) for lvl in topology.levels}, clients,
                         skip=down)
     log.info("published %d final positions on %s and distributed %d records", len(positions), plan["source"],
@@ -220,9 +220,9 @@ def switch(topology: Topology, plan: dict[str, Any], approved_by: str | None = N
     refuse_active(target_client, groups, "target")  # again, right before the commit
     recheck(topology, plan, "switch")  # and the source: apps restarted there while the approval waited
     apply_commits(target_client, result.commit_rows())
-    owners = group_owners()
+    owners = group_owners(topology.namespace)
     owners.update({g: target for g in groups})
-    set_group_owners(owners)
+    set_group_owners(topology.namespace, owners)
     journal_entry("failover", groups=groups, source=source, target=target, mode=plan["mode"],
                   precision=plan["precision"], force=plan["force"], oldest_position_s=oldest, approved_by=approved_by,
                   partitions=[{"group": r.group, "topic": r.topic, "partition": r.partition, "source": r.source_offset,
@@ -277,7 +277,8 @@ def read_only_guard(topology: Topology, summary: dict[str, Any]) -> dict[str, An
                                        f"lifted for {', '.join(topics)}: {exc}") from exc
             log.error("the guard on %s could not be re-armed for %s (%s): those topics stay open to writers there "
                       "until a failover of %s to %s and back again, or until their lifted record in %s is deleted",
-                      cluster, ", ".join(topics), exc, ", ".join(result.groups), cluster, ACL_GRANTS_TOPIC)
+                      cluster, ", ".join(topics), exc, ", ".join(result.groups), cluster,
+                      clients[cluster].own(ACL_GRANTS_TOPIC))
             continue
         moved = change.lifted if arriving else change.rearmed
         log.info("%s: %s now %s; %d denies created, %d deleted", cluster, ", ".join(moved) or "no topic", what,

@@ -37,7 +37,7 @@ class LagSlaExceeded(AirflowFailException, MirrorflowError):
 
 def take_snapshot(topology: Topology, now: datetime | None = None) -> lag.LagSnapshot:
     """One measurement of every link (effective targets) and every selected group on every cluster."""
-    targets = link_targets()
+    targets = link_targets(topology.namespace)
     links = [l for level in topology.levels for l in effective_links(topology, level, targets)]
     clients, unavailable = {}, {}
     for name in sorted(topology.clusters):
@@ -45,9 +45,11 @@ def take_snapshot(topology: Topology, now: datetime | None = None) -> lag.LagSna
             clients[name] = MirrorClusterHook(topology, name).client()
         except Exception as exc:  # a missing connection must not hide the other clusters
             unavailable[name] = f"has no client settings ({type(exc).__name__}: {exc})"
-    snap = lag.measure(topology, clients, links, unavailable=unavailable, now=now, previous=read_lag_snapshot())
+    snap = lag.measure(topology, clients, links, unavailable=unavailable, now=now,
+                       previous=read_lag_snapshot(topology.namespace))
     # what a planned failover of each group would replay and skip now (read-only, bounded; docs/lag.md)
-    snap.failover = preview_failovers(topology, clients, group_owners(), snap.groups, snap.unreachable)
+    snap.failover = preview_failovers(topology, clients, group_owners(topology.namespace), snap.groups,
+                                      snap.unreachable)
     return snap
 
 
@@ -55,7 +57,7 @@ def measure_lag(topology: Topology, now: datetime | None = None) -> dict[str, An
     """What the ``measure`` task does: snapshot, log, store, audit; returns the snapshot as a dict."""
     snap = take_snapshot(topology, now)
     data = snap.to_dict()
-    audited = audit_problems()  # an audit violation is an SLA violation (docs/audit.md)
+    audited = audit_problems(topology.namespace)  # an audit violation is an SLA violation (docs/audit.md)
     if audited:
         data["violations"] = list(data["violations"]) + audited
         data["totals"]["violations"] = data["totals"].get("violations", 0) + len(audited)
@@ -70,7 +72,7 @@ def measure_lag(topology: Topology, now: datetime | None = None) -> dict[str, An
     log.info("consumer group lag:\n%s", lag.group_table(snap.groups, limit=LOG_ROWS))
     for cluster, reason in data["unreachable"].items():
         log.error("cluster %s: %s", cluster, reason)
-    set_lag_snapshot(data)
+    set_lag_snapshot(topology.namespace, data)
     journal_entry("lag_snapshot", topology=data["topology"], taken_at=data["taken_at"], ok=data["ok"], totals=totals,
                   violations=data["violations"][:20])
     return data
@@ -87,9 +89,9 @@ def check_sla(snapshot: dict[str, Any]) -> dict[str, Any]:
     return snapshot.get("totals", {})
 
 
-def audit_problems() -> list[str]:
+def audit_problems(ns: str) -> list[str]:
     """The problems of the latest completeness audit (``mirrorflow_audit_result``); none before one ran."""
-    summary = read_audit_result()
+    summary = read_audit_result(ns)
     if not summary:
         return []
     return [f"completeness audit of {summary.get('checked_at')}: {p}" for p in summary_problems(summary)]

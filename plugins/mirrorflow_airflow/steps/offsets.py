@@ -34,14 +34,14 @@ def find_owners(topology: Topology) -> dict[str, Any]:
     infos = {}
     for name, client in clients.items():
         infos[name] = describe_groups(client, topology.offsets.selects)
-    remembered = group_owners()
+    remembered = group_owners(topology.namespace)
     owners, conflicts = owners_from(infos, remembered)
     for group, owner in sorted(owners.items()):
         if remembered.get(group) != owner:
             log.info("group %s runs on %s (was %s)", group, owner, remembered.get(group, "unknown"))
             journal_entry("group_owner", group=group, owner=owner, previous=remembered.get(group))
     if owners != remembered:
-        set_group_owners(owners)
+        set_group_owners(topology.namespace, owners)
     for group, clusters in conflicts.items():
         log.warning("group %s has members on %s at once: mirrorflow leaves it alone until it runs on one cluster",
                     group, ", ".join(clusters))
@@ -77,7 +77,7 @@ def publish_positions(topology: Topology, owners: dict[str, str]) -> dict[str, A
 def distribute_positions(topology: Topology) -> dict[str, Any]:
     """``_mirrorflow.offsets`` carried along the tree like data, so one pass reaches every cluster."""
     clients, down = reachable_clients(topology)
-    targets = link_targets()
+    targets = link_targets(topology.namespace)
     report = distribute({lvl: effective_links(topology, lvl, targets) for lvl in topology.levels}, clients,
                         skip=down)
     log.info("distributed %d position records (%d passed by the copy flags)", report.copied, report.skipped)
@@ -120,7 +120,7 @@ def fail_if_incomplete(*results: dict[str, Any]) -> None:
         raise AirflowException("mirror_offsets served the other clusters, but:\n  " + "\n  ".join(lines))
 
 
-def unchanged_owners(found: dict[str, str]) -> dict[str, str]:
+def unchanged_owners(ns: str, found: dict[str, str]) -> dict[str, str]:
     """The groups of ``found`` whose owner is still the recorded one now, at commit time.
 
     A failover records a group's new owner and commits its offsets there while
@@ -129,7 +129,7 @@ def unchanged_owners(found: dict[str, str]) -> dict[str, str]:
     run, which starts from the new owner. (The commit runs in the operations
     pool, so no failover writes between this read and the commits.)
     """
-    current = group_owners()
+    current = group_owners(ns)
     moved = {g: (owner, current.get(g)) for g, owner in found.items() if current.get(g, owner) != owner}
     for group, (before, now) in sorted(moved.items()):
         log.warning("group %s: its owner changed from %s to %s during this run (a failover): its offsets are "
@@ -145,7 +145,7 @@ def commit_run(topology: Topology, found: dict[str, Any], published: dict[str, A
     Failing last means one unreachable cluster delays nobody: the others got
     their positions in this very run.
     """
-    owners = unchanged_owners(found["owners"])
+    owners = unchanged_owners(topology.namespace, found["owners"])
     result = commit_everywhere(topology, owners)
     journal_entry("offsets_run", owners=owners, conflicts=found["conflicts"],
                   published=published["published"], distributed=distributed["copied"],

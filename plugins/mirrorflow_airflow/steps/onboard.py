@@ -59,7 +59,7 @@ def run_preflight(topology: Topology, params: dict[str, Any], run_id: str) -> di
     try:
         req = OnboardRequest.from_params(params)
         clients = plan_clients(topology, req)
-        earlier = onboarding(req.cluster)
+        earlier = onboarding(topology.namespace, req.cluster)
         if earlier and (earlier["sibling_of"], earlier["level"]) != (req.sibling_of, req.level) and not req.adopt:
             raise OnboardRefused(f"an earlier onboarding of {req.cluster} (run {earlier['run_id']}) joins it next "
                                  f"to {earlier['sibling_of']} at level {earlier['level']}; finish that one, or set "
@@ -71,7 +71,8 @@ def run_preflight(topology: Topology, params: dict[str, Any], run_id: str) -> di
 
             location = archive_location(topology)
             coverage = lambda t, p: archived(location, req.sibling_of, t, p)  # noqa: E731
-        plan = preflight(topology, req, clients[req.cluster], clients[req.sibling_of], targets=link_targets(),
+        plan = preflight(topology, req, clients[req.cluster], clients[req.sibling_of],
+                         targets=link_targets(topology.namespace),
                          resumed_topics=(earlier or {}).get("topics"), archive_coverage=coverage)
     except OnboardRefused as exc:
         raise AirflowFailException(str(exc)) from None
@@ -87,9 +88,10 @@ def run_preflight(topology: Topology, params: dict[str, Any], run_id: str) -> di
     for note in plan.notes:
         log.info("  note: %s", note)
     if not plan.dry_run and not plan.joined:
-        record_onboarding(plan.cluster, {"sibling_of": plan.sibling_of, "level": plan.level, "run_id": run_id,
-                                         "topics": sorted(set((earlier or {}).get("topics", [])) | set(plan.topics)),
-                                         "started": datetime.now(UTC).isoformat()})
+        record_onboarding(topology.namespace, plan.cluster, {
+            "sibling_of": plan.sibling_of, "level": plan.level, "run_id": run_id,
+            "topics": sorted(set((earlier or {}).get("topics", [])) | set(plan.topics)),
+            "started": datetime.now(UTC).isoformat()})
     journal_entry("onboard_preflight", run_id=run_id, cluster=plan.cluster, sibling_of=plan.sibling_of,
                   level=plan.level,
                   backfill=plan.backfill, link=plan.link_id, topics=plan.topics, adopted=plan.adopted, pins=plan.pins,
@@ -118,8 +120,8 @@ def create_topics(topology: Topology, plan: OnboardPlan) -> dict[str, Any]:
         raise AirflowFailException("creating topics on " + plan.cluster + " failed:\n  " + "\n  ".join(
             f"{t}: {e}" for t, e in sorted(shape.blocked.items())))
     created = sorted(c.topic for c in shape.created)
-    if OFFSETS_TOPIC in plan.topics and ensure_topic(clients[plan.cluster]):
-        created.append(OFFSETS_TOPIC)
+    if (offsets := clients[plan.cluster].own(OFFSETS_TOPIC)) in plan.topics and ensure_topic(clients[plan.cluster]):
+        created.append(offsets)
     log.info("created on %s: %s", plan.cluster, ", ".join(created) or "nothing (all there)")
     return {"created": created}
 
@@ -141,7 +143,7 @@ def position_groups(topology: Topology, plan: OnboardPlan) -> dict[str, Any]:
         return {"dry_run": True}
     grown = plan.grown(topology)
     client = plan_clients(topology, plan)[plan.cluster]
-    owners = group_owners()
+    owners = group_owners(topology.namespace)
     infos = describe(client, sorted(owners))
     report = commit_positions(client, owners, lambda g: g not in infos or not infos[g].active,
                               grown.offsets.precision_for)
@@ -158,13 +160,14 @@ def join_tree(topology: Topology, plan: OnboardPlan, run_id: str) -> dict[str, A
     """The cluster joins the tree durably; links whose default target moves with it are pinned where they are."""
     if plan.dry_run:
         return {"dry_run": True, "pins": plan.pins}
-    targets = link_targets()
+    targets = link_targets(topology.namespace)
     pinned = {k: v for k, v in plan.pins.items() if targets.get(k) != v}
     if pinned:  # preflight computed them from the valid targets; a stale stored one is replaced
-        set_link_targets({**targets, **pinned})
-    events = record_change({**plan.event(), "at": datetime.now(UTC).isoformat(), "run_id": run_id})
+        set_link_targets(topology.namespace, {**targets, **pinned})
+    events = record_change(topology.namespace, {**plan.event(), "at": datetime.now(UTC).isoformat(), "run_id": run_id})
     grown = plan.grown(topology)
-    record_names({plan.cluster: grown.cluster(plan.cluster).names.filled()})  # what its backfill wrote under
+    # what its backfill wrote under
+    record_names(topology.namespace, {plan.cluster: grown.cluster(plan.cluster).names.filled()})
     log.info("%s joined the tree next to %s at level %d; its links: %s", plan.cluster, plan.sibling_of, plan.level,
              ", ".join(str(d) for d in grown.distributors(plan.cluster)))
     log.info("the link %s -> %s continues from the backfill's checkpoint at the next mirror_level_%d run",
@@ -179,7 +182,7 @@ def verify_step(topology: Topology, plan: OnboardPlan) -> dict[str, Any]:
     if plan.dry_run:
         return {"dry_run": True}
     clients = plan_clients(topology, plan)
-    data = {t: n for t, n in plan.topics.items() if t != OFFSETS_TOPIC}
+    data = {t: n for t, n in plan.topics.items() if t != clients[plan.cluster].own(OFFSETS_TOPIC)}
     report = verify(clients[plan.sibling_of], clients[plan.cluster], data)
     out = {"ok": report.ok, **summarize(report.partitions), "problems": report.problems()}
     if not report.ok:
@@ -188,7 +191,7 @@ def verify_step(topology: Topology, plan: OnboardPlan) -> dict[str, Any]:
     return out
 
 
-def summary(plan_raw: dict | None, results: dict[str, Any], run_id: str) -> dict[str, Any]:
+def summary(topology: Topology, plan_raw: dict | None, results: dict[str, Any], run_id: str) -> dict[str, Any]:
     """One journal line for the onboarding; fails when a step did, else forgets the record of the attempt."""
     missing = [s for s in STEPS if results.get(s) is None]
     out = {"cluster": (plan_raw or {}).get("cluster"), "steps": results, "ok": not missing}
@@ -197,5 +200,5 @@ def summary(plan_raw: dict | None, results: dict[str, Any], run_id: str) -> dict
         raise AirflowFailException(f"onboarding did not complete: step(s) {', '.join(missing)} failed or did not "
                                    "run; re-run the DAG with the same form to continue")
     if plan_raw and not plan_raw.get("dry_run"):
-        record_onboarding(plan_raw["cluster"], None)
+        record_onboarding(topology.namespace, plan_raw["cluster"], None)
     return out

@@ -33,7 +33,7 @@ def run_resolve(topology: Topology, link_id: str, topic: str, partition: int, ac
     Airflow has no asset for it yet, held under ``"announce"`` for the ``announce`` task.
     """
     level = topology.link(link_id).level
-    link = next(l for l in effective_links(topology, level, link_targets()) if l.link_id == link_id)
+    link = next(l for l in effective_links(topology, level, link_targets(topology.namespace)) if l.link_id == link_id)
     source = MirrorClusterHook(topology, link.source).client()
     target = MirrorClusterHook(topology, link.default_target).client()
     log.info("link %s (%s -> %s) %s[%d]: %s%s%s", link_id, link.source, link.default_target, topic, partition, action,

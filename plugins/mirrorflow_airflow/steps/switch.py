@@ -30,7 +30,8 @@ def run_switch(topology: Topology, source_cluster: str, level: int, target: str,
     """
     topology.cluster(source_cluster)
     topology.cluster(target)
-    candidates = [l for l in effective_links(topology, int(level), link_targets()) if l.source == source_cluster]
+    candidates = [l for l in effective_links(topology, int(level), link_targets(topology.namespace))
+                  if l.source == source_cluster]
     if not candidates:
         raise SwitchError(f"{source_cluster} runs no level-{level} distributor (its levels: "
                           f"{', '.join(str(d.level) for d in topology.distributors(source_cluster))})")
@@ -52,7 +53,7 @@ def run_switch(topology: Topology, source_cluster: str, level: int, target: str,
     for warning in report.warnings:
         log.warning("%s", warning)
     if not dry_run and report.mode != "noop":
-        targets = set_link_target(link.link_id, target, topology.link(link.link_id).default_target)
+        targets = set_link_target(topology.namespace, link.link_id, target, topology.link(link.link_id).default_target)
         journal_entry("link_target", link=link.link_id, target=target, targets=targets, approved_by=approved_by)
         log.info("link %s now copies to %s from the next mirror_level_%d run", link.link_id, target, link.level)
     return report.to_dict()

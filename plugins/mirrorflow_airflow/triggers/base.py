@@ -82,8 +82,10 @@ class CheckContext:
     lives for one poll), so an edited file applies from the next poll.
     """
 
-    def __init__(self, topology: Topology | None = None) -> None:
+    def __init__(self, topology: Topology | None = None, ns: str = "") -> None:
         self._topology = topology
+        #: The tree's namespace when one Airflow runs several (:mod:`mirrorflow_airflow.trees`).
+        self.ns = topology.namespace if topology is not None else ns
         self._clients: dict[str, ClusterClient] = {}
         #: Clusters whose client settings could not be resolved, with the reason (no secrets in it).
         self.unresolved: dict[str, str] = {}
@@ -93,7 +95,7 @@ class CheckContext:
         if self._topology is None:
             from mirrorflow_airflow.topology import current_topology
 
-            self._topology = current_topology()
+            self._topology = current_topology(ns=self.ns)
         return self._topology
 
     def client(self, cluster: str) -> ClusterClient:
@@ -119,7 +121,7 @@ class CheckContext:
         """The operator's target switches (Airflow Variable ``mirrorflow_link_targets``), read now."""
         from mirrorflow_airflow.state import link_targets
 
-        return link_targets()
+        return link_targets(self.ns)
 
 
 def import_check(path: str) -> Callable[..., CheckResult]:
@@ -136,9 +138,10 @@ def import_check(path: str) -> Callable[..., CheckResult]:
     return func
 
 
-def run_check(path: str, kwargs: Mapping[str, Any] | None = None, context: CheckContext | None = None) -> CheckResult:
+def run_check(path: str, kwargs: Mapping[str, Any] | None = None, context: CheckContext | None = None,
+              ns: str = "") -> CheckResult:
     """Run one check now, in this thread (the sensors' poke mode calls this directly)."""
-    result = import_check(path)(context or CheckContext(), **dict(kwargs or {}))
+    result = import_check(path)(context or CheckContext(ns=ns), **dict(kwargs or {}))
     if not isinstance(result, CheckResult):
         raise MirrorflowError(f"check {path!r} returned {type(result).__name__}, not a CheckResult")
     return result
@@ -168,7 +171,7 @@ class PollingTrigger(BaseTrigger):
     """
 
     def __init__(self, *, check: str, check_kwargs: Mapping[str, Any] | None = None, poll_interval: float = 30.0,
-                 deadline: float | None = None, max_errors: int = 3) -> None:
+                 deadline: float | None = None, max_errors: int = 3, tree: str = "") -> None:
         super().__init__()
         if poll_interval <= 0:
             raise MirrorflowError(f"poll_interval must be positive, got {poll_interval}")
@@ -182,12 +185,15 @@ class PollingTrigger(BaseTrigger):
         self.poll_interval = float(poll_interval)
         self.deadline = None if deadline is None else float(deadline)
         self.max_errors = int(max_errors)
+        #: The namespace of the tree whose topology the check reads (``""``: the only tree).
+        self.tree = str(tree)
 
     def trigger_kwargs(self) -> dict[str, Any]:
         return {"check": self.check, "check_kwargs": self.check_kwargs, **self._polling_kwargs()}
 
     def _polling_kwargs(self) -> dict[str, Any]:
-        return {"poll_interval": self.poll_interval, "deadline": self.deadline, "max_errors": self.max_errors}
+        return {"poll_interval": self.poll_interval, "deadline": self.deadline, "max_errors": self.max_errors,
+                "tree": self.tree}
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         cls = type(self)
@@ -202,7 +208,7 @@ class PollingTrigger(BaseTrigger):
         while True:
             polls += 1
             try:
-                result = await asyncio.to_thread(run_check, self.check, self.check_kwargs)
+                result = await asyncio.to_thread(run_check, self.check, self.check_kwargs, None, self.tree)
             except Exception as exc:
                 errors += 1
                 text = f"{type(exc).__name__}: {exc}"

@@ -54,9 +54,9 @@ log = logging.getLogger(__name__)
 POLL_TIMEOUT_S = 5.0
 
 
-def pending_uri(level: int) -> str:
-    """The URI of the asset whose watcher starts level ``level``'s runs."""
-    return f"mirrorflow-pending://level/{level}"
+def pending_uri(level: int, ns: str = "") -> str:
+    """The URI of the asset whose watcher starts level ``level``'s runs (of tree ``ns``, one of several)."""
+    return f"mirrorflow-pending://{ns}/level/{level}" if ns else f"mirrorflow-pending://level/{level}"
 
 
 #: Seconds a watcher keeps the topology and the clusters' client settings it read before reading them again.
@@ -95,16 +95,17 @@ class LevelDataTrigger(BaseEventTrigger):
     """Fires ``{"level", "records", "why"}`` whenever records waiting on the level's links should start a run."""
 
     def __init__(self, level: int, dag_id: str, poll_s: float, floor_s: float, resend_s: float = 60.0,
-                 backoff_s: float = DEFAULT_FIRST_S, backoff_cap_s: float = DEFAULT_CAP_S) -> None:
+                 backoff_s: float = DEFAULT_FIRST_S, backoff_cap_s: float = DEFAULT_CAP_S, tree: str = "") -> None:
         super().__init__()
-        self.level, self.dag_id = int(level), str(dag_id)
+        self.level, self.dag_id, self.tree = int(level), str(dag_id), str(tree)
         self.poll_s, self.floor_s, self.resend_s = float(poll_s), float(floor_s), float(resend_s)
         self.backoff_s, self.backoff_cap_s = float(backoff_s), float(backoff_cap_s)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {"level": self.level, "dag_id": self.dag_id, "poll_s": self.poll_s, "floor_s": self.floor_s,
-                 "resend_s": self.resend_s, "backoff_s": self.backoff_s, "backoff_cap_s": self.backoff_cap_s})
+                 "resend_s": self.resend_s, "backoff_s": self.backoff_s, "backoff_cap_s": self.backoff_cap_s,
+                 "tree": self.tree})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         dag_id = self.dag_id
@@ -120,7 +121,7 @@ class LevelDataTrigger(BaseEventTrigger):
                 failing = None
                 try:
                     if context is None or started - context_at >= CONTEXT_REFRESH_S:
-                        context, context_at = CheckContext(), started
+                        context, context_at = CheckContext(ns=self.tree), started
                     found = await asyncio.to_thread(measure_level, self.level, context, POLL_TIMEOUT_S, kept)
                     queued = await asyncio.to_thread(self._queued, dag_id) if found.total else 0
                     failing = await asyncio.to_thread(self._failing) if found.total else None
@@ -150,7 +151,7 @@ class LevelDataTrigger(BaseEventTrigger):
 
     def _failing(self) -> Failing | None:
         try:
-            return read_failing(self.level)
+            return read_failing(self.tree, self.level)
         except Exception as exc:  # no record readable: no back-off, as before
             log.debug("level %d: what its runs failed is unknown: %s", self.level, exc)
             return None

@@ -38,10 +38,10 @@ class GroupReplicatedTrigger(PollingTrigger):
     CHECK = f"{__name__}.group_replicated_check"
 
     def __init__(self, *, groups: list[str], source: str, target: str, poll_interval: float = 30.0,
-                 deadline: float | None = None, max_errors: int = 3) -> None:
+                 deadline: float | None = None, max_errors: int = 3, tree: str = "") -> None:
         self.groups, self.source, self.target = list(groups), source, target
         super().__init__(check=self.CHECK, check_kwargs={"groups": self.groups, "source": source, "target": target},
-                         poll_interval=poll_interval, deadline=deadline, max_errors=max_errors)
+                         poll_interval=poll_interval, deadline=deadline, max_errors=max_errors, tree=tree)
 
     def trigger_kwargs(self) -> dict[str, Any]:
         return {"groups": self.groups, "source": self.source, "target": self.target, **self._polling_kwargs()}

@@ -128,12 +128,13 @@ class ReplicationLagTrigger(PollingTrigger):
 
     def __init__(self, *, links: Iterable[str] | None = None, topics: Iterable[str] | None = None,
                  max_records: int = 0, max_seconds: float | None = None, timeout: float = DEFAULT_TIMEOUT,
-                 poll_interval: float = 30.0, deadline: float | None = None, max_errors: int = 3) -> None:
+                 poll_interval: float = 30.0, deadline: float | None = None, max_errors: int = 3,
+                 tree: str = "") -> None:
         self.links = None if links is None else sorted(links)
         self.topics = None if topics is None else list(topics)
         self.max_records, self.max_seconds, self.timeout = max_records, max_seconds, timeout
         super().__init__(check=self.CHECK, check_kwargs=self._check_kwargs(), poll_interval=poll_interval,
-                         deadline=deadline, max_errors=max_errors)
+                         deadline=deadline, max_errors=max_errors, tree=tree)
 
     def _check_kwargs(self) -> dict[str, Any]:
         return {"links": self.links, "topics": self.topics, "max_records": self.max_records,
@@ -153,11 +154,11 @@ class ConsumerGroupLagTrigger(PollingTrigger):
 
     def __init__(self, *, cluster: str, groups: Iterable[str], max_records: int = 0, max_seconds: float | None = None,
                  timeout: float = DEFAULT_TIMEOUT, poll_interval: float = 30.0, deadline: float | None = None,
-                 max_errors: int = 3) -> None:
+                 max_errors: int = 3, tree: str = "") -> None:
         self.cluster, self.groups = cluster, list(groups)
         self.max_records, self.max_seconds, self.timeout = max_records, max_seconds, timeout
         super().__init__(check=self.CHECK, check_kwargs=self._check_kwargs(), poll_interval=poll_interval,
-                         deadline=deadline, max_errors=max_errors)
+                         deadline=deadline, max_errors=max_errors, tree=tree)
 
     def _check_kwargs(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "groups": self.groups, "max_records": self.max_records,

@@ -2,7 +2,8 @@
 
 The API server may read the metadata database directly (tasks may not): the
 Variables the DAGs write, the latest runs of every ``mirror_*`` DAG with their
-task states and result XComs, and the tasks running now. Reading only, and a
+task states and result XComs, and the tasks running now: those of one tree
+(``<name>.mirror_*`` when one Airflow runs several). Reading only, and a
 bounded number of rows per DAG, so the page costs the database little.
 """
 
@@ -27,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from mirrorflow.status import forms
 from mirrorflow.status.inputs import DagInfo, RunInfo, RunningTask, StatusInputs
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, in_tree
 from mirrorflow_airflow.state import (
     AUDIT_RESULT_VARIABLE,
     COPY_TOTALS_PREFIX,
@@ -63,17 +64,19 @@ def json_variable(session: Session, key: str) -> Any:
         return None
 
 
-def _totals(session: Session, levels: Iterable[int]) -> dict[str, Any]:
+def _totals(session: Session, levels: Iterable[int], ns: str) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for level in levels:
-        data = json_variable(session, f"{COPY_TOTALS_PREFIX}{level}") or {}
+        data = json_variable(session, in_tree(ns, f"{COPY_TOTALS_PREFIX}{level}")) or {}
         merged.update(data.get("partitions") or {})
     return {"partitions": merged}
 
 
-def _dags(session: Session, base: str) -> dict[str, DagInfo]:
+def _dags(session: Session, base: str, ns: str) -> dict[str, DagInfo]:
+    """The tree's DAGs by their single-tree ids (``mirror_level_1`` for ``prod.mirror_level_1`` of tree ``prod``)."""
     out = {}
-    models = session.scalars(select(DagModel).where(DagModel.dag_id.startswith(PREFIX))).all()
+    prefix = in_tree(ns, PREFIX)
+    models = session.scalars(select(DagModel).where(DagModel.dag_id.startswith(prefix))).all()
     for model in models:
         runs = session.scalars(select(DagRun).where(DagRun.dag_id == model.dag_id)
                                .order_by(DagRun.run_after.desc()).limit(RUNS_READ)).all()
@@ -99,8 +102,8 @@ def _dags(session: Session, base: str) -> dict[str, DagInfo]:
                 dag_id=model.dag_id, run_id=run.run_id, state=str(run.state), started=run.start_date,
                 ended=run.end_date, result=results.get(run.run_id), tasks=tasks, task_logs=logs,
                 log_url=logs[failed[0]] if failed else forms.run_url(base, model.dag_id, run.run_id)))
-        out[model.dag_id] = DagInfo(model.dag_id, paused=model.is_paused, next_run=model.next_dagrun_create_after,
-                                    runs=tuple(infos))
+        out[model.dag_id[len(prefix) - len(PREFIX):]] = DagInfo(
+            model.dag_id, paused=model.is_paused, next_run=model.next_dagrun_create_after, runs=tuple(infos))
     return out
 
 
@@ -123,8 +126,8 @@ def latest_progress(ti: Any) -> dict[str, Any] | None:
         return None
 
 
-def _running(session: Session, base: str) -> tuple[RunningTask, ...]:
-    tis = session.scalars(select(TaskInstance).where(TaskInstance.dag_id.startswith(PREFIX),
+def _running(session: Session, base: str, ns: str) -> tuple[RunningTask, ...]:
+    tis = session.scalars(select(TaskInstance).where(TaskInstance.dag_id.startswith(in_tree(ns, PREFIX)),
                                                      TaskInstance.state == "running")
                           .order_by(TaskInstance.start_date).limit(RUNNING_READ)).all()
     return tuple(RunningTask(ti.dag_id, ti.run_id, ti.task_id, ti.start_date,
@@ -134,15 +137,16 @@ def _running(session: Session, base: str) -> tuple[RunningTask, ...]:
 
 def read_inputs(session: Session, topology: Topology, now: datetime | None = None) -> StatusInputs:
     """Everything the page shows, as stored now."""
-    base = ui_base()
+    base, ns = ui_base(), topology.namespace
     return StatusInputs(
         now=now or datetime.now(UTC),
-        lag=json_variable(session, LAG_SNAPSHOT_VARIABLE),
-        audit=json_variable(session, AUDIT_RESULT_VARIABLE),
-        targets={str(k): str(v) for k, v in (json_variable(session, TARGETS_VARIABLE) or {}).items()},
-        owners={str(k): str(v) for k, v in (json_variable(session, OWNERS_VARIABLE) or {}).items()},
-        totals=_totals(session, topology.levels),
-        dags=_dags(session, base),
-        running=_running(session, base),
+        lag=json_variable(session, in_tree(ns, LAG_SNAPSHOT_VARIABLE)),
+        audit=json_variable(session, in_tree(ns, AUDIT_RESULT_VARIABLE)),
+        targets={str(k): str(v) for k, v in (json_variable(session, in_tree(ns, TARGETS_VARIABLE)) or {}).items()},
+        owners={str(k): str(v) for k, v in (json_variable(session, in_tree(ns, OWNERS_VARIABLE)) or {}).items()},
+        totals=_totals(session, topology.levels, ns),
+        dags=_dags(session, base, ns),
+        running=_running(session, base, ns),
         base_url=base,
+        tree=ns,
     )

@@ -19,6 +19,7 @@ from mirrorflow.copy.engine.clients import reader_group
 from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_groups import transactional_id
+from mirrorflow.internal_names import in_namespace
 from mirrorflow.kafka import ClusterClient, Need, NotAuthorized, refusal
 
 #: The attribute :func:`during` sets on a ``KafkaException`` (the innermost stage wins).
@@ -40,9 +41,11 @@ def stage_of(exc: BaseException) -> str | None:
     return getattr(exc, _STAGE, None)
 
 
-def stage_needs(task: PartitionTask, stage: str) -> tuple[str, str, tuple[Need, ...]]:
-    """(``source`` or ``target``, what the copy was doing, what it needed there) at ``stage``."""
-    txn, group = transactional_id(task.link_id, task.topic, task.partition), checkpoint_group(task.link_id)
+def stage_needs(task: PartitionTask, stage: str, namespace: str = "") -> tuple[str, str, tuple[Need, ...]]:
+    """(``source`` or ``target``, what the copy was doing, what it needed there) at ``stage``; ``namespace``: the
+    clients' (:meth:`ClusterClient.own`)."""
+    txn = in_namespace(transactional_id(task.link_id, task.topic, task.partition), namespace)
+    group = in_namespace(checkpoint_group(task.link_id), namespace)
     source, target = task.source_topic, task.target_topic  # the resources are the clusters' names
     where = f"{task.topic}[{task.partition}] of link {task.link_id}"
     if stage == "start":
@@ -55,7 +58,8 @@ def stage_needs(task: PartitionTask, stage: str) -> tuple[str, str, tuple[Need, 
         return "source", f"reading the source offsets of {where}", (Need("TOPIC", source, "DESCRIBE"),)
     if stage == "read":
         return "source", f"reading the messages of {where}", (
-            Need("TOPIC", source, "READ"), Need("GROUP", reader_group(task.link_id), "DESCRIBE"))
+            Need("TOPIC", source, "READ"),
+            Need("GROUP", in_namespace(reader_group(task.link_id), namespace), "DESCRIBE"))
     if stage == "produce":
         return "target", f"writing the copies of {where}", (
             Need("TOPIC", target, "WRITE"), Need("TRANSACTIONAL_ID", txn, "WRITE"))
@@ -69,7 +73,7 @@ def unexplained(task: PartitionTask, stage: str | None, error: Any, source: Clus
     """An error that is no refusal, with what the copy was doing and where (librdkafka's text names neither)."""
     if stage is None:
         return f"{error.name()}: {error.str()}"
-    side, doing, _ = stage_needs(task, stage)
+    side, doing, _ = stage_needs(task, stage, target.namespace)
     cluster = source.name if side == "source" else target.name
     return f"{error.name()} on {cluster} while {doing}: {error.str()}"
 
@@ -77,6 +81,6 @@ def unexplained(task: PartitionTask, stage: str | None, error: Any, source: Clus
 def named(task: PartitionTask, stage: str | None, error: Any, source: ClusterClient,
           target: ClusterClient) -> NotAuthorized | None:
     """``error`` as the permission it shows missing, or ``None`` when it is no authorization error."""
-    side, doing, needs = stage_needs(task, stage or "commit")
+    side, doing, needs = stage_needs(task, stage or "commit", target.namespace)
     client = source if side == "source" else target
     return refusal(client.name, client.settings, error, doing, *needs)

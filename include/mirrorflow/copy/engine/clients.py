@@ -77,7 +77,7 @@ def new_producer(task: PartitionTask, target: ClusterClient) -> Producer:
                             # creates it again as the source is (mirrorflow.kafka.topics).
                             "allow.auto.create.topics": False}
     if task.exactly_once:
-        conf["transactional.id"] = transactional_id(task.link_id, task.topic, task.partition)
+        conf["transactional.id"] = target.own(transactional_id(task.link_id, task.topic, task.partition))
         conf["transaction.timeout.ms"] = 60000
     else:
         conf["enable.idempotence"] = True  # no duplicates from the producer's own retries, at least
@@ -107,7 +107,7 @@ class CopyClients:
         kept = self._readers.pop((source.name, task.link_id), None)
         if kept is not None:
             return kept, True
-        return Consumer(source.consumer(reader_group(task.link_id), **{
+        return Consumer(source.consumer(source.own(reader_group(task.link_id)), **{
             "enable.partition.eof": True,
             # Never jump: records deleted under a copy are a gap, decided by the copy (on_gap), not skipped
             # by librdkafka (mirrorflow.copy.state.checkpoints.moved_under_copy). Not a cluster's to change.
@@ -124,7 +124,7 @@ class CopyClients:
         # the transaction markers a commit writes after it returns. Its offset fetch is therefore not
         # "require stable"; it needs not be: a copy reads its checkpoint after its own init_transactions,
         # which ends any earlier transaction holding offsets of these partitions.
-        return kept if kept is not None else Consumer(target.consumer(checkpoint_group(task.link_id),
+        return kept if kept is not None else Consumer(target.consumer(target.own(checkpoint_group(task.link_id)),
                                                                       **{"isolation.level": "read_uncommitted"}))
 
     def producer(self, task: PartitionTask, target: ClusterClient) -> Producer:

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[PartitionTask],
-               threads: int = 1) -> Iterator[dict[str, Any]]:
+               threads: int = 1, namespace: str = "") -> Iterator[dict[str, Any]]:
     """Executor side: copy each task's partition; one result dict per task, errors included.
 
     Tasks are copied by transaction group (:func:`by_txn_group`): a group's partitions
@@ -52,7 +52,7 @@ def copy_tasks(clusters: Mapping[str, Mapping[str, Any]], tasks: Iterable[Partit
     failed at their checkpoint straight away instead of waiting out the same
     timeouts one by one.
     """
-    clients = {name: ClusterClient(name, dict(settings)) for name, settings in clusters.items()}
+    clients = {name: ClusterClient(name, dict(settings), namespace=namespace) for name, settings in clusters.items()}
     down: dict[str, str] = {}
     kept = threading.local()  # each copy thread's clients, kept from one range to its next
     pools: list[CopyClients] = []
@@ -198,11 +198,11 @@ def by_txn_group(tasks: Iterable[PartitionTask]) -> list[list[PartitionTask]]:
     return list(groups.values())
 
 
-def copy_bins(clusters: Mapping[str, Mapping[str, Any]], threads: int,
+def copy_bins(clusters: Mapping[str, Mapping[str, Any]], threads: int, namespace: str,
               bins: Iterator[list[PartitionTask]]) -> Iterator[dict]:
     """One Spark task: its bins of partition ranges, copied by :func:`copy_tasks`."""
     for tasks in bins:
-        yield from copy_tasks(clusters, tasks, threads)
+        yield from copy_tasks(clusters, tasks, threads, namespace)
 
 
 class CopySpec(Protocol):
@@ -216,13 +216,16 @@ class CopySpec(Protocol):
     def level(self) -> int: ...
     @property
     def run_id(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
 
 
 def execute(spark: Any, spec: CopySpec, bins: list[list[PartitionTask]], progress: Progress | None = None
             ) -> list[dict[str, Any]]:
     """Run the bins as Spark tasks (one bin, one task), or in this process when ``spark`` is ``None``.
 
-    ``spec`` is the job's spec (:class:`CopySpec`: ``clusters``, ``level``, ``run_id`` and ``copy_threads``);
+    ``spec`` is the job's spec (:class:`CopySpec`: ``clusters``, ``level``, ``run_id``, ``copy_threads``,
+    ``namespace``);
     ``spark`` a SparkContext or a Spark Connect session (:mod:`mirrorflow.spark.run`).
     ``progress``: in this process the copiers count every committed transaction into it
     (:func:`mirrorflow.progress.note`); on Spark it follows the finished Spark tasks.
@@ -230,13 +233,13 @@ def execute(spark: Any, spec: CopySpec, bins: list[list[PartitionTask]], progres
     if not bins:
         return []
     clusters = {name: dict(settings) for name, settings in spec.clusters.items()}
-    threads = spec.copy_threads
+    threads, namespace = spec.copy_threads, spec.namespace
     if spark is None:
         if progress is None:
-            return [r for tasks in bins for r in copy_tasks(clusters, tasks, threads)]
+            return [r for tasks in bins for r in copy_tasks(clusters, tasks, threads, namespace)]
         with tracking(progress), progress.running():
-            return [r for tasks in bins for r in copy_tasks(clusters, tasks, threads)]
-    return run_bins(spark, functools.partial(copy_bins, clusters, threads), bins,
+            return [r for tasks in bins for r in copy_tasks(clusters, tasks, threads, namespace)]
+    return run_bins(spark, functools.partial(copy_bins, clusters, threads, namespace), bins,
                     f"mirrorflow level {spec.level} run {spec.run_id}: {sum(map(len, bins))} partitions", progress)
 
 

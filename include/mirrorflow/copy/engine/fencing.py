@@ -36,7 +36,7 @@ def fence(client: ClusterClient, link_id: str, tps: list[TopicPartition], timeou
     """
     fenced: set[str] = set()
     for tp in tps:
-        txn_id = transactional_id(link_id, tp.topic, tp.partition)
+        txn_id = client.own(transactional_id(link_id, tp.topic, tp.partition))
         if txn_id in fenced:
             continue
         fenced.add(txn_id)

@@ -160,7 +160,7 @@ def fenced_commit(task: PartitionTask, target: ClusterClient, positions: list[To
     ``transactional.id``: ``init_transactions`` fences any copy still running, so none can overwrite them.
     ``held``: floors a checkpoint keeps (mirrorflow.copy.state.held)."""
     producer = new_producer(task, target)
-    checkpoint = Consumer(target.consumer(checkpoint_group(task.link_id)))
+    checkpoint = Consumer(target.consumer(target.own(checkpoint_group(task.link_id))))
     try:
         producer.init_transactions(timeout)
         commits = Commits(task, producer, checkpoint, timeout, held)

@@ -67,10 +67,10 @@ def lost_checkpoint(spec: JobSpec, link: LinkJob, source: ClusterClient, target:
 
 def _former_links(link: LinkJob, target: ClusterClient, tp: TopicPartition, timeout: float) -> list[str]:
     """Other link ids of the same source with a checkpoint for ``tp`` on this target: the levels were renumbered."""
-    prefix = checkpoint_group(f"{link.source}.L")
+    prefix = target.own(checkpoint_group(f"{link.source}.L"))
     out = []
     for group in group_ids(target, prefix, timeout):
-        other = group[len(checkpoint_group("")):]
+        other = group[len(target.own(checkpoint_group(""))):]
         if other == link.link_id or not other[len(link.source) + 2:].isdigit():
             continue
         committed, _ = read_checkpoints(target, other, [tp], timeout).get((tp.topic, tp.partition), (None, ""))

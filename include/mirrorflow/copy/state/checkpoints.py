@@ -231,7 +231,7 @@ def read_checkpoints(target: ClusterClient, link_id: str, tps: list[TopicPartiti
     and closes its own consumer and names the link in its errors. Topics are logical
     names, asked under the target's names (a checkpoint is committed on the target's topic).
     """
-    answer = committed_offsets(target, checkpoint_group(link_id), target.on_cluster(tps),
+    answer = committed_offsets(target, target.own(checkpoint_group(link_id)), target.on_cluster(tps),
                                f"checkpoints of link {link_id}", timeout)
     out: dict[tuple[str, int], tuple[int | None, str]] = {}
     for tp in answer:

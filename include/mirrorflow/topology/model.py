@@ -1,7 +1,8 @@
 """Validated models of the topology file (a contract: docs/architecture.md, "Contracts").
 
 The file has four keys: ``name`` (optional), ``clusters``, ``tree`` and
-``topics``. Every model forbids unknown keys, so a typo is an error instead of
+``topics``, and optional sections (``namespace``: one of several trees in one
+Airflow). Every model forbids unknown keys, so a typo is an error instead of
 a silently ignored setting. Structural problems (wrong types, unknown or
 missing keys) are found by pydantic; the rules that span keys (every tree leaf
 is a defined cluster, levels grow towards the root, ...) are checked by
@@ -233,6 +234,9 @@ class Topology(_Model):
     """
 
     name: Name = "mirrorflow"
+    #: Several trees in one Airflow: what this tree's DAG ids, Variables and own names on clusters start with
+    #: (``<namespace>.``, ``_mirrorflow.<namespace>.``); ``""``, the default, keeps them as they are (trees.py).
+    namespace: Annotated[str, Field(strict=True, pattern=r"^([A-Za-z0-9][A-Za-z0-9_-]{0,39})?$")] = ""
     clusters: dict[Name, ClusterConfig]
     tree: TreeNode
     topics: list[Annotated[str, Field(strict=True)]] = Field(min_length=1)
@@ -262,7 +266,6 @@ class Topology(_Model):
     _levels: tuple[int, ...] = PrivateAttr(default=())
     _distributors: dict[str, tuple[Distributor, ...]] = PrivateAttr(default_factory=dict)
     _links: dict[str, Distributor] = PrivateAttr(default_factory=dict)
-    _namespace: str = PrivateAttr(default="")
 
     # ----------------------------------------------------------------- construction
 
@@ -379,17 +382,6 @@ class Topology(_Model):
     # ----------------------------------------------------------------- queries
 
     @property
-    def namespace(self) -> str:
-        """What this tree's own names carry when one Airflow runs several (its ``name``, set by the loader)."""
-        return self._namespace
-
-    def in_namespace(self, namespace: str) -> Topology:
-        """This topology with :attr:`namespace` set (kept by :meth:`with_cluster` and :meth:`without_cluster`)."""
-        copy = self.model_copy()
-        copy._namespace = namespace
-        return copy
-
-    @property
     def levels(self) -> list[int]:
         """Every level of the tree, ascending (one ``mirror_level_<L>`` DAG each)."""
         return list(self._levels)
@@ -483,6 +475,8 @@ class Topology(_Model):
     def to_dict(self) -> dict[str, Any]:
         """The topology as plain data, in the file's shape (``Topology.parse`` reads it back)."""
         data = self.model_dump(mode="python", exclude_none=True)
+        if not self.namespace:
+            data.pop("namespace")
         for name, cluster in data["clusters"].items():
             if not cluster.get("config"):
                 cluster.pop("config", None)
@@ -517,7 +511,7 @@ class Topology(_Model):
         config = cluster.model_dump(exclude_none=True) if isinstance(cluster, ClusterConfig) else dict(cluster)
         data["clusters"][name] = config
         data["tree"] = _tree.add_leaf(data["tree"], name, sibling_of=sibling_of, level=level)
-        return Topology.parse(data).in_namespace(self._namespace)
+        return Topology.parse(data)
 
     def without_cluster(self, name: str) -> Topology:
         """A new topology without cluster ``name`` (a parent left with one child is folded away)."""
@@ -550,7 +544,7 @@ class Topology(_Model):
         data["tree"] = _tree.remove_leaf(data["tree"], name)
         if _tree.is_leaf(data["tree"]):
             raise TopologyError("tree", f"removing {name!r} would leave a single cluster; a topology needs two")
-        return Topology.parse(data).in_namespace(self._namespace)
+        return Topology.parse(data)
 
 
 # --------------------------------------------------------------------------- errors

@@ -1,17 +1,20 @@
 """Several trees in one Airflow: which topology files are loaded, and what two trees may not share.
 
 ``MIRROR_TOPOLOGY`` names one topology file, as it always did, or several
-(separated by ``:``, or a directory of ``*.yaml`` files). With one file nothing
-changes: no namespace, every DAG id, pool, Variable and internal name as before.
-With several, each tree's :attr:`~mirrorflow.topology.Topology.namespace` is its
-``name``; its DAG ids, pools and Variables start with ``<name>.`` and its own
-topics, groups and transactional ids on clusters are ``_mirrorflow.<name>.*``.
+(separated by ``:``, or a directory of ``*.yaml`` files). A tree is told apart by
+its ``namespace`` (topology key; default ``""``): its DAG ids, pools, Variables
+and assets in Airflow start with ``<namespace>.`` (:func:`in_tree`) and its own
+topics, groups and transactional ids on clusters with ``_mirrorflow.<namespace>.``
+(:func:`mirrorflow.internal_names.in_namespace`). The tree without one keeps every
+name it had: a deployment that adds a second tree renames nothing of its first,
+whose checkpoints and Variables are on real clusters and in Airflow. So the
+namespace is a key, never implied by how many files are loaded.
 
 Two trees may share a cluster (the same ``conn_id``, or a bootstrap address in
 common). Refused when the files load, naming both trees and keys, because
 something would otherwise be shared by accident:
 
-- two trees with one ``name`` (their namespaces would be one);
+- two trees with one namespace (at most one tree keeps the plain names);
 - on a shared cluster, topic formats whose names can meet: one fixed prefix a
   prefix of the other's and one suffix a suffix of the other's (the identity,
   no renaming, meets everything), so one tree would copy the other's topics;
@@ -20,9 +23,9 @@ something would otherwise be shared by accident:
 - both trees syncing schemas with a shared cluster: a registry keeps one set of
   ids, and two primaries would give one id two schemas.
 
-Airflow's side of a tree (DAG ids, pools, Variables, assets) is named by
-:func:`in_tree`. Each tree archives under ``<archive prefix>/<name>`` (the Airflow plugin's
-archive location), so two trees with one bucket never read each other's archive.
+Airflow's side of a tree is named by :func:`in_tree`. A tree with a namespace
+archives under ``<archive prefix>/<namespace>`` (the Airflow plugin's archive
+location), so two trees with one bucket never read each other's archive.
 """
 
 from __future__ import annotations
@@ -56,13 +59,12 @@ def topology_paths(value: str) -> list[Path]:
 
 
 def load_trees(paths: Iterable[str | os.PathLike[str]]) -> list[Topology]:
-    """Every topology of ``paths``, checked against each other; namespaced when there are several."""
+    """Every topology of ``paths``, checked against each other (:func:`check_trees`)."""
     files = [Path(p) for p in paths]
     trees = [load_topology(p) for p in files]
-    if len(trees) == 1:
-        return trees
-    check_trees(dict(zip([str(f) for f in files], trees, strict=True)))
-    return [t.in_namespace(t.name) for t in trees]
+    if len(trees) > 1:
+        check_trees(dict(zip([str(f) for f in files], trees, strict=True)))
+    return trees
 
 
 def load_trees_from_env(var: str = TOPOLOGY_ENV, environ: Mapping[str, str] | None = None) -> list[Topology]:
@@ -80,10 +82,11 @@ def check_trees(trees: Mapping[str, Topology]) -> None:
     problems: list[tuple[str, str]] = []
     seen: dict[str, str] = {}
     for file, tree in trees.items():
-        if tree.name in seen:
-            problems.append((f"{file}: name", f"{tree.name!r} is also the name of {seen[tree.name]}; each tree of "
-                             "one Airflow needs a name of its own (it prefixes the tree's DAG ids and own names)"))
-        seen.setdefault(tree.name, file)
+        if tree.namespace in seen:
+            problems.append((f"{file}: namespace", f"{tree.namespace!r} is also the namespace of "
+                             f"{seen[tree.namespace]}; each tree of one Airflow needs one of its own (it starts the "
+                             "tree's DAG ids, Variables and own names on clusters), and at most one may have none"))
+        seen.setdefault(tree.namespace, file)
     for (file_a, a), (file_b, b) in combinations(trees.items(), 2):
         for ca, cb in shared_clusters(a, b):
             where = f"{a.name}'s {ca} and {b.name}'s {cb} ({file_a}, {file_b})"

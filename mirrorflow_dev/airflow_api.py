@@ -55,8 +55,11 @@ class AirflowApi:
         self.attempts = attempts
         self._token: str | None = None
 
-    def call(self, method: str, path: str, body: Any = None, missing_ok: bool = False) -> Any:
-        """``method`` on ``/api/v2`` + ``path``; the decoded JSON answer, or None for a 404 if ``missing_ok``."""
+    def call(self, method: str, path: str, body: Any = None, missing_ok: bool = False, root: str = "/api/v2") -> Any:
+        """``method`` on ``root`` + ``path``; the decoded JSON answer, or None for a 404 if ``missing_ok``.
+
+        ``root``: ``""`` for an app the API server mounts elsewhere (mirrorflow's Mirror page, ``/mirror``).
+        """
         problem = ""
         attempt = 0
         while attempt < self.attempts:
@@ -65,7 +68,7 @@ class AirflowApi:
                 if fresh:
                     self._token = _http_json("POST", f"{self.base}/auth/token",
                                              {"username": self.user, "password": self.password})["access_token"]
-                return _http_json(method, f"{self.base}/api/v2{path}", body, self._token)
+                return _http_json(method, f"{self.base}{root}{path}", body, self._token)
             except urllib.error.HTTPError as exc:
                 detail = exc.read().decode(errors="replace")[:800]
                 if exc.code == 404 and missing_ok:

@@ -118,3 +118,40 @@ def test_every_task_that_emits_arrivals_hands_new_assets_to_one_slot_announce_ta
         assert ARRIVALS in announce.outlets and announce.trigger_rule == rule, (dag_id, announce.trigger_rule)
         assert announce.is_teardown == dag_id.startswith("mirror_level_")
     assert json.loads((REPO / "deploy" / "pools.json").read_text())[ANNOUNCE_POOL]["slots"] == 1
+
+
+def test_a_second_tree_gets_dags_pools_and_assets_of_its_own_and_the_first_keeps_every_id(airflow_home, tmp_path,
+                                                                                           monkeypatch):
+    """Several trees in one Airflow (docs/naming.md): the tree with a namespace starts its names with it."""
+    import os
+
+    import yaml
+
+    from mirrorflow_airflow.assets import ANNOUNCE_POOL
+    from mirrorflow_airflow.factories.dag_header import OPERATIONS_POOL
+    from tests.conftest import REPO
+
+    first = os.environ["MIRROR_TOPOLOGY"]
+    data = yaml.safe_load((REPO / "topologies" / "demo.yaml").read_text())
+    data.update(name="acceptance", namespace="acc", schemas={})  # its own clusters: nothing shared
+    for i, cluster in enumerate(data["clusters"].values()):
+        cluster["bootstrap"] = f"127.0.0.1:{29092 + i}"
+    second = tmp_path / "acc.yaml"
+    second.write_text(yaml.safe_dump(data))
+    monkeypatch.setenv("MIRROR_TOPOLOGY", f"{first}:{second}")
+    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    assert bag.import_errors == {}, bag.import_errors
+    for dag_id, params in CONTRACT_PARAMS.items():  # both trees, each with the contract's forms
+        assert dag_id in bag.dag_ids and params <= set(bag.get_dag(f"acc.{dag_id}").params), dag_id
+    assert {"mirror_level_1", "mirror_level_3", "acc.mirror_level_1", "acc.mirror_level_3"} <= set(bag.dag_ids)
+    assert len(bag.dag_ids) == 2 * len([d for d in bag.dag_ids if not d.startswith("acc.")])
+    # the tasks that write a tree's operator state wait for that tree's pool; announcing assets stays shared
+    pools = {(dag_id, t.task_id): t.pool for dag_id, dag in bag.dags.items() for t in dag.tasks}
+    assert {k for k, v in pools.items() if v == f"acc.{OPERATIONS_POOL}"} == {(f"acc.{d}", t) for d, t in STATE_WRITERS}
+    assert {k for k, v in pools.items() if v == OPERATIONS_POOL} == STATE_WRITERS
+    assert pools[("acc.mirror_level_1", "announce")] == pools[("mirror_level_1", "announce")] == ANNOUNCE_POOL
+    # each tree's audit proves its own assets
+    outlets = {dag_id: {a.name for t in bag.get_dag(dag_id).tasks for a in t.outlets if hasattr(a, "uri")}
+               for dag_id in ("mirror_audit", "acc.mirror_audit")}
+    assert outlets["acc.mirror_audit"] == {n.replace("mirrorflow.proven.", "mirrorflow.proven.acc.", 1)
+                                          for n in outlets["mirror_audit"]} and outlets["mirror_audit"]

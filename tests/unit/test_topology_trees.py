@@ -143,3 +143,14 @@ def test_two_formats_meet_exactly_when_some_name_is_in_both(x, y, met):
 def test_a_namespace_that_cannot_start_airflow_and_kafka_names_is_refused_naming_the_key(namespace):
     with pytest.raises(TopologyError, match="namespace"):
         Topology.parse(_tree(namespace))
+
+
+def test_a_tree_that_keeps_logical_names_on_a_shared_cluster_may_when_it_selects_plain_names_the_other_lacks():
+    from mirrorflow.topology import check_trees
+
+    prod = {**_tree(group_prefix="p-"), "topics": ["orders", "payments"]}  # stored as they are on the shared one
+    acc = {**_tree("acc", own="10.0.0.2:9092", topic_prefix="acc-", group_prefix="a-"), "topics": ["orders.*"]}
+    check_trees({"prod.yaml": Topology.parse(prod), "acc.yaml": Topology.parse(acc)})
+    clash = {**prod, "topics": ["orders", "acc-orders"]}  # acc's orders is stored as acc-orders there
+    with pytest.raises(TopologyError, match="their topic names can meet"):
+        check_trees({"prod.yaml": Topology.parse(clash), "acc.yaml": Topology.parse(acc)})

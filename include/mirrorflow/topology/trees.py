@@ -15,9 +15,11 @@ common). Refused when the files load, naming both trees and keys, because
 something would otherwise be shared by accident:
 
 - two trees with one namespace (at most one tree keeps the plain names);
-- on a shared cluster, topic formats whose names can meet: one fixed prefix a
-  prefix of the other's and one suffix a suffix of the other's (the identity,
-  no renaming, meets everything), so one tree would copy the other's topics;
+- on a shared cluster, topic names that can meet, so one tree would copy the
+  other's topics: formats whose fixed prefixes agree as far as both go, and so
+  do their suffixes (the identity, no renaming, meets everything), unless one
+  tree selects only plain names and none of them, as it stores them there, is
+  a name of the other tree;
 - the same for group formats when both trees carry consumer groups
   (``offsets.groups`` not empty), so both would commit a group's positions;
 - both trees syncing schemas with a shared cluster: a registry keeps one set of
@@ -37,6 +39,7 @@ from pathlib import Path
 
 from mirrorflow.errors import TopologyError
 from mirrorflow.naming import NameFormat
+from mirrorflow.topology.audit import plain_name
 from mirrorflow.topology.load import TOPOLOGY_ENV, load_topology
 from mirrorflow.topology.model import ClusterConfig, Topology
 
@@ -90,7 +93,7 @@ def check_trees(trees: Mapping[str, Topology]) -> None:
     for (file_a, a), (file_b, b) in combinations(trees.items(), 2):
         for ca, cb in shared_clusters(a, b):
             where = f"{a.name}'s {ca} and {b.name}'s {cb} ({file_a}, {file_b})"
-            if meet(a.topic_naming(ca), b.topic_naming(cb)):
+            if topics_meet(a, ca, b, cb):
                 problems.append((f"{file_b}: clusters.{cb}.names", f"{where} are one cluster, and their topic names "
                                  f"can meet ({_shown(a.topic_naming(ca))} and {_shown(b.topic_naming(cb))}): one tree "
                                  "would copy the other's topics; give each tree a prefix of its own there"))
@@ -110,6 +113,23 @@ def check_trees(trees: Mapping[str, Topology]) -> None:
 def shared_clusters(a: Topology, b: Topology) -> list[tuple[str, str]]:
     """(name in ``a``, name in ``b``) of every cluster both trees reach: one ``conn_id``, or a bootstrap in common."""
     return [(ca, cb) for ca, x in a.clusters.items() for cb, y in b.clusters.items() if _same(x, y)]
+
+
+def topics_meet(a: Topology, ca: str, b: Topology, cb: str) -> bool:
+    """Whether a topic of cluster ``ca`` of ``a`` can be one of cluster ``cb`` of ``b`` (the same cluster).
+
+    When the formats can meet (:func:`meet`) and one tree selects only plain names, the
+    names it stores there are known: they meet the other tree only when one of them is
+    in the other's format and selected by it. Regular expressions on both sides: refused.
+    """
+    if not meet(a.topic_naming(ca), b.topic_naming(cb)):
+        return False
+    for x, cx, y, cy in ((a, ca, b, cb), (b, cb, a, ca)):
+        names = [plain_name(p) for p in x.topics]
+        if all(n is not None for n in names):
+            stored = [x.topic_naming(cx).render(n) for n in names if n is not None]
+            return any((logical := y.topic_naming(cy).parse(n)) is not None and y.selects(logical) for n in stored)
+    return True
 
 
 def meet(x: NameFormat, y: NameFormat) -> bool:

@@ -27,7 +27,8 @@ def stack(kafka_clusters, tmp_path_factory) -> Stack:
 
 @pytest.fixture(scope="package")
 def standalone_topology(stack) -> Path:
-    return stack.path
+    """Both trees: ``MIRROR_TOPOLOGY`` is ``first:second`` (the standalone passes it on as it is)."""
+    return Path(stack.trees)
 
 
 @pytest.fixture(scope="package")

@@ -8,6 +8,10 @@ data) share one (``conftest.py`` here: package-scoped fixtures, torn down once
 the package's last test ends; ``tests/fixtures/workers.py`` keeps every
 end-to-end test on one worker).
 
+The standalone runs two trees (docs/naming.md, "Several trees"): that one, and a
+second tree with the namespace ``b`` on c3 and c4, which share them under the
+topic prefix ``b-``. The levels started by data run both side by side.
+
 Each test keeps to its own topic (the topology selects all of them) and its own
 DAGs: it unpauses what it runs through :func:`unpaused`, which pauses them again
 when it ends, so the tests pass in any order and one that fails leaves the next
@@ -30,6 +34,10 @@ from tests.integration.mirroring import FOUR
 CLUSTERS = ("c1", "c2", "c3", "c4")
 FAILOVER_DAG = "mirror_failover_consumer_group"
 LEVEL_DAGS = ("mirror_level_1", "mirror_level_3")
+#: A second tree in the same Airflow (docs/naming.md, "Several trees"): c3 and c4 again, under the namespace ``b``
+#: and the topic prefix ``b-`` there; its clusters are called c3 and c4 too, as two teams' trees would.
+SECOND_NAMESPACE, SECOND_PREFIX, SECOND_CLUSTERS = "b", "b-", ("c3", "c4")
+SECOND_LEVEL_DAG = f"{SECOND_NAMESPACE}.mirror_level_1"
 #: A user's DAG scheduled on the audit's proven asset of c4 (docs/assets.md), next to this repo's DAG files.
 USER_DAG = "orders_proven_on_c4"
 USER_DAG_FILE = '''\
@@ -55,6 +63,8 @@ class Topics:
     failover: str = field(default_factory=lambda: f"ui-orders-{uuid.uuid4().hex[:8]}")
     assets: str = field(default_factory=lambda: f"ui-assets-{uuid.uuid4().hex[:8]}")
     data: str = field(default_factory=lambda: f"on-data-{uuid.uuid4().hex[:8]}")
+    #: The second tree's topic (logical name; ``b-<name>`` on c3 and c4).
+    second: str = field(default_factory=lambda: f"tree-b-{uuid.uuid4().hex[:8]}")
 
 
 def topology_text(bootstraps: dict[str, str], topics: Topics) -> str:
@@ -74,21 +84,41 @@ def topology_text(bootstraps: dict[str, str], topics: Topics) -> str:
     return text
 
 
+def second_topology_text(bootstraps: dict[str, str], topics: Topics) -> str:
+    """The second tree: level 1 between c3 and c4 of the first, namespace ``b``, its topic stored as ``b-<name>``.
+
+    It carries no consumer groups: the first tree carries every group on c3 and c4 under its own names.
+    """
+    lines = ["name: second-tree", f"namespace: {SECOND_NAMESPACE}", "clusters:"]
+    lines += [f'  {n}: {{bootstrap: "{bootstraps[n]}", names: {{topic_prefix: "{SECOND_PREFIX}"}}}}'
+              for n in SECOND_CLUSTERS]
+    return "\n".join(lines) + (f"\ntree: {{level: 1, children: [{', '.join(SECOND_CLUSTERS)}]}}\n"
+                               f"topics: [\"{topics.second}\"]\noffsets: {{groups: []}}\n"
+                               "replication: {schedule: on_data, on_data: {poll: 1s, floor: 3s}}\n")
+
+
 @dataclass(frozen=True)
 class Stack:
-    """The shared stack's topology (its file and parsed) and topics; the standalone is the fixture's."""
+    """The shared stack's topologies (the files and the first parsed) and topics; the standalone is the fixture's."""
 
     path: Path
     topology: Topology
     topics: Topics
+    #: The second tree's file: ``MIRROR_TOPOLOGY`` names both (:attr:`trees`).
+    second: Path
+
+    @property
+    def trees(self) -> str:
+        return f"{self.path}:{self.second}"
 
     @classmethod
     def write(cls, directory: Path, bootstraps: dict[str, str]) -> Stack:
         topics = Topics()
-        path = directory / "topology.yaml"
+        path, second = directory / "topology.yaml", directory / "second.yaml"
         text = topology_text(bootstraps, topics)
         path.write_text(text)
-        return cls(path, parse_topology(text, source=str(path)), topics)
+        second.write_text(second_topology_text(bootstraps, topics))
+        return cls(path, parse_topology(text, source=str(path)), topics, second)
 
 
 @contextmanager

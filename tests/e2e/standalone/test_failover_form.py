@@ -6,6 +6,8 @@ topology asks for approvals (docs/approvals.md): the run stops at ``approve``,
 whose Required Action shows the plan. Rejected, the run skips every change and
 the group stays where it was; triggered again and approved, the run succeeds and
 the group then stands on the other cluster exactly where it stood on the first.
+Last, the Mirror page shows the stack's two trees (``stack.py``), each behind a
+button of its own.
 
 The set-up is real throughout: the session's Kafka clusters c1..c4 in the
 four-cluster tree, a topic only c1 produces to, mirrored to every cluster by
@@ -214,3 +216,12 @@ def test_failover_form_rejected_changes_nothing_and_approved_moves_the_group(
         nxt = next(r for r in values if r.value == f"c1|{p}|{n:04d}".encode())
         expected[p] = nxt.offset
     assert committed(kafka_clusters["c2"].bootstrap, topic) == expected == consumed_group
+
+    # The Mirror page shows both trees of this Airflow (stack.py): a button each, the second's levels behind its own
+    ui.page.goto(f"{airflow_standalone.base}/mirror/")
+    ui.page.wait_for_selector("#trees button[data-tree='b']", timeout=60_000)
+    assert ui.page.locator("#trees button").all_inner_texts() == ["e2e-standalone", "second-tree"]
+    ui.page.wait_for_selector("#levels tbody a[href$='/dags/mirror_level_3']", timeout=60_000)
+    ui.page.click("#trees button[data-tree='b']")
+    ui.page.wait_for_selector("#levels tbody a[href$='/dags/b.mirror_level_1']", timeout=60_000)
+    assert ui.page.locator("#levels tbody tr").count() == 1 and "tree=b" in ui.page.url

@@ -6,7 +6,9 @@ principal holding exactly the derived ``source``, ``target`` and ``failover`` AC
 The application ``User:app`` may write the mirrored topic on c1; ACL sync carries
 that grant to c2 (``write: keep``, the active-passive set-up), where the guard denies
 it. The failover DAG runs for real (``dag.test()``), both ways (a dry run of the
-guard's task is called directly: a whole DAG run costs 8 s).
+guard's task is called directly: a whole DAG run costs 8 s). c2 names mirrored
+topics and groups its own way (``eu-<name>``): the synced grant, the guard's denies
+and its lifted topics all name c2's topic, the reports the logical one.
 """
 
 from __future__ import annotations
@@ -83,11 +85,13 @@ def test_a_read_only_cluster_refuses_every_writer_but_mirrorflow_until_its_group
     conn_ids = {name: f"mf_ro_{name}_{uuid.uuid4().hex[:4]}" for name in settings}
     for key, value in connections_env({conn_ids[n]: s for n, s in settings.items()}).items():
         monkeypatch.setenv(key, value)
+    names = {"c2": {"names": {"topic_prefix": "eu-", "group_prefix": "eu-"}}}
     topology = as_current(Topology.parse({
-        "clusters": {n: {"conn_id": c} for n, c in conn_ids.items()},
+        "clusters": {n: {"conn_id": c, **names.get(n, {})} for n, c in conn_ids.items()},
         "tree": {"level": 1, "children": ["c1", "c2"]}, "topics": [f"{prefix}\\..*"],
         "offsets": {"groups": [f"{prefix}-.*"]},
         "acl_sync": {"enabled": True, "read_only": ["c2"], "unmapped": {"c2": "keep"}}}))  # same logins
+    on_c2, open_on_c2 = f"eu-{topic}", f"eu-{open_topic}"
     secured.grant_acls(required_acls(topology, {n: principal_of(s) for n, s in settings.items()},
                                      roles=["source", "target", "failover"]))
     password = secrets.token_urlsafe(16)
@@ -101,19 +105,19 @@ def test_a_read_only_cluster_refuses_every_writer_but_mirrorflow_until_its_group
     secured.grant("c1", [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, APP, "*",
                                     AclOperation.WRITE, AclPermissionType.ALLOW)])
     # on c2 by hand: every principal may write the other topic; a DENY for User:* would deny mirrorflow too
-    secured.grant("c2", [AclBinding(ResourceType.TOPIC, open_topic, ResourcePatternType.LITERAL, "User:*", "*",
+    secured.grant("c2", [AclBinding(ResourceType.TOPIC, open_on_c2, ResourcePatternType.LITERAL, "User:*", "*",
                                     AclOperation.WRITE, AclPermissionType.ALLOW)])
     caplog.set_level(logging.INFO)
     try:
         first = run_level(topology, 1, settings)
         assert first.ok, first.summary()["errors"]
         (report,) = [r for r in first.links if r.target == "c2"]
-        assert f"DENY {APP} WRITE on TOPIC {topic!r} (literal) from *" in report.acls_created
-        assert f"ALLOW {APP} WRITE on TOPIC {topic!r} (literal) from *" in report.acls_created  # synced, kept
+        assert f"DENY {APP} WRITE on TOPIC {on_c2!r} (literal) from *" in report.acls_created
+        assert f"ALLOW {APP} WRITE on TOPIC {on_c2!r} (literal) from *" in report.acls_created  # synced, kept
         (unguarded,) = report.acl_problems
-        assert "User:*" in unguarded and repr(open_topic) in unguarded
-        assert _denies(secured, "c2") == {(APP, topic)}
-        _until(app["c2"], topic, refused=True)               # a misrouted producer fails at once
+        assert "User:*" in unguarded and repr(open_on_c2) in unguarded
+        assert _denies(secured, "c2") == {(APP, on_c2)}
+        _until(app["c2"], on_c2, refused=True)               # a misrouted producer fails at once
         assert _write(app["c1"], topic, "on-c1") is None     # the active cluster takes it
         consume_and_commit(secured.admin("c1"), topic, group, 1)
         second = run_level(topology, 1, settings)            # mirrorflow still writes c2
@@ -130,7 +134,7 @@ def test_a_read_only_cluster_refuses_every_writer_but_mirrorflow_until_its_group
         (moved,) = xcom(over, "read_only_guard")["moved"]
         assert moved == {"cluster": "c2", "lifted": [topic], "problems": [unguarded]}
         assert not _denies(secured, "c2")
-        _until(app["c2"], topic, refused=False)              # the application writes where its groups are
+        _until(app["c2"], on_c2, refused=False)              # the application writes where its groups are
         third = run_level(topology, 1, settings)             # and the next level run leaves it open
         assert third.ok and third.copied >= 1, third.summary()
         assert not _denies(secured, "c2")
@@ -142,8 +146,8 @@ def test_a_read_only_cluster_refuses_every_writer_but_mirrorflow_until_its_group
         assert back.state == "success", xcom(back, "switch")
         (moved,) = xcom(back, "read_only_guard")["moved"]
         assert moved["cluster"] == "c2" and moved["rearmed"] == [topic]
-        assert _denies(secured, "c2") == {(APP, topic)}
-        _until(app["c2"], topic, refused=True)
+        assert _denies(secured, "c2") == {(APP, on_c2)}
+        _until(app["c2"], on_c2, refused=True)
         events = [json.loads(line[line.index("{"):]) for line in caplog.text.splitlines()
                   if '"event":"read_only_' in line]
         assert [(e["event"], e["cluster"], e["topics"]) for e in events] == [

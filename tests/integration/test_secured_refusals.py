@@ -175,7 +175,8 @@ def test_acls_travel_from_the_owner_mapped_and_read_only_and_only_what_mirrorflo
     """ACL sync with the least-privilege principal (exactly the derived ``source`` and ``target`` ACLs): the
     owner c1's grants on a mirrored topic, a prefix and a named group reach c2 under the mapped principal, WRITE
     as READ (``write: read``), a DENY as it is; a grant removed on c1 goes from c2; a grant made on c2 by hand
-    stays; a run with nothing changed creates and deletes nothing; c1 is never touched."""
+    stays; a run with nothing changed creates and deletes nothing; c1 is never touched. c2 names mirrored topics and
+    groups its own way (``eu-<name>``): every binding arrives under c2's names, and the derived ACLs name them too."""
     from confluent_kafka.admin import (
         AclBinding,
         AclBindingFilter,
@@ -188,8 +189,9 @@ def test_acls_travel_from_the_owner_mapped_and_read_only_and_only_what_mirrorflo
     secured = mirrorflow_acls
     prefix = f"as{uuid.uuid4().hex[:6]}"
     settings = {"c1": secured.scram("c1"), "c2": secured.mtls("c2")}
+    names = {"c2": {"names": {"topic_prefix": "eu-", "group_prefix": "eu-"}}}
     topology = Topology.parse({
-        "clusters": {n: {"bootstrap": s["bootstrap.servers"]} for n, s in settings.items()},
+        "clusters": {n: {"bootstrap": s["bootstrap.servers"], **names.get(n, {})} for n, s in settings.items()},
         "tree": {"level": 1, "children": ["c1", "c2"]}, "topics": [f"{prefix}\\..*"],
         "acl_sync": {"enabled": True, "write": "read", "groups": [f"{prefix}-g.*"],
                      "principals": {"c2": {"User:alice": "User:alice-eu"}}, "unmapped": {"c2": "keep"}}})
@@ -208,18 +210,19 @@ def test_acls_travel_from_the_owner_mapped_and_read_only_and_only_what_mirrorflo
                          binding(group, "User:alice", AclOperation.READ, kind=ResourceType.GROUP),
                          binding(topic, "User:eve", AclOperation.READ, permission=AclPermissionType.DENY),
                          binding("unmirrored", "User:alice", AclOperation.READ)])
-    secured.grant("c2", [binding(topic, "User:dave", AclOperation.READ)])  # nobody synced this one
+    on_c2 = f"eu-{topic}"
+    secured.grant("c2", [binding(on_c2, "User:dave", AclOperation.READ)])  # nobody synced this one
     owner_before = _bindings(secured, "c1")
     caplog.set_level(logging.INFO)
 
     first = run_level(topology, 1, settings)
     assert first.ok, first.summary()["errors"]
     assert _bindings(secured, "c2") == {
-        ("TOPIC", topic, "LITERAL", "User:alice-eu", "READ", "ALLOW"),
-        ("TOPIC", f"{prefix}.", "PREFIXED", "User:bob", "READ", "ALLOW"),       # WRITE arrives as READ
-        ("GROUP", group, "LITERAL", "User:alice-eu", "READ", "ALLOW"),
-        ("TOPIC", topic, "LITERAL", "User:eve", "READ", "DENY"),
-        ("TOPIC", topic, "LITERAL", "User:dave", "READ", "ALLOW"),             # left alone
+        ("TOPIC", on_c2, "LITERAL", "User:alice-eu", "READ", "ALLOW"),
+        ("TOPIC", f"eu-{prefix}.", "PREFIXED", "User:bob", "READ", "ALLOW"),    # WRITE arrives as READ
+        ("GROUP", f"eu-{group}", "LITERAL", "User:alice-eu", "READ", "ALLOW"),
+        ("TOPIC", on_c2, "LITERAL", "User:eve", "READ", "DENY"),
+        ("TOPIC", on_c2, "LITERAL", "User:dave", "READ", "ALLOW"),             # left alone
     }
     (report,) = [r for r in first.links if r.target == "c2"]
     assert len(report.acls_created) == 4 and not report.acls_deleted and not report.acl_problems
@@ -230,10 +233,10 @@ def test_acls_travel_from_the_owner_mapped_and_read_only_and_only_what_mirrorflo
     second = run_level(topology, 1, settings)
     assert second.ok, second.summary()["errors"]
     held = _bindings(secured, "c2")
-    assert ("TOPIC", topic, "LITERAL", "User:alice-eu", "READ", "ALLOW") not in held
-    assert ("TOPIC", topic, "LITERAL", "User:dave", "READ", "ALLOW") in held and len(held) == 4
+    assert ("TOPIC", on_c2, "LITERAL", "User:alice-eu", "READ", "ALLOW") not in held
+    assert ("TOPIC", on_c2, "LITERAL", "User:dave", "READ", "ALLOW") in held and len(held) == 4
     (report,) = [r for r in second.links if r.target == "c2"]
-    assert report.acls_deleted == [f"ALLOW User:alice-eu READ on TOPIC {topic!r} (literal) from *"]
+    assert report.acls_deleted == [f"ALLOW User:alice-eu READ on TOPIC {on_c2!r} (literal) from *"]
     assert not report.acls_created
 
     third = run_level(topology, 1, settings)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.naming import NameFormat
 from mirrorflow.needed_acls import principal_of, required_acls, resource_pattern
 from mirrorflow.needed_acls.__main__ import main
 from mirrorflow.needed_acls.principal import principals
@@ -166,3 +167,18 @@ def test_the_cli_prints_runnable_kafka_acls_commands(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "mirrorflow.acls", str(path), "--cluster", "zz"],
                          capture_output=True, text=True, cwd=REPO)
     assert bad.returncode == 2 and "--cluster zz: not in the topology" in bad.stderr
+
+
+@pytest.mark.parametrize(("regex", "naming", "expected"), [
+    ("orders", NameFormat("eu-{topic}", "eu-", ""), ("literal", "eu-orders", True)),
+    ("payments\\..*", NameFormat("eu-{topic}", "eu-", ""), ("prefixed", "eu-payments.", True)),
+    (".*", NameFormat("eu-{topic}", "eu-", ""), ("prefixed", "eu-", True)),
+    ("payments\\..*", NameFormat("{topic}.eu", "", ".eu"), ("prefixed", "payments.", False)),  # wider: no suffix
+    (".*", NameFormat("{topic}.eu", "", ".eu"), ("literal", "*", False)),
+    ("orders", NameFormat.identity(), ("literal", "orders", True)),
+])
+def test_a_cluster_with_names_of_its_own_needs_the_acls_under_its_names(regex, naming, expected):
+    from mirrorflow.needed_acls.patterns import on_cluster
+
+    said = on_cluster(resource_pattern(regex), naming)
+    assert (said.pattern_type, said.name, said.exact) == expected

@@ -250,3 +250,36 @@ def test_a_bad_acl_sync_section_is_refused_naming_the_key(section, where, says):
     with pytest.raises(TopologyError) as caught:
         Topology.parse({**BASE, "acl_sync": section})
     assert where in str(caught.value) and says in str(caught.value)
+
+
+# --------------------------------------------------------------------------- names per cluster
+
+NAMED = GrantRules(owner="c1", topics=("orders", "payments\\..*"), groups=("billing-.*",), unmapped={"c2": "keep",
+                                                                                                  "c3": "keep"},
+                   topic_names={"c1": {"template": "acme-prod-{topic}", "prefix": "acme-prod-", "suffix": ""},
+                                "c3": {"template": "{topic}.eu", "prefix": "", "suffix": ".eu"}},
+                   group_names={"c2": {"template": "eu.{group}", "prefix": "eu.", "suffix": ""}})
+
+
+def test_a_binding_travels_between_clusters_that_name_topics_and_groups_their_own_ways():
+    """The owner's names are read back to logical ones, then said as each cluster says them; what cannot be said
+    there (a prefix under names with a suffix, a prefix wider than the owner's names) is declined, with why."""
+    owner_topics = ["acme-prod-orders", "acme-prod-payments.eu", "inventory"]
+    bindings = [grant("acme-prod-orders"), grant("acme-prod-payments.", pattern="PREFIXED", operation="WRITE"),
+                grant("billing-eu", kind="GROUP"), grant("acme-", pattern="PREFIXED"),
+                grant("orders"), grant("inventory")]  # c1's own topics outside its names: none of the sync's business
+    chosen = select(bindings, NAMED, owner_topics, ())
+    assert chosen.travel == {grant("orders"), grant("payments.", pattern="PREFIXED", operation="WRITE"),
+                             grant("billing-eu", kind="GROUP")}
+    (wide,) = chosen.refused
+    assert wide.grant == grant("acme-", pattern="PREFIXED") and "wider than the names" in wide.reason
+    # c2 keeps topic names and prefixes groups; c3 puts a suffix on topics, so a prefix cannot be said there
+    on_c2 = arrival("c2", chosen.travel, NAMED, None)
+    assert on_c2.wanted == {grant("orders"), grant("payments.", pattern="PREFIXED", operation="WRITE"),
+                            grant("eu.billing-eu", kind="GROUP")} and not on_c2.refused
+    on_c3 = arrival("c3", chosen.travel, NAMED, None)
+    assert on_c3.wanted == {grant("orders.eu"), grant("billing-eu", kind="GROUP")}
+    (suffixed,) = on_c3.refused
+    assert suffixed.grant.name == "payments." and "suffix '.eu'" in suffixed.reason
+    assert GrantRules.from_dict(NAMED.to_dict()) == NAMED  # the level job's spec carries the formats
+

@@ -53,12 +53,13 @@ def test_a_bad_names_section_is_refused_naming_the_key(names, problem):
     assert problem in str(err.value), str(err.value)
 
 
-def test_acl_sync_with_a_renaming_cluster_is_refused_until_it_translates_names():
-    data = {"clusters": {"c1": {"bootstrap": "a:1"}, "c2": {"bootstrap": "b:1", "names": {"topic_prefix": "p."}}},
+def test_acl_sync_and_the_guard_get_each_renaming_clusters_formats():
+    data = {"clusters": {"c1": {"bootstrap": "a:1"}, "c2": {"bootstrap": "b:1", "names": {"topic_prefix": "p.",
+                                                                                          "group_prefix": "g."}}},
             "tree": {"level": 1, "children": ["c1", "c2"]}, "topics": ["orders"], "acl_sync": {"enabled": True}}
-    with pytest.raises(TopologyError, match=r"acl_sync.*clusters c2 name topics or groups their own way"):
-        Topology.parse(data)
-    Topology.parse({**data, "acl_sync": {"enabled": False}})
+    rules = Topology.parse(data).grant_rules()
+    assert rules is not None and rules.naming("c2", "TOPIC").render("orders") == "p.orders"
+    assert rules.naming("c2", "GROUP").render("billing") == "g.billing" and rules.naming("c1", "TOPIC").is_identity
 
 
 def test_names_changed_on_a_live_cluster_are_named_with_both_formats_and_unknown_clusters_pass():

@@ -18,7 +18,12 @@ Pure; :mod:`mirrorflow.cluster_sync.acl_sync` reads and writes the clusters.
   where he is ``User:bob-eu``).
 - **As what.** Each principal as the cluster names it (``principals``), and a
   ``WRITE`` or ``ALL`` grant either kept or turned into ``READ`` (``write: read``,
-  MirrorMaker 2's way). DENY bindings travel as they are.
+  MirrorMaker 2's way). DENY bindings travel as they are. A cluster that names
+  mirrored topics or groups its own way (``clusters.<c>.names``) gets each binding
+  under its names: the owner's name is read back to the logical one, then said as
+  the cluster says it (:func:`logical_grant`, :func:`physical_grant`); a prefix
+  that cannot be said there (names with a suffix, a prefix wider than the
+  cluster's names) is declined, with why.
 - **Which go.** Only what differs is created or deleted. A grant is deleted only if
   mirrorflow created it (its record on that cluster says so) and it no longer
   travels: a grant someone made by hand is never touched, even one the owner also
@@ -33,7 +38,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from mirrorflow.internal_names import (
@@ -43,6 +48,7 @@ from mirrorflow.internal_names import (
     is_internal_group,
     is_internal_topic,
 )
+from mirrorflow.naming import GROUP, TOPIC, NameFormat
 
 WriteRule = Literal["keep", "read"]
 #: What an owner's principal the map does not name becomes on a cluster: the same name, or nothing (reported).
@@ -98,6 +104,15 @@ class GrantRules:
     unmapped: Mapping[str, UnmappedRule] = field(default_factory=dict)
     #: The largest share of mirrorflow's grants on a cluster one run may delete; more, and it deletes none.
     max_delete_share: float = MAX_DELETE_SHARE
+    #: cluster -> its topic and group formats (``NameFormat.to_dict()``), for the clusters that rename.
+    topic_names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    group_names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def naming(self, cluster: str, resource_type: str) -> NameFormat:
+        """How ``cluster`` names a mirrored topic (``TOPIC``) or a group (``GROUP``): the identity unless it renames."""
+        logical = TOPIC if resource_type == "TOPIC" else GROUP
+        found = (self.topic_names if resource_type == "TOPIC" else self.group_names).get(cluster)
+        return NameFormat.from_dict(found) if found else NameFormat.identity(logical)
 
     def mirrors(self, topic: str) -> bool:
         """Whether ``topic`` is a mirrored topic (not an internal one)."""
@@ -107,7 +122,9 @@ class GrantRules:
         return {"owner": self.owner, "topics": list(self.topics), "groups": list(self.groups),
                 "principals": {c: dict(m) for c, m in self.principals.items()}, "write": self.write,
                 "sync": self.sync, "read_only": list(self.read_only), "unmapped": dict(self.unmapped),
-                "max_delete_share": self.max_delete_share}
+                "max_delete_share": self.max_delete_share,
+                "topic_names": {c: dict(f) for c, f in self.topic_names.items()},
+                "group_names": {c: dict(f) for c, f in self.group_names.items()}}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GrantRules:
@@ -128,7 +145,11 @@ class GrantRules:
                    principals={str(c): {str(k): str(v) for k, v in m.items()}
                                for c, m in (data.get("principals") or {}).items()}, write=write,
                    sync=bool(data.get("sync", True)), read_only=tuple(data.get("read_only") or ()),
-                   unmapped=unmapped, max_delete_share=float(share))
+                   unmapped=unmapped, max_delete_share=float(share),
+                   topic_names={str(c): NameFormat.from_dict(f).to_dict()
+                                for c, f in (data.get("topic_names") or {}).items()},
+                   group_names={str(c): NameFormat.from_dict(f).to_dict()
+                                for c, f in (data.get("group_names") or {}).items()})
 
 
 def _full(patterns: Iterable[str], name: str) -> bool:
@@ -177,6 +198,46 @@ def covered(grant: Grant, topics: Iterable[str]) -> list[str]:
         return grant.name in ("*", topic)
 
     return sorted(t for t in set(topics) if hit(t) and not is_internal_topic(t))
+
+
+def logical_grant(grant: Grant, naming: NameFormat) -> Grant | Refusal | None:
+    """The owner's ``grant`` in logical names, read back with ``naming`` (how the owner names the resource).
+
+    ``None``: it names nothing the owner stores under its names (none of the sync's business).
+    A :class:`Refusal`: a prefix that covers the owner's names but cannot be said logically (it is
+    wider than the names' fixed start, or they end in a suffix), reported, never applied.
+    """
+    if naming.is_identity or (grant.pattern_type == "LITERAL" and grant.name == "*"):
+        return grant
+    if grant.pattern_type == "LITERAL":
+        logical = naming.parse(grant.name)
+        return None if logical is None else replace(grant, name=logical)
+    if grant.pattern_type != "PREFIXED":
+        return None
+    within = grant.name.startswith(naming.prefix)
+    if not within and not naming.prefix.startswith(grant.name):
+        return None
+    if naming.suffix:
+        return Refusal(grant, f"the names here end in {naming.suffix!r} ({naming.template}): a prefix cannot say "
+                              "them on another cluster; grant the mirrored topics by name (literal)")
+    if not within:
+        return Refusal(grant, f"the prefix {grant.name!r} is wider than the names mirrored topics have here "
+                              f"({naming.prefix!r}...): it also covers topics that are not mirrored; grant by a "
+                              f"prefix that starts with {naming.prefix!r}, or by name")
+    return replace(grant, name=grant.name[len(naming.prefix):])
+
+
+def physical_grant(grant: Grant, naming: NameFormat, cluster: str) -> Grant | str:
+    """A travelling ``grant`` (logical names) as ``cluster`` names its resource; a string: why it cannot be said."""
+    if grant.pattern_type == "LITERAL":
+        return grant if grant.name == "*" or naming.is_identity else replace(grant, name=naming.render(grant.name))
+    if naming.suffix:
+        return (f"{cluster} names them with the suffix {naming.suffix!r} ({naming.template}): a prefix cannot say "
+                "them there; grant the mirrored topics by name (literal)")
+    name = naming.prefix + grant.name
+    if not name:
+        return f"the prefix would be empty on {cluster}: it would cover every name there"
+    return replace(grant, name=name)
 
 
 def _some(names: list[str], most: int = 3) -> str:
@@ -237,12 +298,21 @@ def select(grants: Iterable[Grant], rules: GrantRules, owner_topics: Iterable[st
     ``owner_topics``: the topics mirrorflow sees on the owner (a binding on none of the
     mirrored ones is none of the sync's business); ``own``: mirrorflow's principals.
     """
-    owner_topics, own = sorted(set(owner_topics)), set(own)
+    stored = rules.naming(rules.owner, "TOPIC")  # the owner's names, read back to logical ones
+    owner_topics = sorted({n for t in owner_topics if (n := t if is_internal_topic(t) else stored.parse(t))})
+    own = set(own)
     travel: set[Grant] = set()
     refused: list[Refusal] = []
-    for grant in sorted(set(grants)):
-        if grant.principal in own or not _concerns(grant, rules, owner_topics):
+    for read in sorted(set(grants)):
+        if read.principal in own:
             continue
+        said = logical_grant(read, rules.naming(rules.owner, read.resource_type))
+        if isinstance(said, Refusal):
+            refused.append(said)
+            continue
+        if said is None or not _concerns(said, rules, owner_topics):
+            continue
+        grant = said
         if grant.resource_type == "TOPIC" and grant.name == "*":
             refused.append(Refusal(grant, "the wildcard topic '*' covers every topic, mirrored or not; grant on the "
                                           "mirrored topics by name instead"))
@@ -311,8 +381,12 @@ def arrival(cluster: str, travel: Iterable[Grant], rules: GrantRules, own: str |
     wanted: set[Grant] = set()
     refused: list[Refusal] = []
     for grant in sorted(set(travel)):
-        there = as_on(grant, rules, cluster)
-        if grant.principal not in names and not keep:
+        said = as_on(grant, rules, cluster)
+        placed = physical_grant(said, rules.naming(cluster, said.resource_type), cluster)
+        there = placed if isinstance(placed, Grant) else said
+        if isinstance(placed, str):
+            refused.append(Refusal(there, placed))
+        elif grant.principal not in names and not keep:
             refused.append(Refusal(there, f"acl_sync.principals.{cluster} does not name {grant.principal}: the same "
                                           f"name may be another principal on {cluster}, or none (a DENY would deny "
                                           f"nobody); map it there, or say the names are the same",

@@ -235,7 +235,8 @@ def declined(cluster: str, refused: Iterable[Refusal], plan: GrantPlan, have: It
 
 
 def _mirrored(client: ClusterClient, rules: GrantRules, timeout: float) -> list[str]:
-    return sorted(t for t in list_topics(client, timeout) if rules.mirrors(t))
+    """The mirrored topics of ``client``'s cluster, under its names (the guard's denies name them so)."""
+    return sorted(t for t in list_topics(client, timeout) if (n := client.logical(t)) is not None and rules.mirrors(n))
 
 
 def _guard(client: ClusterClient, rules: GrantRules, have: set[Grant], record: GrantRecord, own: set[str],
@@ -341,7 +342,8 @@ def move_groups(client: ClusterClient, rules: GrantRules, clients: Mapping[str, 
                 topics: Mapping[str, Iterable[str]], arriving: bool, timeout: float = 30.0) -> GuardChange:
     """Consumer groups failed over to (``arriving``) or away from read-only ``client``: its guard follows them.
 
-    ``topics``: group -> the mirrored topics it consumes. Arriving lifts the guard for
+    ``topics``: group -> the mirrored topics it consumes (logical names; the record holds
+    the cluster's). Arriving lifts the guard for
     those topics (the applications move there); leaving removes the groups from the
     lifted topics and closes each topic no group holds open any more. The record is
     written first, then the denies are brought in line at once (as a level run would).
@@ -349,7 +351,7 @@ def move_groups(client: ClusterClient, rules: GrantRules, clients: Mapping[str, 
     record = read_record(client, timeout)
     before = dict(record.lifted)
     for group, consumed in topics.items():
-        for topic in (t for t in consumed if rules.mirrors(t)):
+        for topic in (client.physical(t) for t in consumed if rules.mirrors(t)):
             held = set(record.lifted.get(topic, frozenset()))
             held = held | {group} if arriving else held - {group}
             if held:
@@ -361,5 +363,6 @@ def move_groups(client: ClusterClient, rules: GrantRules, clients: Mapping[str, 
         _write_record(client, [(_lifted_key(t), json.dumps({"groups": sorted(record.lifted[t])}).encode()
                                 if t in record.lifted else None) for t in changed], timeout)
     result = _guard(client, rules, read_grants(client, timeout), record, _own_principals(clients), timeout)
-    return GuardChange(client.name, lifted=tuple(t for t in changed if t in record.lifted and t not in before),
-                       rearmed=tuple(t for t in changed if t not in record.lifted), result=result)
+    said = {t: client.logical(t) or t for t in changed}  # said in logical names, as every report is
+    return GuardChange(client.name, lifted=tuple(said[t] for t in changed if t in record.lifted and t not in before),
+                       rearmed=tuple(said[t] for t in changed if t not in record.lifted), result=result)

@@ -5,11 +5,15 @@ selects topics and groups by regular expression. A plain name becomes a literal
 ACL, ``<name>.*`` a prefixed one, ``.*`` the literal ``*``. Anything else is
 granted on its longest literal head: broader than the selection, and
 :attr:`ResourcePattern.exact` says so, so that the tool can tell the operator.
+A cluster that stores mirrored names its own way gets the pattern in its names
+(:func:`on_cluster`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from mirrorflow.naming import NameFormat
 
 _META = set(".^$*+?{}[]|()")
 _DROPS_PREVIOUS = set("*?{")  # quantifiers that allow the character before them to be absent
@@ -52,3 +56,19 @@ def resource_pattern(regex: str) -> ResourcePattern:
     if not literal:
         return ResourcePattern("literal", "*", False, regex)
     return ResourcePattern("prefixed", literal, exact, regex)
+
+
+def on_cluster(pattern: ResourcePattern, naming: NameFormat) -> ResourcePattern:
+    """``pattern`` (over logical names) as a cluster that stores those names under ``naming`` needs it.
+
+    A literal name is rendered; anything wider becomes a prefix behind the format's fixed
+    start, exact only when the format has no suffix (the suffix it cannot say).
+    """
+    if naming.is_identity:
+        return pattern
+    if pattern.pattern_type == "literal" and pattern.name != "*":
+        return ResourcePattern("literal", naming.render(pattern.name), pattern.exact, pattern.source)
+    head = naming.prefix + ("" if pattern.pattern_type == "literal" else pattern.name)
+    if not head:
+        return ResourcePattern("literal", "*", False, pattern.source)
+    return ResourcePattern("prefixed", head, pattern.exact and not naming.suffix, pattern.source)

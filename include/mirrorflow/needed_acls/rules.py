@@ -21,7 +21,7 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.internal_names import ACL_GRANTS_TOPIC, INTERNAL_TOPIC_PREFIX, TOPIC_CONFIGS_TOPIC, in_namespace
 from mirrorflow.kafka import CLUSTER_RESOURCE
 from mirrorflow.needed_acls.model import ROLES, Acl
-from mirrorflow.needed_acls.patterns import ResourcePattern, resource_pattern
+from mirrorflow.needed_acls.patterns import ResourcePattern, on_cluster, resource_pattern
 from mirrorflow.offsets.position import OFFSETS_TOPIC
 from mirrorflow.onboard.plan import preflight_transactional_id
 from mirrorflow.topology import Topology
@@ -30,7 +30,8 @@ _Key = tuple[str, str, str, str, str]
 
 
 class _Grants:
-    def __init__(self, wanted_roles: Iterable[str] | None) -> None:
+    def __init__(self, wanted_roles: Iterable[str] | None, topology: Topology) -> None:
+        self.topology = topology
         self.wanted = set(wanted_roles) if wanted_roles is not None else set(ROLES)
         unknown = self.wanted - set(ROLES)
         if unknown:
@@ -47,8 +48,16 @@ class _Grants:
             self.roles.setdefault((cluster, resource_type, pattern_type, name, operation), set()).add(role)
 
     def topics(self, role: str, cluster: str, patterns: list[ResourcePattern], *operations: str) -> None:
+        """Mirrored topics, as ``cluster`` names them (``clusters.<c>.names``)."""
+        naming = self.topology.topic_naming(cluster)
         for pattern in patterns:
-            self.add(role, cluster, "TOPIC", pattern, *operations)
+            self.add(role, cluster, "TOPIC", on_cluster(pattern, naming), *operations)
+
+    def groups(self, role: str, cluster: str, patterns: list[ResourcePattern], *operations: str) -> None:
+        """Consumer groups that travel, as ``cluster`` names them."""
+        naming = self.topology.group_naming(cluster)
+        for pattern in patterns:
+            self.add(role, cluster, "GROUP", on_cluster(pattern, naming), *operations)
 
 
 def required_acls(topology: Topology, principals: Mapping[str, str | None] | None = None,
@@ -62,7 +71,7 @@ def required_acls(topology: Topology, principals: Mapping[str, str | None] | Non
         return in_namespace(name, topology.namespace)
 
     offsets_topic = ("literal", own(OFFSETS_TOPIC))
-    g = _Grants(roles)
+    g = _Grants(roles, topology)
 
     for link in topology.all_links():
         checkpoints = ("literal", own(checkpoint_group(link.link_id)))
@@ -116,12 +125,10 @@ def required_acls(topology: Topology, principals: Mapping[str, str | None] | Non
         for role in ("offsets", "failover"):
             g.add(role, cluster, "TOPIC", offsets_topic, "CREATE", "READ", "WRITE")
             g.topics(role, cluster, topics, "READ")
-            for group in groups:
-                g.add(role, cluster, "GROUP", group, "READ")
+            g.groups(role, cluster, groups, "READ")
             g.add(role, cluster, "GROUP", internal_groups, "DESCRIBE")
         g.topics("lag", cluster, topics, "READ")
-        for group in groups:
-            g.add("lag", cluster, "GROUP", group, "DESCRIBE")
+        g.groups("lag", cluster, groups, "DESCRIBE")
         g.add("lag", cluster, "GROUP", internal_groups, "DESCRIBE")
         g.topics("onboarding", cluster, topics, "CREATE", "ALTER", "ALTER_CONFIGS", "READ")
         g.add("onboarding", cluster, "TOPIC", offsets_topic, "CREATE", "READ", "WRITE")

@@ -358,11 +358,6 @@ class Topology(_Model):
             problems.append((f"acl_sync.read_only[{self.acl_sync.read_only.index(grants_owner)}]",
                              f"{grants_owner!r} is the owner of the synced ACLs: the guard's denies there would "
                              "travel to every cluster; make another cluster the owner (acl_sync.owner)"))
-        renaming = [c for c, cfg in self.clusters.items() if cfg.names.renames]
-        if renaming and (self.acl_sync.enabled or self.acl_sync.read_only):
-            problems.append(("acl_sync", f"clusters {', '.join(renaming)} name topics or groups their own way "
-                             "(clusters.<c>.names), and the ACL sync and the read-only guard do not translate names "
-                             "yet: their bindings would name the wrong resources (docs/naming.md)"))
         for i, name in enumerate(self.audit.assets):
             if not TopicSelector(patterns).selects(name):
                 problems.append((f"audit.assets[{i}]", f"{name!r} is not a mirrored topic: no entry of topics "
@@ -460,7 +455,9 @@ class Topology(_Model):
                           topics=tuple(self.topics), groups=tuple(sync.groups),
                           principals={c: dict(m) for c, m in sync.principals.items()}, write=sync.write,
                           sync=sync.enabled, read_only=tuple(sync.read_only), unmapped=dict(sync.unmapped),
-                          max_delete_share=float(sync.max_delete_share))
+                          max_delete_share=float(sync.max_delete_share), topic_names=self.topic_formats(self.clusters),
+                          group_names={c: f.to_dict() for c in self.clusters
+                                       if not (f := self.group_naming(c)).is_identity})
 
     def asset_topics(self) -> list[str]:
         """The topics whose proven windows are Airflow assets: every plain name in ``topics``, and ``audit.assets``."""

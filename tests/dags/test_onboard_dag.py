@@ -294,3 +294,13 @@ def test_onboarding_with_names_of_its_own_from_the_archive_restores_history_the_
         in task_output(caplog, capfd)
     listed = AdminClient({"bootstrap.servers": kafka_clusters["c4"].bootstrap}).list_topics(timeout=10).topics
     assert {t for t in listed if t.endswith(topic)} == {on["c4"]}  # nothing made under the new names
+    # and so do the offsets and failover runs: no position is committed under the new names
+    from mirrorflow_airflow.names import NamesChanged
+    from mirrorflow_airflow.steps.failover import preflight
+    from mirrorflow_airflow.steps.offsets import find_owners
+
+    with pytest.raises(NamesChanged, match="no position was published or committed:\n  clusters.c4.names changed"):
+        find_owners(renamed)
+    with pytest.raises(NamesChanged, match="nothing was changed:\n  clusters.c4.names changed"):
+        preflight(renamed, {"from_cluster": "c3", "to_cluster": "c4", "groups": ["g"], "mode": "planned",
+                            "precision": "exact", "dry_run": True, "force": False})

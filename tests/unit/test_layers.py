@@ -349,7 +349,7 @@ def test_every_core_module_has_a_layer(module):
 #: hook or at the root; triggers (the waits sensors defer to) read clusters through hooks; hooks turn Airflow
 #: connections into what the core takes.
 PLUGIN_ROOMS: list[set[str]] = [
-    {"", "state", "topology", "spark", "assets", "lineage"},
+    {"", "state", "topology", "names", "spark", "assets", "lineage"},
     {"hooks"},
     {"triggers"},
     {"steps", "operators", "sensors", "notifiers"},

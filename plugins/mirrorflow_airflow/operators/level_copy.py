@@ -48,10 +48,11 @@ from mirrorflow.errors import MirrorflowError
 from mirrorflow.journal import journal_entry
 from mirrorflow.lag.backoff import Failing, failing_keys
 from mirrorflow.lineage import copy_lineage, level_edges
-from mirrorflow.topology import Distributor, Topology, effective_links, renamed_live, split_by_window
+from mirrorflow.topology import Distributor, Topology, effective_links, split_by_window
 from mirrorflow_airflow.assets import ANNOUNCE_TASK, ARRIVALS, emit_arrivals, finish_with_arrivals
 from mirrorflow_airflow.hooks.archive import archive_location
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
+from mirrorflow_airflow.names import hold_names
 from mirrorflow_airflow.operators.spark_job import MirrorSparkJobOperator
 from mirrorflow_airflow.spark import JOB_SCRIPT
 from mirrorflow_airflow.state import (
@@ -60,8 +61,6 @@ from mirrorflow_airflow.state import (
     link_targets,
     record_copy_totals,
     record_failing,
-    record_names,
-    recorded_names,
 )
 
 log = logging.getLogger(__name__)
@@ -93,22 +92,6 @@ def plan_level(topology: Topology, level: int, run_id: str, now: datetime | None
     return open_links
 
 
-def hold_names(topology: Topology, clusters: list[str]) -> None:
-    """Refuse a run whose clusters' names changed since a level run recorded them; record the ones not yet known."""
-    recorded = recorded_names(topology.namespace)
-    now = {c: topology.cluster(c).names.filled() for c in clusters}
-    problems = renamed_live(recorded, now)
-    if problems:
-        raise NamesChanged("nothing was copied:\n  " + "\n  ".join(problems))
-    new = {c: formats for c, formats in now.items() if c not in recorded}
-    if new:
-        record_names(topology.namespace, new)
-
-
-class NamesChanged(MirrorflowError, AirflowFailException):
-    """A live cluster's ``names`` changed in the topology (docs/naming.md); the run copies nothing."""
-
-
 class CopyFailed(MirrorflowError, AirflowFailException):
     """Some links or partitions of a level run failed; the others were copied. Failed without a retry (above)."""
 
@@ -126,7 +109,7 @@ class MirrorLevelCopyOperator(MirrorSparkJobOperator[JobSpec]):
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the result is the XCom
         links = plan_level(self.topology, self.level, context["run_id"])
         touched = spec_clusters(self.topology, links)
-        hold_names(self.topology, touched)
+        hold_names(self.topology, touched, "nothing was copied")
         clusters = {c: dict(MirrorClusterHook(self.topology, c).client().settings) for c in touched}
         archive = archive_location(self.topology).to_dict() if heals_from_archive(self.topology, links) else None
         spec = build_spec(self.topology, self.level, context["run_id"], links, clusters, archive=archive)

@@ -42,6 +42,7 @@ from mirrorflow.offsets.topic import ensure_topic, read_positions
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow.topology.offsets import PRECISIONS
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook, reachable_clients
+from mirrorflow_airflow.names import hold_names
 from mirrorflow_airflow.state import group_owners, link_targets, set_group_owners
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ def preflight(topology: Topology, params: dict[str, Any]) -> dict[str, Any]:
     topology.cluster(target)
     if source == target:
         raise FailoverRefused(f"from_cluster and to_cluster are both {source}")
+    hold_names(topology, [source, target], "nothing was changed")
     if mode not in MODES:
         raise FailoverRefused(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if precision not in PRECISIONS:

@@ -19,6 +19,7 @@ from mirrorflow.offsets.sync import commit_positions, owners_from, publish_owned
 from mirrorflow.offsets.topic import ensure_topic
 from mirrorflow.topology import Topology, effective_links
 from mirrorflow_airflow.hooks.cluster import reachable_clients
+from mirrorflow_airflow.names import hold_names
 from mirrorflow_airflow.state import group_owners, link_targets, set_group_owners
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,9 @@ def find_owners(topology: Topology) -> dict[str, Any]:
 
     A group with members on two clusters at once is left out: either side's
     offsets could be the truth, and guessing would move a live consumer.
+    Refused first when a live cluster's names changed (:mod:`mirrorflow_airflow.names`).
     """
+    hold_names(topology, list(topology.clusters), "no position was published or committed")
     clients, down = reachable_clients(topology)
     infos = {}
     for name, client in clients.items():

@@ -282,4 +282,7 @@ def test_a_binding_travels_between_clusters_that_name_topics_and_groups_their_ow
     (suffixed,) = on_c3.refused
     assert suffixed.grant.name == "payments." and "suffix '.eu'" in suffixed.reason
     assert GrantRules.from_dict(NAMED.to_dict()) == NAMED  # the level job's spec carries the formats
+    unrelated = select([grant("inv", pattern="PREFIXED"), grant("a", pattern="PREFIXED", principal="User:x")],
+                       NAMED, owner_topics, ())
+    assert not unrelated.travel and [r.grant.name for r in unrelated.refused] == ["a"]  # 'a' covers acme-prod-*
 

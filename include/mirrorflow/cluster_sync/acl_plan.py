@@ -291,6 +291,13 @@ def _concerns(grant: Grant, rules: GrantRules, owner_topics: Iterable[str]) -> b
     return False
 
 
+def _unsayable_concerns(grant: Grant, rules: GrantRules, stored: NameFormat, on_owner: list[str]) -> bool:
+    """Whether a prefix the owner's names cannot say covers a mirrored topic there, or groups that travel."""
+    if grant.resource_type == "GROUP":
+        return bool(rules.groups)
+    return any((n := stored.parse(t)) is not None and rules.mirrors(n) for t in on_owner if t.startswith(grant.name))
+
+
 def select(grants: Iterable[Grant], rules: GrantRules, owner_topics: Iterable[str], own: Iterable[str]) -> Selection:
     """Which of the owner's ``grants`` travel, which are refused (each with why), and which are none of the sync's
     business (left out: mirrorflow's own, internal, unmirrored, unnamed groups).
@@ -299,7 +306,8 @@ def select(grants: Iterable[Grant], rules: GrantRules, owner_topics: Iterable[st
     mirrored ones is none of the sync's business); ``own``: mirrorflow's principals.
     """
     stored = rules.naming(rules.owner, "TOPIC")  # the owner's names, read back to logical ones
-    owner_topics = sorted({n for t in owner_topics if (n := t if is_internal_topic(t) else stored.parse(t))})
+    on_owner = sorted(set(owner_topics))
+    owner_topics = sorted({n for t in on_owner if (n := t if is_internal_topic(t) else stored.parse(t))})
     own = set(own)
     travel: set[Grant] = set()
     refused: list[Refusal] = []
@@ -308,7 +316,8 @@ def select(grants: Iterable[Grant], rules: GrantRules, owner_topics: Iterable[st
             continue
         said = logical_grant(read, rules.naming(rules.owner, read.resource_type))
         if isinstance(said, Refusal):
-            refused.append(said)
+            if _unsayable_concerns(read, rules, stored, on_owner):
+                refused.append(said)
             continue
         if said is None or not _concerns(said, rules, owner_topics):
             continue

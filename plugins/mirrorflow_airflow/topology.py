@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from mirrorflow.errors import TopologyError
-from mirrorflow.topology import TOPOLOGY_ENV, Topology, load_trees_from_env
+from mirrorflow.topology import TOPOLOGY_ENV, Topology, check_trees, load_trees_from_env
 from mirrorflow.topology.changes import apply_changes
 
 if TYPE_CHECKING:
@@ -23,10 +23,17 @@ if TYPE_CHECKING:
 
 
 def current_trees() -> list[Topology]:
-    """Every tree of ``MIRROR_TOPOLOGY``, each with its own stored cluster changes applied."""
+    """Every tree of ``MIRROR_TOPOLOGY``, each with its own stored cluster changes applied.
+
+    Checked against each other again with those changes: a cluster onboarded into one
+    tree may be one the other tree has.
+    """
     from mirrorflow_airflow.state import cluster_changes
 
-    return [apply_changes(tree, cluster_changes(tree.namespace)) for tree in load_trees_from_env()]
+    trees = [apply_changes(tree, cluster_changes(tree.namespace)) for tree in load_trees_from_env()]
+    if len(trees) > 1:
+        check_trees({f"{t.name} (namespace {t.namespace!r}, with its onboarded clusters)": t for t in trees})
+    return trees
 
 
 def current_topology(changes: list[dict] | None = None, ns: str = "") -> Topology:

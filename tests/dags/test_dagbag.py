@@ -155,3 +155,15 @@ def test_a_second_tree_gets_dags_pools_and_assets_of_its_own_and_the_first_keeps
                for dag_id in ("mirror_audit", "acc.mirror_audit")}
     assert outlets["acc.mirror_audit"] == {n.replace("mirrorflow.proven.", "mirrorflow.proven.acc.", 1)
                                           for n in outlets["mirror_audit"]} and outlets["mirror_audit"]
+    # onboarding into the second tree a cluster the first has, where their names would meet: refused up front
+    from mirrorflow.onboard.plan import OnboardRefused
+    from mirrorflow.topology import load_trees_from_env
+    from mirrorflow_airflow.steps.onboard import _apart_from_other_trees
+
+    demo, acc = load_trees_from_env()
+    shared = demo.cluster("c2").bootstrap
+    grown = acc.with_cluster("c5", {"bootstrap": shared}, sibling_of="c4", level=1)
+    with pytest.raises(OnboardRefused, match="(?s)c5 would share names with another tree.*their topic names can meet"):
+        _apart_from_other_trees(acc, grown, "c5")
+    apart = acc.with_cluster("c5", {"bootstrap": "127.0.0.1:29999"}, sibling_of="c4", level=1)
+    _apart_from_other_trees(acc, apart, "c5")  # a cluster of its own

@@ -91,7 +91,8 @@ def check_trees(trees: Mapping[str, Topology]) -> None:
                              "tree's DAG ids, Variables and own names on clusters), and at most one may have none"))
         seen.setdefault(tree.namespace, file)
     for (file_a, a), (file_b, b) in combinations(trees.items(), 2):
-        for ca, cb in shared_clusters(a, b):
+        shared = shared_clusters(a, b)
+        for ca, cb in shared:
             where = f"{a.name}'s {ca} and {b.name}'s {cb} ({file_a}, {file_b})"
             if topics_meet(a, ca, b, cb):
                 problems.append((f"{file_b}: clusters.{cb}.names", f"{where} are one cluster, and their topic names "
@@ -102,10 +103,11 @@ def check_trees(trees: Mapping[str, Topology]) -> None:
                                  f"group names can meet ({_shown(a.group_naming(ca))} and "
                                  f"{_shown(b.group_naming(cb))}): both trees would commit one group's positions; "
                                  "give each tree a group_prefix there, or carry no groups in one (offsets.groups: [])"))
-            if a.schemas.enabled and b.schemas.enabled:
-                problems.append((f"{file_b}: schemas.primary", f"{where} are one cluster, and both trees sync "
-                                 "schemas: one registry keeps one set of ids, and two primaries would give an id "
-                                 "two schemas; sync schemas in one of them"))
+        if shared and a.schemas.enabled and b.schemas.enabled:
+            ca, cb = shared[0]
+            problems.append((f"{file_b}: schemas.primary", f"{a.name}'s {ca} and {b.name}'s {cb} ({file_a}, {file_b}) "
+                             "are one cluster, and both trees sync schemas: one registry keeps one set of ids, and "
+                             "two primaries would give an id two schemas; sync schemas in one of them"))
     if problems:
         raise TopologyError(problems)
 

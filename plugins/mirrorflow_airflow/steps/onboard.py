@@ -16,7 +16,7 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow.cluster_sync import sync_topic_shapes
-from mirrorflow.errors import MirrorflowError
+from mirrorflow.errors import MirrorflowError, TopologyError
 from mirrorflow.journal import journal_entry
 from mirrorflow.kafka import ClusterClient
 from mirrorflow.offsets.groups import describe
@@ -25,7 +25,7 @@ from mirrorflow.offsets.sync import commit_positions
 from mirrorflow.offsets.topic import ensure_topic
 from mirrorflow.onboard.plan import OnboardPlan, OnboardRefused, OnboardRequest, preflight
 from mirrorflow.onboard.verify import summarize, verify
-from mirrorflow.topology import Topology
+from mirrorflow.topology import Topology, check_trees
 from mirrorflow_airflow.hooks.cluster import MirrorClusterHook
 from mirrorflow_airflow.hooks.registry import sync_from_primary
 from mirrorflow_airflow.state import (
@@ -37,11 +37,23 @@ from mirrorflow_airflow.state import (
     record_onboarding,
     set_link_targets,
 )
+from mirrorflow_airflow.topology import current_trees
 
 log = logging.getLogger(__name__)
 
 #: The task ids whose results the summary checks, in order.
 STEPS = ("preflight", "create_topics", "schemas", "backfill", "positions", "join", "verify")
+
+
+def _apart_from_other_trees(topology: Topology, grown: Topology, cluster: str) -> None:
+    """Refuse, before anything is created, a new cluster that another tree of this Airflow has too, where the two
+    trees' names would meet (docs/naming.md, "Two trees on one cluster")."""
+    others = [t for t in current_trees() if t.namespace != topology.namespace]
+    if others:
+        try:
+            check_trees({f"{t.name} (namespace {t.namespace!r})": t for t in (grown, *others)})
+        except TopologyError as exc:
+            raise OnboardRefused(f"{cluster} would share names with another tree of this Airflow: {exc}") from None
 
 
 def plan_clients(topology: Topology, plan: OnboardPlan | OnboardRequest) -> dict[str, ClusterClient]:
@@ -74,6 +86,7 @@ def run_preflight(topology: Topology, params: dict[str, Any], run_id: str) -> di
         plan = preflight(topology, req, clients[req.cluster], clients[req.sibling_of],
                          targets=link_targets(topology.namespace),
                          resumed_topics=(earlier or {}).get("topics"), archive_coverage=coverage)
+        _apart_from_other_trees(topology, plan.grown(topology), plan.cluster)
     except OnboardRefused as exc:
         raise AirflowFailException(str(exc)) from None
     except MirrorflowError as exc:

@@ -150,6 +150,9 @@ def test_a_second_tree_gets_dags_pools_and_assets_of_its_own_and_the_first_keeps
     assert {k for k, v in pools.items() if v == f"acc.{OPERATIONS_POOL}"} == {(f"acc.{d}", t) for d, t in STATE_WRITERS}
     assert {k for k, v in pools.items() if v == OPERATIONS_POOL} == STATE_WRITERS
     assert pools[("acc.mirror_level_1", "announce")] == pools[("mirror_level_1", "announce")] == ANNOUNCE_POOL
+    # every sensor of a tree checks that tree's topology
+    waits = {(dag_id, t.task_id): t.tree for dag_id, dag in bag.dags.items() for t in dag.tasks if hasattr(t, "tree")}
+    assert waits and all(tree == ("acc" if dag_id.startswith("acc.") else "") for (dag_id, _), tree in waits.items())
     # each tree's audit proves its own assets
     outlets = {dag_id: {a.name for t in bag.get_dag(dag_id).tasks for a in t.outlets if hasattr(a, "uri")}
                for dag_id in ("mirror_audit", "acc.mirror_audit")}

@@ -133,7 +133,8 @@ def build_failover_dag(topology: Topology) -> DAG:
             approve = PlanApprovalOperator(task_id="approve", settings=approvals, action="failover",
                                            plan_task_id="propose")
             propose_.override(task_id="propose")(plan) >> approve >> published
-        wait = GroupReplicatedSensor(task_id="wait_for_replication", plan=plan, poke_interval=15, timeout=1800)
+        wait = GroupReplicatedSensor(task_id="wait_for_replication", plan=plan, poke_interval=15, timeout=1800,
+                                     tree=topology.namespace)
         summary = switch_.override(task_id="switch")(plan, published)
         published >> wait >> summary
         verified = verify_.override(task_id="verify")(summary)

@@ -442,8 +442,12 @@ class LocalCluster:
         node_id: int = 1,
         quorum_voters: str | None = None,
         cluster_id: str | None = None,
+        advertised_port: int | None = None,
     ) -> None:
         self.name = name
+        #: The port clients are told to use instead of :attr:`port`: a shaping proxy's
+        #: (:mod:`mirrorflow_dev.shaper`), so that every client of this cluster goes through it.
+        self.advertised_port = advertised_port
         #: One node of a several-node cluster: its id, the quorum's voters (``id@host:port,...``) and the
         #: cluster id all its nodes are formatted with. The defaults make a one-node cluster.
         self.node_id = node_id
@@ -483,6 +487,12 @@ class LocalCluster:
     # -- where things are
     @property
     def bootstrap(self) -> str:
+        """Where clients connect: the advertised port (a shaping proxy) when there is one."""
+        return f"{HOST}:{self.advertised_port or self.port}"
+
+    @property
+    def own_bootstrap(self) -> str:
+        """The broker's own listener, behind any shaping proxy (what the proxy forwards to)."""
         return f"{HOST}:{self.port}"
 
     @property
@@ -528,7 +538,7 @@ class LocalCluster:
                 "node.id": str(self.node_id),
                 "controller.quorum.voters": self.quorum_voters or f"{self.node_id}@{HOST}:{self.controller_port}",
                 "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
-                "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
+                "advertised.listeners": f"PLAINTEXT://{HOST}:{self.advertised_port or self.port}",
                 "inter.broker.listener.name": "PLAINTEXT",
                 "controller.listener.names": "CONTROLLER",
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",

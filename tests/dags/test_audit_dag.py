@@ -114,7 +114,7 @@ def test_a_window_proven_by_a_run_that_died_after_the_ledger_write_is_announced_
         return [key for key, _ in asset_events(proven_uri(cluster, topic))]
 
     # count dies right after the ledger write: before the Variable, the XCom and every event
-    def killed(summary):
+    def killed(ns, summary):
         raise RuntimeError("the count task is killed after the ledger write (test)")
 
     with monkeypatch.context() as patched:
@@ -125,10 +125,10 @@ def test_a_window_proven_by_a_run_that_died_after_the_ledger_write_is_announced_
     # the next run announces the window on c1; c2's announcing task dies before its event registers
     real_emit = steps.emit_proven
 
-    def emit_but_c2_dies(outlet_events, windows, run_id):
+    def emit_but_c2_dies(outlet_events, windows, run_id, ns=""):
         if any(w["cluster"] == "c2" for w in windows):
             raise RuntimeError("the announcing task of c2 is killed (test)")
-        return real_emit(outlet_events, windows, run_id)
+        return real_emit(outlet_events, windows, run_id, ns)
 
     with monkeypatch.context() as patched:
         patched.setattr(steps, "emit_proven", emit_but_c2_dies)

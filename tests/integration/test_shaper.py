@@ -1,0 +1,68 @@
+"""A cluster 100 ms away (mirrorflow_dev/shaper.py): the shaper adds the distance, and the copy stays exact.
+
+The far cluster's broker advertises only the shaper's port, so every client of it
+(the test's own, the planner's, the copier's) goes through the shaper and pays the
+round trip on every request. The near cluster is the session's c1. A level-1 pair
+between them is run to convergence in process; every message reaches the other
+side exactly once, in order per key.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from mirrorflow.topology import Topology
+from mirrorflow_dev.kafka import LocalCluster
+from mirrorflow_dev.process import free_port
+from mirrorflow_dev.shaper import Shape, Shaper
+from tests.integration.mirroring import assert_exactly_once, clients, converge, traffic
+
+pytestmark = pytest.mark.kafka
+
+RTT_S = 0.1
+
+
+@pytest.fixture
+def far_cluster(tmp_path: Path, kafka_distribution):
+    """A cluster of this test's own, reached through a shaper that adds ``RTT_S`` of round trip."""
+    port, proxy = free_port(), free_port()
+    with Shaper(proxy, f"127.0.0.1:{port}", Shape(rtt_s=RTT_S)):
+        cluster = LocalCluster("far", tmp_path / "far", port, free_port(), kafka_distribution, advertised_port=proxy,
+                               progress=lambda message: None)
+        cluster.start()
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+
+
+def _metadata_seconds(bootstrap: str) -> float:
+    """One metadata request on a connection already open (the connect's own round trips left out)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.list_topics(timeout=30)
+    started = time.monotonic()
+    admin.list_topics(timeout=30)
+    return time.monotonic() - started
+
+
+def test_a_cluster_100_ms_away_gets_every_message_exactly_once_through_the_shaper(far_cluster, kafka_clusters):
+    near = kafka_clusters["c1"]
+    assert far_cluster.bootstrap != far_cluster.own_bootstrap
+    # the distance is there: a request cannot come back sooner than the round trip (a floor, never a ceiling)
+    assert _metadata_seconds(far_cluster.bootstrap) >= RTT_S
+
+    topic = f"far-{uuid.uuid4().hex[:8]}"
+    pair = {"c1": near, "far": far_cluster}
+    for cluster in pair.values():
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # kept: a collected client cancels its futures
+        admin.create_topics([NewTopic(topic, 3, 1)], operation_timeout=30)[topic].result(60)
+    topology = Topology.parse({"clusters": {n: {"bootstrap": c.bootstrap} for n, c in pair.items()},
+                               "tree": {"level": 1, "children": ["c1", "far"]}, "topics": [topic]})
+    expected = traffic(pair, "c1", topic, 60) + traffic(pair, "far", topic, 60)
+    converge(topology, clients(pair, topology))
+    assert_exactly_once(pair, ["c1", "far"], topic, expected)

@@ -84,7 +84,7 @@ def test_the_trigger_fires_once_for_what_waits_again_for_new_records_and_not_bef
     trigger = asset.watchers[0].trigger
     assert isinstance(trigger, LevelDataTrigger)
     assert trigger.serialize()[1] == {"level": 1, "dag_id": "mirror_level_1", "poll_s": 0.5, "floor_s": 2.0,
-                                      "resend_s": 60.0, "backoff_s": 10.0, "backoff_cap_s": 300.0}
+                                      "resend_s": 60.0, "backoff_s": 10.0, "backoff_cap_s": 300.0, "tree": ""}
 
     fired = Fired(trigger)
     try:

@@ -18,7 +18,7 @@ contenders run side by side in one run, rounds alternated:
 crosses the distance. Numbers to stdout and, with ``--record``, to
 ``benchmarks/results/<date>-distance.json`` and ``.md``.
 
-    python -m benchmarks.distance --records 100000 --sizes 1000,10000 --rtts 0,50,100
+    python -m benchmarks.distance --megabytes 100 --sizes 1000,10000 --rtts 0,50,100 --record
 """
 
 from __future__ import annotations
@@ -52,6 +52,20 @@ def progress(message: str) -> None:
     print(f"[distance {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def request_seconds(bootstrap: str, count: int = 20) -> float:
+    """The median of ``count`` metadata requests on an open connection: the round trip a client sees."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.list_topics(timeout=30)
+    times = []
+    for _ in range(count):
+        started = time.monotonic()
+        admin.list_topics(timeout=30)
+        times.append(time.monotonic() - started)
+    return statistics.median(times)
+
+
 def empty_batch(src: str, dst: str, topic: str) -> float:
     """One level run that finds everything copied already: the fixed cost of a micro-batch."""
     spec = JobSpec(level=1, run_id=f"distance-{uuid.uuid4().hex[:6]}", topics=(topic,), slots=1,
@@ -67,7 +81,7 @@ def empty_batch(src: str, dst: str, topic: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.distance", description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--megabytes", type=float, default=100.0, help="copied per case (records: MB / size)")
     parser.add_argument("--sizes", default="1000,10000", help="record sizes in bytes, comma-separated")
     parser.add_argument("--rtts", default="0,50,100", help="round trips in ms, comma-separated")
     parser.add_argument("--far", choices=("src", "dst"), default="src")
@@ -91,17 +105,21 @@ def main(argv: list[str] | None = None) -> int:
             cluster.start()
         src, dst = clusters["src"].bootstrap, clusters["dst"].bootstrap
         warm_up(src, dst)
-        topics = {}
+        topics, records = {}, {size: int(args.megabytes * 1e6 / size) for size in sizes}
         for size in sizes:
             topics[size] = create_topic(src, PARTITIONS)
-            prefill(src, topics[size], Case(size, PARTITIONS, args.records))
+            prefill(src, topics[size], Case(size, PARTITIONS, records[size]))
         for round_no in range(args.rounds):
             for rtt in (rtts if round_no % 2 == 0 else list(reversed(rtts))):
                 shaper.stop()
                 shaper = Shaper(proxy, far.own_bootstrap, Shape(rtt / 1000)).start()
+                near = clusters["dst" if args.far == "src" else "src"]
+                for where, cluster in (("far", far), ("near", near)):
+                    rows.append({"rtt_ms": rtt, "size": 0, "contender": f"request {where}", "round": round_no,
+                                 "seconds": request_seconds(cluster.bootstrap)})
                 for size in sizes:
-                    topic = topics[size]
-                    mb = size * args.records / 1e6
+                    topic, count = topics[size], records[size]
+                    mb = size * count / 1e6
 
                     def row(contender: str, seconds: float, **extra: Any) -> None:
                         rows.append({"rtt_ms": rtt, "size": size, "contender": contender, "seconds": seconds,
@@ -110,14 +128,14 @@ def main(argv: list[str] | None = None) -> int:
                                  f"({mb / seconds:.1f} MB/s)")
 
                     recreate_topic(dst, topic, PARTITIONS)
-                    row("raw loop", raw_copy(src, dst, topic, PARTITIONS, args.records)["seconds"])
+                    row("raw loop", raw_copy(src, dst, topic, PARTITIONS, count)["seconds"])
                     recreate_topic(dst, topic, PARTITIONS)
-                    result = engine_copy_many(src, dst, topic, PARTITIONS, args.records, exactly_once=True,
+                    result = engine_copy_many(src, dst, topic, PARTITIONS, count, exactly_once=True,
                                               threads=4)
                     row("mirrorflow", result["seconds"], transactions=result["transactions"])
                     if not args.no_mm2:
                         recreate_topic(dst, topic, PARTITIONS)
-                        mm2 = run_mm2(src, dst, topic, args.records, tasks_max=PARTITIONS, exactly_once=True,
+                        mm2 = run_mm2(src, dst, topic, count, tasks_max=PARTITIONS, exactly_once=True,
                                       workdir=run_dir / f"mm2-{round_no}-{rtt:g}-{size}", progress=progress)
                         row("mm2 eos", mm2["seconds"])
                 empty_topic = topics[sizes[0]]
@@ -135,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     print(summary)
     if args.record:
         stem = RESULTS / f"{dt.date.today().isoformat()}-distance-{args.far}"
-        stem.with_suffix(".json").write_text(json.dumps({"far": args.far, "records": args.records,
+        stem.with_suffix(".json").write_text(json.dumps({"far": args.far, "megabytes": args.megabytes,
                                                          "partitions": PARTITIONS, "rows": rows}, indent=1))
         stem.with_suffix(".md").write_text(summary + "\n")
         progress(f"written {stem}.json and .md")
@@ -159,11 +177,14 @@ def summarize(rows: list[dict[str, Any]], far: str) -> str:
             base = median(rtts[0], "mirrorflow", size, "mb_per_s")
             lines.append(f"| {rtt:g} | {size} | {_f(mf)} | {_f(raw)} | {_f(mm2)} | "
                          f"{_f(mf / base if mf and base else None, 2)} | {_f(mf / mm2 if mf and mm2 else None, 2)} |")
-    lines += ["", "| rtt ms | empty batch s | / its 0 ms |", "|---|---|---|"]
+    lines += ["", "| rtt ms | metadata request far ms | near ms | empty batch s | / its 0 ms |",
+              "|---|---|---|---|---|"]
     base = median(rtts[0], "empty batch", 0, "seconds")
     for rtt in rtts:
         s = median(rtt, "empty batch", 0, "seconds")
-        lines.append(f"| {rtt:g} | {_f(s, 2)} | {_f(s / base if s and base else None, 2)} |")
+        far_ms, near_ms = (median(rtt, f"request {w}", 0, "seconds") for w in ("far", "near"))
+        lines.append(f"| {rtt:g} | {_f(far_ms * 1000 if far_ms else None)} | {_f(near_ms * 1000 if near_ms else None)}"
+                     f" | {_f(s, 2)} | {_f(s / base if s and base else None, 2)} |")
     return "\n".join(lines)
 
 

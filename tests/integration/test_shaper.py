@@ -2,9 +2,9 @@
 
 The far cluster's broker advertises only the shaper's port, so every client of it
 (the test's own, the planner's, the copier's) goes through the shaper and pays the
-round trip on every request. The near cluster is the session's c1. A level-1 pair
-between them is run to convergence in process; every message reaches the other
-side exactly once, in order per key.
+round trip on every request. The near cluster is the session's c1. One run of the
+level-1 pair between them, in process, copies both ways; every message reaches the
+other side exactly once, in order per key.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from mirrorflow.topology import Topology
 from mirrorflow_dev.kafka import LocalCluster
 from mirrorflow_dev.process import free_port
 from mirrorflow_dev.shaper import Shape, Shaper
-from tests.integration.mirroring import assert_exactly_once, clients, converge, traffic
+from tests.integration.mirroring import assert_exactly_once, clients, run_level, traffic
 
 pytestmark = pytest.mark.kafka
 
@@ -60,9 +60,10 @@ def test_a_cluster_100_ms_away_gets_every_message_exactly_once_through_the_shape
     pair = {"c1": near, "far": far_cluster}
     for cluster in pair.values():
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # kept: a collected client cancels its futures
-        admin.create_topics([NewTopic(topic, 3, 1)], operation_timeout=30)[topic].result(60)
+        admin.create_topics([NewTopic(topic, 2, 1)], operation_timeout=30)[topic].result(60)
     topology = Topology.parse({"clusters": {n: {"bootstrap": c.bootstrap} for n, c in pair.items()},
                                "tree": {"level": 1, "children": ["c1", "far"]}, "topics": [topic]})
-    expected = traffic(pair, "c1", topic, 60) + traffic(pair, "far", topic, 60)
-    converge(topology, clients(pair, topology))
-    assert_exactly_once(pair, ["c1", "far"], topic, expected)
+    from_c1, from_far = traffic(pair, "c1", topic, 30), traffic(pair, "far", topic, 30)
+    result = run_level(topology, 1, clients(pair, topology))  # both links of the pair, in one run
+    assert result.ok and result.copied == len(from_c1) + len(from_far), result.summary()
+    assert_exactly_once(pair, ["c1", "far"], topic, from_c1 + from_far)

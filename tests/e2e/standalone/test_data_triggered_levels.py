@@ -39,7 +39,10 @@ from tests.integration.mirroring import assert_exactly_once, partitions_of, traf
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka, pytest.mark.timeout(900)]
 
-PER_CLUSTER = 30  # messages produced on each cluster, in three bursts
+PER_CLUSTER = 30  # messages produced on each cluster, in bursts
+BURSTS = 2  # the second once the watcher has started a run for the first
+#: How long the converged tree must stay without a run: several of the watcher's floors (3 s) and polls (1 s).
+QUIET_S = 10
 CONVERGE_TIMEOUT = 300.0
 
 
@@ -67,12 +70,12 @@ def test_on_data_levels_started_by_the_watcher_alone_bring_every_message_everywh
     with unpaused(airflow, level_dags):  # paused again when the test ends, pass or fail
         expected: list[str] = []
         expected_second: list[str] = []
-        for burst in range(3):
+        for burst in range(BURSTS):
             for cluster in CLUSTERS:
-                expected += traffic(kafka_clusters, cluster, data_topic, PER_CLUSTER // 3, start=burst * 100)
+                expected += traffic(kafka_clusters, cluster, data_topic, PER_CLUSTER // BURSTS, start=burst * 100)
             for cluster in SECOND_CLUSTERS:
-                expected_second += traffic(kafka_clusters, cluster, second, PER_CLUSTER // 3, start=burst * 100)
-            if burst < 2:  # the next burst once the watcher has started a run for this one
+                expected_second += traffic(kafka_clusters, cluster, second, PER_CLUSTER // BURSTS, start=burst * 100)
+            if burst < BURSTS - 1:  # the next burst once the watcher has started a run for this one
                 wait_until("a level run started by data", lambda: any(_runs(airflow, d) for d in level_dags), 120, 1,
                            airflow.log_tail)
         total, total_second = len(expected), len(expected_second)
@@ -104,7 +107,7 @@ def test_on_data_levels_started_by_the_watcher_alone_bring_every_message_everywh
         # converged: the watcher sees nothing waiting (the copies were skipped, markers and all) and starts nothing
         with pytest.raises(WaitTimeout):
             wait_until("a level run after convergence",
-                       lambda: sum(len(_runs(airflow, d)) for d in level_dags) > started, 15, 1)
+                       lambda: sum(len(_runs(airflow, d)) for d in level_dags) > started, QUIET_S, 1)
         print(f"\n[on_data] {started} level runs ({', '.join(f'{d}: {len(r)}' for d, r in runs.items())}) "
               f"for {total} messages; converged")
 

@@ -43,8 +43,9 @@ def current_topology(changes: list[dict] | None = None, ns: str = "") -> Topolog
     """
     trees = {tree.namespace: tree for tree in load_trees_from_env()}
     if ns not in trees:
-        raise TopologyError(TOPOLOGY_ENV, f"no tree {ns!r} among the topologies it names ({', '.join(sorted(trees))}"
-                                          "); a deployment with several trees names each one")
+        known = ", ".join(repr(t) for t in sorted(trees))
+        raise TopologyError(TOPOLOGY_ENV, f"no tree with namespace {ns!r} among the topologies it names (namespaces: "
+                                          f"{known}); with several trees, name the tree (tree=...)")
     if changes is None:
         from mirrorflow_airflow.state import cluster_changes
 

@@ -32,7 +32,9 @@ class PollingSensor(BaseSensorOperator):
     Subclasses name the ``check`` (dotted path) and implement :meth:`check_kwargs`,
     :meth:`make_trigger` and :meth:`what`. Details the check returns under
     ``lagging`` / ``lagging_count`` / ``bound`` / ``table`` make the timeout
-    message; the last detail is the task's return value.
+    message; the last detail is the task's return value. ``tree``: the namespace of
+    the tree to check when one Airflow runs several (docs/naming.md); ``""``, the
+    default, is the tree without one.
     """
 
     check: str

@@ -84,7 +84,7 @@ class CheckContext:
 
     def __init__(self, topology: Topology | None = None, ns: str = "") -> None:
         self._topology = topology
-        #: The tree's namespace when one Airflow runs several (:mod:`mirrorflow_airflow.trees`).
+        #: The tree's namespace when one Airflow runs several (docs/naming.md, "Several trees").
         self.ns = topology.namespace if topology is not None else ns
         self._clients: dict[str, ClusterClient] = {}
         #: Clusters whose client settings could not be resolved, with the reason (no secrets in it).

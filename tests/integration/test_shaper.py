@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from mirrorflow.topology import Topology
-from mirrorflow_dev.kafka import LocalCluster
+from mirrorflow_dev.kafka import SHARED_MACHINE_CONFIG, SHARED_MACHINE_JVM_OPTIONS, LocalCluster
 from mirrorflow_dev.process import free_port
 from mirrorflow_dev.shaper import Shape, Shaper
 from tests.integration.mirroring import assert_exactly_once, clients, run_level, traffic
@@ -33,7 +33,8 @@ def far_cluster(tmp_path: Path, kafka_distribution):
     port, proxy = free_port(), free_port()
     with Shaper(proxy, f"127.0.0.1:{port}", Shape(rtt_s=RTT_S)):
         cluster = LocalCluster("far", tmp_path / "far", port, free_port(), kafka_distribution, advertised_port=proxy,
-                               progress=lambda message: None)
+                               config=SHARED_MACHINE_CONFIG, jvm_options=SHARED_MACHINE_JVM_OPTIONS,
+                               progress=lambda message: None)  # the session's brokers' lighter settings
         cluster.start()
         try:
             yield cluster
@@ -60,10 +61,10 @@ def test_a_cluster_100_ms_away_gets_every_message_exactly_once_through_the_shape
     pair = {"c1": near, "far": far_cluster}
     for cluster in pair.values():
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # kept: a collected client cancels its futures
-        admin.create_topics([NewTopic(topic, 2, 1)], operation_timeout=30)[topic].result(60)
+        admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=30)[topic].result(60)
     topology = Topology.parse({"clusters": {n: {"bootstrap": c.bootstrap} for n, c in pair.items()},
                                "tree": {"level": 1, "children": ["c1", "far"]}, "topics": [topic]})
-    from_c1, from_far = traffic(pair, "c1", topic, 30), traffic(pair, "far", topic, 30)
+    from_c1, from_far = traffic(pair, "c1", topic, 20), traffic(pair, "far", topic, 20)
     result = run_level(topology, 1, clients(pair, topology))  # both links of the pair, in one run
     assert result.ok and result.copied == len(from_c1) + len(from_far), result.summary()
     assert_exactly_once(pair, ["c1", "far"], topic, from_c1 + from_far)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from mirrorflow.topology import in_tree
+
 
 @dataclass(frozen=True)
 class RunInfo:
@@ -90,4 +92,4 @@ class StatusInputs:
 
     def dag_id(self, base: str) -> str:
         """The DAG id of this tree's ``base`` (``mirror_level_1`` is ``prod.mirror_level_1`` in tree ``prod``)."""
-        return f"{self.tree}.{base}" if self.tree else base
+        return in_tree(self.tree, base)

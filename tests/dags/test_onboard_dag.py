@@ -66,13 +66,15 @@ def _checkpointed(bootstrap: str, topic: str, partitions: int) -> int:
 
 
 def test_onboarding_under_traffic_killed_mid_backfill_and_rerun_is_exactly_once(
-        kafka_clusters, make_topic, kafka_distribution, operator_state, tmp_path):
+        kafka_clusters, make_topic, kafka_distribution, operator_state, tmp_path, spark_connect_server, monkeypatch):
     """The acceptance scenario: c1..c3 keep producing and mirroring while c4 is onboarded with ``retained``.
 
     The first attempt is Airflow's own ``airflow dags test`` in a process group of its
     own (DAG file, topology file, spark-submit and its Python workers inside it),
     SIGKILLed as soon as the backfill has committed part of the history on c4. The
-    second attempt is the same form under ``dag.test()``. Then the grown tree's level
+    second attempt is the same form under ``dag.test()``, its backfill on a warm Spark
+    Connect server (the killed one was a ``spark-submit``: what a kill must stop is in
+    the killed process group). Then the grown tree's level
     runs take over: every cluster holds every message once, and a consumer group
     positioned on c4 skips nothing.
     """
@@ -143,6 +145,8 @@ def test_onboarding_under_traffic_killed_mid_backfill_and_rerun_is_exactly_once(
         assert operator_state(ONBOARDING_VARIABLE)["c4"]["sibling_of"] == "c3"
         assert operator_state(CHANGES_VARIABLE, "[]") == [], "the killed attempt never joined"
 
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
+            {"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server.port}))
         run = dag.test(run_conf=onboard_form(kafka_clusters))
         flowing.wait_for(len(flowing.ids) + 60)
     assert run.state == "success", {t: xcom(run, t) for t in ("preflight", "backfill", "verify", "summary")}

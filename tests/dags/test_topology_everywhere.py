@@ -32,64 +32,6 @@ def _airflow(*args: str, env: dict, timeout: float = 600) -> subprocess.Complete
     return subprocess.run([airflow, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def test_an_onboarded_cluster_is_in_the_tree_of_every_parse_and_its_link_runs_under_airflow_dags_test(
-        kafka_clusters, make_topic, operator_state, tmp_path, monkeypatch, receiver):
-    """Also the lineage of that level run, as the OpenLineage provider sends it to a real HTTP receiver.
-
-    OpenLineage is switched on the way docs/lineage.md tells a user (a transport in the
-    environment) for the ``airflow dags test`` process only: its listener is a plugin,
-    registered when a process loads Airflow's plugins.
-    """
-    from airflow.dag_processing.dagbag import DagBag
-    from airflow.models import Variable
-
-    topic = topic_everywhere(make_topic, ("c1", "c2", "c3", "c4"), partitions=1)
-    topo = topology(kafka_clusters, THREE, [topic], names=("c1", "c2", "c3"))
-    path = tmp_path / "topology.yaml"
-    path.write_text(topo.to_yaml())
-    monkeypatch.setenv("MIRROR_TOPOLOGY", str(path))
-    env = {**os.environ, "MIRROR_TOPOLOGY": str(path)}
-    c3, c4 = kafka_clusters["c3"].bootstrap, kafka_clusters["c4"].bootstrap
-    produce(c3, topic, [(b"k", f"c3-{i}".encode(), None, None) for i in range(20)], partition=0)
-    # what mirror_onboard_cluster records when c4 joins next to c3 (its backfill aside)
-    Variable.set(CHANGES_VARIABLE, json.dumps([add_event("c4", {"bootstrap": c4}, sibling_of="c3", level=1)]))
-    assert operator_state(CHANGES_VARIABLE, "[]")[0]["cluster"] == "c4"
-
-    # a DagBag in this process, as dag.test() users and the DagBag test parse
-    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
-    assert not bag.import_errors, bag.import_errors
-    assert bag.get_dag("mirror_level_1").description.endswith("(4 links)")
-
-    # the CLI, plain processes: parse and store the DAGs, then show what was stored
-    stored = _airflow("dags", "reserialize", env=env)
-    assert stored.returncode == 0, stored.stderr[-3000:]
-    details = _airflow("dags", "details", "mirror_level_1", "-o", "json", env=env)
-    assert details.returncode == 0, details.stderr[-3000:]
-    assert "(4 links)" in details.stdout, details.stdout[-2000:]
-
-    # and a level run under airflow dags test copies over the new link c3.L1 -> c4
-    run = _airflow("dags", "test", "mirror_level_1", env={**env, **_lineage_to(receiver)}, timeout=900)
-    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
-    on_c4 = sorted(r.value.decode() for r in read_all(c4, topic, 1) if r.value.startswith(b"c3-"))
-    assert on_c4 == sorted(f"c3-{i}" for i in range(20))
-
-    # every link of the run: its source topic an input, its target topic an output written by that link
-    [event] = _completed(receiver, "mirror_level_1.copy")
-    ns = _namespaces(kafka_clusters)
-    assert sorted((d["namespace"], d["name"]) for d in event["inputs"]) == sorted((ns[c], topic) for c in ns)
-    outputs = {d["namespace"]: d for d in event["outputs"]}
-    assert sorted(outputs) == sorted(ns.values())
-    for source, target in (("c1", "c2"), ("c2", "c1"), ("c3", "c4"), ("c4", "c3")):
-        out = outputs[ns[target]]
-        assert out["name"] == topic
-        assert out["outputFacets"]["mirrorflow_copy"]["links"] == [f"{source}.L1"]
-        assert out["outputFacets"]["mirrorflow_copy"]["sources"] == [
-            {"namespace": ns[source], "name": topic, "cluster": source}]
-        assert out["facets"]["symlinks"]["identifiers"][0]["name"] == f"{target}/{topic}"
-    assert outputs[ns["c4"]]["outputFacets"]["outputStatistics"]["rowCount"] == 20
-    assert outputs[ns["c2"]]["outputFacets"]["outputStatistics"]["rowCount"] == 0
-
-
 def _lineage_to(receiver) -> dict[str, str]:
     """The environment that switches OpenLineage on, sending to ``receiver`` (as docs/lineage.md shows)."""
     return {"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
@@ -117,12 +59,18 @@ def _copied(output: str) -> int:
     return sum(r["copied"] for r in runs)
 
 
-def test_onboarding_a_fourth_cluster_under_traffic_with_every_dag_run_by_airflow_dags_test(
-        kafka_clusters, make_topic, operator_state, tmp_path, receiver):
+def test_a_fourth_cluster_onboarded_under_traffic_is_in_every_parse_and_every_dag_runs_by_airflow_dags_test(
+        kafka_clusters, make_topic, operator_state, tmp_path, monkeypatch, receiver):
     """c4 joins next to c3 while c1..c3 produce; the onboarding and every level run are ``airflow dags test``.
 
-    The backfill's lineage (c3's topic in, c4's out) goes to a real HTTP receiver.
+    Between them, the grown tree (the file plus the stored change) is what every parse sees: a DagBag
+    in this process, as ``dag.test()`` users parse, and the CLI's plain processes. The lineage of the
+    backfill and of the first level run goes to a real HTTP receiver, OpenLineage switched on the way
+    docs/lineage.md tells a user (a transport in the environment) for those processes only: its
+    listener is a plugin, registered when a process loads Airflow's plugins.
     """
+    from airflow.dag_processing.dagbag import DagBag
+
     from tests.dags.forms import onboard_form
     from tests.integration.mirroring import Traffic, assert_exactly_once, clients, converge, traffic
 
@@ -130,6 +78,7 @@ def test_onboarding_a_fourth_cluster_under_traffic_with_every_dag_run_by_airflow
     topo = topology(kafka_clusters, THREE, [topic], names=("c1", "c2", "c3"))
     path = tmp_path / "topology.yaml"
     path.write_text(topo.to_yaml())
+    monkeypatch.setenv("MIRROR_TOPOLOGY", str(path))
     env = {**os.environ, "MIRROR_TOPOLOGY": str(path)}
     expected = [m for c in ("c1", "c2", "c3") for m in traffic(kafka_clusters, c, topic, 100)]
     converge(topo, clients(kafka_clusters, topo))  # the three-cluster tree in sync before c4 comes
@@ -148,13 +97,41 @@ def test_onboarding_a_fourth_cluster_under_traffic_with_every_dag_run_by_airflow
     assert out["outputFacets"]["outputStatistics"]["rowCount"] >= 300  # the three clusters' 100 each, and more
     assert [e["cluster"] for e in operator_state(CHANGES_VARIABLE, "[]")] == ["c4"]
 
+    # a DagBag in this process, and the CLI's plain processes (parse and store the DAGs, then show what was
+    # stored): each sees the grown tree
+    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    assert not bag.import_errors, bag.import_errors
+    assert bag.get_dag("mirror_level_1").description.endswith("(4 links)")
+    stored = _airflow("dags", "reserialize", env=env)
+    assert stored.returncode == 0, stored.stderr[-3000:]
+    details = _airflow("dags", "details", "mirror_level_1", "-o", "json", env=env)
+    assert details.returncode == 0, details.stderr[-3000:]
+    assert "(4 links)" in details.stdout, details.stdout[-2000:]
+
     # the grown tree's level runs, each one airflow dags test: c4's own traffic and what flowed meanwhile
     # reach every cluster in one pass of levels 1, 3, 1 (pairs, across, pairs again)
     expected += traffic(kafka_clusters, "c4", topic, 20)
-    copied = 0
-    for level in (1, 3, 1):
-        run = _airflow("dags", "test", f"mirror_level_{level}", env=env, timeout=900)
+    copied = []
+    for n, level in enumerate((1, 3, 1)):
+        lineage = _lineage_to(receiver) if n == 0 else {}
+        run = _airflow("dags", "test", f"mirror_level_{level}", env={**env, **lineage}, timeout=900)
         assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
-        copied += _copied(run.stdout + run.stderr)
-    assert copied > 0
+        copied.append(_copied(run.stdout + run.stderr))
+    assert copied[0] >= 20
     assert_exactly_once(kafka_clusters, ["c1", "c2", "c3", "c4"], topic, expected)
+
+    # the first level run's lineage: every link's source topic an input, its target topic an output written
+    # by that link (c4's new link c3.L1 among them), the rows it wrote adding up to what the run copied
+    [event] = _completed(receiver, "mirror_level_1.copy")
+    assert sorted((d["namespace"], d["name"]) for d in event["inputs"]) == sorted((ns[c], topic) for c in ns)
+    outputs = {d["namespace"]: d for d in event["outputs"]}
+    assert sorted(outputs) == sorted(ns.values())
+    for source, target in (("c1", "c2"), ("c2", "c1"), ("c3", "c4"), ("c4", "c3")):
+        out = outputs[ns[target]]
+        assert out["name"] == topic
+        assert out["outputFacets"]["mirrorflow_copy"]["links"] == [f"{source}.L1"]
+        assert out["outputFacets"]["mirrorflow_copy"]["sources"] == [
+            {"namespace": ns[source], "name": topic, "cluster": source}]
+        assert out["facets"]["symlinks"]["identifiers"][0]["name"] == f"{target}/{topic}"
+    assert sum(o["outputFacets"]["outputStatistics"]["rowCount"] for o in outputs.values()) == copied[0]
+    assert outputs[ns["c3"]]["outputFacets"]["outputStatistics"]["rowCount"] >= 20  # c4's own, over c4.L1

@@ -57,7 +57,7 @@ def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, sp
     # each link's plan says how long each of its steps took
     steps = [link.plan_steps for r in results for link in r.links]
     assert steps and all(set(s) == {"target_shapes", "source_topics", "checkpoints", "source_offsets", "topic_ids",
-                                    "offsets_retention"}
+                                    "offsets_retention", "reads"}
                          and all(v >= 0 for v in s.values()) for s in steps), steps
     # a plan asks every cluster through one admin client (mirrorflow.kafka.shared), not one per question
     clusters_per_run = [len({c for link in r.links for c in (link.source, link.target)}) for r in results]
@@ -65,7 +65,9 @@ def test_four_cluster_tree_converges_exactly_once(kafka_clusters, make_topic, sp
 
 
 def admin_clients_opened(monkeypatch) -> list[str]:
-    """The client ids of the admin clients mirrorflow's Kafka layer opens from now on (real clients, counted)."""
+    """The client ids of the admin clients mirrorflow's Kafka layer opens from now on (real clients, counted):
+    the shared ones and the probes' (a plan's first client of a cluster, which it then shares)."""
+    import mirrorflow.kafka.admin as admin
     import mirrorflow.kafka.shared as shared
 
     opened: list[str] = []
@@ -76,6 +78,7 @@ def admin_clients_opened(monkeypatch) -> list[str]:
             super().__init__(conf)
 
     monkeypatch.setattr(shared, "AdminClient", Counted)
+    monkeypatch.setattr(admin, "AdminClient", Counted)
     return opened
 
 

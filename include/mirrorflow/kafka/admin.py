@@ -24,7 +24,7 @@ from mirrorflow.kafka.deadline import CallAbandoned, within
 from mirrorflow.kafka.handshake import HandshakeWatch, plaintext_at_tls_port
 from mirrorflow.kafka.kept import active
 from mirrorflow.kafka.refusals import CLUSTER_RESOURCE, Need, call_failed, refusal
-from mirrorflow.kafka.shared import admin_for, discard
+from mirrorflow.kafka.shared import admin_for, adopt, discard
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,7 @@ def probe(client: ClusterClient, timeout: float = 10.0) -> ClusterInfo:
         detail = str(exc.args[0]) if isinstance(exc, KafkaException) else f"{type(exc).__name__}: {exc}"
         raise ClusterUnreachable(client.name, client.bootstrap, detail) from exc
     controller = desc.controller.id if desc.controller is not None else None
+    adopt(client, admin_client)  # connected: a sharing scope's questions go through it
     return ClusterInfo(client.name, desc.cluster_id, len(desc.nodes), controller)
 
 

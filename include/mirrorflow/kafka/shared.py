@@ -52,6 +52,20 @@ def admin_for(client: ClusterClient) -> AdminClient:
         return kept
 
 
+def adopt(client: ClusterClient, admin: AdminClient) -> None:
+    """Share ``admin`` for the cluster, when a scope is open and holds none yet: it has connected already.
+
+    A probe's client is the first to reach a cluster in a plan; kept, the plan's
+    questions reuse its connection instead of opening another (three round trips
+    more to a far cluster: connect, API versions, metadata).
+    """
+    if active() is not None:
+        return
+    with _lock:
+        if _scopes > 0:
+            _kept.setdefault(_key(client), admin)
+
+
 def discard(admin: AdminClient) -> None:
     """Stop sharing ``admin``: a call on it was abandoned (``kafka.deadline.CallAbandoned``) and may still run."""
     kept = active()

@@ -1,4 +1,5 @@
-"""What a link's plan reads of its clusters: one request per question, each timed on the link's report.
+"""What a link's plan reads of its clusters: one request per question, asked side by side, each timed on the
+link's report.
 
 The source's selected topics and partitions; the link's checkpoints on the target
 (read past a dead attempt's open transaction: :mod:`mirrorflow.copy.engine.fencing`);
@@ -9,9 +10,13 @@ one); and the target's ``offsets.retention.minutes``, read once per target and r
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import time
 from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import TopicPartition
 
@@ -66,26 +71,53 @@ def read_link(spec: JobSpec, link: LinkJob, selector: TopicSelector, blocked: Co
     report.topics = sorted(topics)
     if not tps:
         return None
-    checkpoints = attempt_checkpoints(target, link.link_id, tps, timeout)
-    step("checkpoints")
+    asked = side_by_side(report, {
+        "checkpoints": lambda: attempt_checkpoints(target, link.link_id, tps, timeout),
+        "source_offsets": lambda: earliest_and_stable_or_leaderless(source, source.on_cluster(tps), timeout),
+        "topic_ids": lambda: {"source": _ids(source, topics, timeout), "target": _ids(target, topics, timeout)},
+        "offsets_retention": lambda: _retention(target, retention, timeout),
+    })
+    step("reads")
+    checkpoints = asked["checkpoints"]
     _refuse_moved(link, checkpoints)
-    lows, ends, leaderless = (source.by_logical(found) for found in
-                              earliest_and_stable_or_leaderless(source, source.on_cluster(tps), timeout))
+    lows, ends, leaderless = (source.by_logical(found) for found in asked["source_offsets"])
     for key, error in sorted(leaderless.items()):  # stopped alone, as a target partition without a leader is
         errors.append(leaderless_source(link, key, error))
     tps = [tp for tp in tps if (tp.topic, tp.partition) not in leaderless]
-    step("source_offsets")
-    ids = {"source": _ids(source, topics, timeout), "target": _ids(target, topics, timeout)}
-    step("topic_ids")
-    if link.target not in retention:
-        retention[link.target] = offsets_retention_s(target, timeout)
-    retention_s, unread = retention[link.target]
+    ids = asked["topic_ids"]
+    retention_s, unread = asked["offsets_retention"]
     if unread is not None:
         log.warning("%s: offsets.retention.minutes of %s could not be read (%s); idle checkpoints are committed "
                     "again as if it were Kafka's default of %.0f minutes", link.link_id, link.target, unread,
                     retention_s / 60)
-    step("offsets_retention")
     return LinkReads(tps, checkpoints, lows, ends, ids, retention_s)
+
+
+def side_by_side(report: LinkReport, reads: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    """Every read at once, each timed on the report under its name; the first failure, in order, is raised.
+
+    They are independent questions, mostly of different clusters: one after another,
+    a far cluster's round trips add up (docs/benchmarks.md, "Distance").
+    """
+    def timed(name: str, read: Callable[[], Any]) -> Any:
+        started = time.monotonic()
+        try:
+            return read()
+        finally:
+            report.plan_steps[name] = round(time.monotonic() - started, 3)
+
+    with ThreadPoolExecutor(max_workers=len(reads), thread_name_prefix="plan-read") as pool:
+        futures = {name: pool.submit(contextvars.copy_context().run, timed, name, read)  # a poller's kept clients
+                   for name, read in reads.items()}
+    return {name: future.result() for name, future in futures.items()}
+
+
+def _retention(target: ClusterClient, retention: dict[str, tuple[float, str | None]],
+               timeout: float) -> tuple[float, str | None]:
+    """The target's offsets retention, read once per run however many of its links ask."""
+    if target.name not in retention:
+        retention[target.name] = offsets_retention_s(target, timeout)
+    return retention[target.name]
 
 
 def _ids(client: ClusterClient, topics: Collection[str], timeout: float) -> dict[str, str]:

@@ -37,6 +37,7 @@ def _member_of(bootstrap: str, topic: str, group: str) -> Consumer:
     return consumer
 
 
+@pytest.mark.usefixtures("spark_default_connect")  # the drain on the warm Connect server: not about spark-submit
 def test_decommissioning_a_target_leaf_moves_its_links_and_loses_nothing(kafka_clusters, make_topic,
                                                                           operator_state):
     topic = topic_everywhere(make_topic)

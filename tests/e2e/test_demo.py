@@ -185,6 +185,7 @@ def check_mirror_page(stdout: str, ui: int, bootstraps: dict[str, str], promethe
                             "c2": ("acme-prod-{topic}", "acme-prod-{group}"),
                             "c3": ("{topic}", "{group}"), "c4": ("{topic}", "{group}")}
     page.screenshot(tmp_path / "mirror-page-converged.png")
+    page.ui.park()  # the runs below are watched by REST
 
     # Traffic no level run copies, all in one partition: both links out of c1 fall behind by exactly that, over
     # the SLA of 100 records (a bound per link-partition).
@@ -200,6 +201,7 @@ def check_mirror_page(stdout: str, ui: int, bootstraps: dict[str, str], promethe
     sla = [text for kind, text in page.problems() if kind == "sla"]
     assert any("link c1.L1 (c1 -> c2)" in t and "records > 100" in t for t in sla), sla
     page.screenshot(tmp_path / "mirror-page-breach.png")
+    page.ui.park()  # the runs below are watched by REST
     prom.wait_for(lag, lambda r: values(r, "link") == {**zero, "c1.L1": 150.0, "c1.L3": 150.0}, timeout=30)
 
     # Level runs while Prometheus scrapes: c1's messages reach c3 at level 3, c2 (from c1) and c4 (from c3) at

@@ -167,11 +167,14 @@ def test_failover_form_rejected_changes_nothing_and_approved_moves_the_group(
     context = chromium.new_context(viewport={"width": 1400, "height": 1000})
     approver = AirflowUI(context.new_page(), airflow_standalone.base)
     approver.log_in(airflow_standalone.approver, airflow_standalone.password)
+    approver.park()
 
     # first the approver says no: the plan was shown, nothing is published or committed
     rejected = _trigger_failover(ui, paused=True)
+    ui.park()
     _awaiting_input(airflow_standalone, rejected)
     shown = approver.answer(DAG_ID, rejected, "approve", "Reject")
+    approver.park()
     assert f"Fail over {GROUP} from c1 to c2?" in shown and "would read again" in shown, shown
     assert f"Requested by {airflow_standalone.user}, who may not approve it" in shown, shown
     ui.page.goto(f"{airflow_standalone.base}/dags/{DAG_ID}/runs/{quote(rejected, safe='')}")
@@ -187,6 +190,7 @@ def test_failover_form_rejected_changes_nothing_and_approved_moves_the_group(
 
     # then the same failover, approved
     run_id = _trigger_failover(ui, paused=False)
+    ui.park()
     _awaiting_input(airflow_standalone, run_id)
     approver.answer(DAG_ID, run_id, "approve", "Approve")
     context.close()

@@ -6,12 +6,17 @@ poll, the lag monitor, the offsets sync, the idle audit and the Mirror page's
 API (:mod:`benchmarks.scale_parts` says which function each one is). Each is
 timed on two axes, rounds alternated, medians kept:
 
-- partitions per level: 100, 1,000 and 10,000 (topics of 10 partitions), each size
-  on a level-1 pair of its own (c1 <-> c2), one record per source partition copied once
-  before any clock; the audit is the target's (c2);
+- partitions per level: 100, 1,000 and 10,000 (topics of 10 partitions) on a
+  level-1 pair (c1 <-> c2), one record per source partition copied once before any
+  clock; the audit is the target's (c2);
 - clusters: 2, 4 and 8 (one level, the four-cluster tree of levels 1 and 3, a
   three-level tree of pairs of pairs), 10 topics x 10 partitions on every cluster;
   levels, watchers and audited clusters summed.
+
+Three consumer groups, idle, have committed offsets on the first 20 partitions
+(``--group-partitions``) of the first cluster, which the offsets sync carries to the others.
+Every tree has brokers of its own (so that no tree's topics and internal state
+weigh on another's), all of an axis's trees running side by side while it is measured.
 
 Per part, the growth exponent: the least-squares slope of log(time) against
 log(size). Then convergence on the cluster axis: messages produced on every
@@ -42,7 +47,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from benchmarks.common import warm_up
 from benchmarks.scale_parts import (
@@ -60,6 +65,8 @@ from benchmarks.scale_parts import (
     offsets,
     one_per_partition,
     page,
+    restore_state,
+    save_state,
     settle,
     warm,
     watcher,
@@ -92,6 +99,23 @@ def progress(message: str) -> None:
     print(f"[scale {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+@contextlib.contextmanager
+def tables_out() -> Iterator[TextIO]:
+    """This process's stdout for the tables alone: meanwhile whatever else writes there (Airflow logs to stdout,
+    and so do the processes it starts) goes to stderr."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    with os.fdopen(os.dup(saved), "w") as tables:
+        try:
+            yield tables
+        finally:
+            tables.flush()
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
 # --------------------------------------------------------------------------- the trees
 
 @contextlib.contextmanager
@@ -112,12 +136,13 @@ def brokers(run_dir: Path, names: list[str], heap_max: str) -> Iterator[LocalKaf
         kafka.stop()
 
 
-def pair_tree(kafka: LocalKafka, size: int, run_dir: Path) -> Tree:
+def pair_tree(kafka: LocalKafka, size: int, run_dir: Path, group_partitions: int) -> Tree:
     """``size`` partitions on c1 (one record each), copied to c2 before any clock; every part once, untimed."""
-    ns = f"p{size}"
-    bootstraps = {c: kafka.clusters[f"{ns}-{c}"].bootstrap for c in ("c1", "c2")}
-    topics = {f"{ns}-{i:04d}": TOPIC_PARTITIONS for i in range(max(1, size // TOPIC_PARTITIONS))}
-    tree = make_tree(run_dir, f"{size:,} partitions", size, ns, bootstraps, TREES[2], topics)
+    prefix = f"p{size}"
+    bootstraps = {c: kafka.clusters[f"{prefix}-{c}"].bootstrap for c in ("c1", "c2")}
+    topics = {f"{prefix}-{i:04d}": TOPIC_PARTITIONS for i in range(max(1, size // TOPIC_PARTITIONS))}
+    tree = make_tree(run_dir, f"{size:,} partitions", size, prefix, bootstraps, TREES[2], topics)
+    restore_state(tree)  # none yet: the Variables of the tree set up before are cleared
     warm_up(*bootstraps.values())
     started = time.monotonic()
     create_topics(bootstraps["c1"], topics)
@@ -126,27 +151,31 @@ def pair_tree(kafka: LocalKafka, size: int, run_dir: Path) -> Tree:
     copied = settle(tree, progress)
     if copied != len(written):
         raise AssertionError(f"NOT EXACT: {tree.label}: the first run copied {copied} of {len(written)} records")
-    groups_consumed(tree, "c1")
-    warm(tree)
+    groups_consumed(tree, "c1", group_partitions)
+    warm(tree, progress)
+    save_state(tree)
     return tree
 
 
-def cluster_tree(kafka: LocalKafka, count: int, run_dir: Path) -> Tree:
+def cluster_tree(kafka: LocalKafka, count: int, run_dir: Path, group_partitions: int) -> Tree:
     """The ``count``-cluster tree: its topics on every cluster, one record per partition each, converged exactly
     before any clock; every part once, untimed."""
-    ns = f"t{count}"
-    bootstraps = {f"c{i}": kafka.clusters[f"c{i}"].bootstrap for i in range(1, count + 1)}
-    topics = {f"{ns}-{i:02d}": TOPIC_PARTITIONS for i in range(TREE_TOPICS)}
-    conv = f"{ns}-conv"
-    tree = make_tree(run_dir, f"{count} clusters", count, ns, bootstraps, TREES[count], {**topics, conv: 2}, conv)
+    prefix = f"t{count}"
+    bootstraps = {f"c{i}": kafka.clusters[f"{prefix}-c{i}"].bootstrap for i in range(1, count + 1)}
+    topics = {f"{prefix}-{i:02d}": TOPIC_PARTITIONS for i in range(TREE_TOPICS)}
+    conv = f"{prefix}-conv"
+    tree = make_tree(run_dir, f"{count} clusters", count, prefix, bootstraps, TREES[count], {**topics, conv: 2},
+                     conv)
+    restore_state(tree)
     written = []
     for cluster, bootstrap in bootstraps.items():
         create_topics(bootstrap, tree.topics)
         written += one_per_partition(tree, cluster, skip=conv)
     settle(tree, progress)
     check_exact(tree, topics, written, "first copy")
-    groups_consumed(tree, "c1")
-    warm(tree)
+    groups_consumed(tree, "c1", group_partitions)
+    warm(tree, progress)
+    save_state(tree)
     return tree
 
 
@@ -155,11 +184,13 @@ def cluster_tree(kafka: LocalKafka, count: int, run_dir: Path) -> Tree:
 def measure_tree(axis: str, tree: Tree, round_no: int, polls: int) -> list[dict[str, Any]]:
     """Every part once on ``tree``, in :data:`PARTS` order (the lag monitor stores the snapshot the page reads)."""
     audited = ["c2"] if axis == "partitions" else sorted(tree.bootstraps)
+    restore_state(tree)
     measured: dict[str, Callable[[], dict[str, Any]]] = {
         "empty_run": lambda: empty_run(tree), "watcher": lambda: watcher(tree, polls), "lag": lambda: lag(tree),
         "offsets": lambda: offsets(tree), "audit": lambda: audit(tree, audited), "page": lambda: page(tree)}
     rows = [{"axis": axis, "size": tree.size, "round": round_no, "part": part, **measured[part]()}
             for part, _, _ in PARTS]
+    save_state(tree)
     shown = ", ".join(f"{what} {_value(r['seconds'], ms)}" for r, (_, what, ms) in zip(rows, PARTS))
     progress(f"round {round_no + 1}, {tree.label}: {shown}; "
              f"{rows[1]['connections_per_poll']:.2f} new connections per watcher poll")
@@ -181,7 +212,7 @@ def partition_axis(sizes: list[int], args: argparse.Namespace, run_dir: Path) ->
     with brokers(run_dir / "partitions", names, heap_max="1g") as kafka:
         try:
             for size in sizes:
-                trees.append(pair_tree(kafka, size, run_dir))
+                trees.append(pair_tree(kafka, size, run_dir, args.group_partitions))
             return measure_rounds("partitions", trees, args.rounds, args.polls)
         finally:
             for tree in trees:
@@ -192,11 +223,12 @@ def cluster_axis(counts: list[int], args: argparse.Namespace, run_dir: Path
                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any] | None]:
     """The parts by tree size, then each tree's convergence, and the 8-cluster tree's under its level DAGs."""
     trees: list[Tree] = []
-    with brokers(run_dir / "clusters", [f"c{i}" for i in range(1, max(counts) + 1)], heap_max="512m") as kafka:
+    names = [f"t{n}-c{i}" for n in counts for i in range(1, n + 1)]
+    with brokers(run_dir / "clusters", names, heap_max="512m") as kafka:
         try:
             warm_up(*(c.bootstrap for c in kafka.clusters.values()))
             for count in counts:
-                trees.append(cluster_tree(kafka, count, run_dir))
+                trees.append(cluster_tree(kafka, count, run_dir, args.group_partitions))
             rows = measure_rounds("clusters", trees, args.rounds, args.polls)
             converged = [convergence(tree, args.messages, progress) for tree in trees]
             eight = next((t for t in trees if t.size == 8), None)
@@ -253,10 +285,14 @@ def _value(seconds: float | None, ms: bool) -> str:
     return f"{seconds * 1000:.1f} ms" if ms else f"{seconds:.2f} s"
 
 
+def _bound(seconds: float, ms: bool) -> str:
+    return f"≤ {seconds * 1000:g} ms" if ms else f"≤ {seconds:g} s"
+
+
 def _goal(part: str, med: dict[tuple[str, int, str], float], connections: dict[tuple[str, int, str], float]) -> str:
     if part not in GOALS:
         return "–"
-    wanted = f"≤ {_value(GOALS[part], part == 'watcher')}" + (", no new connection" if part == "watcher" else "")
+    wanted = _bound(GOALS[part], part == "watcher") + (", no new connection" if part == "watcher" else "")
     got = med.get(("partitions", GOAL_SIZE, part))
     if got is None:
         return f"{wanted} (10,000 not measured)"
@@ -292,7 +328,7 @@ def convergence_table(converged: list[dict[str, Any]], dags: dict[str, Any] | No
                      f"{c['max_runs']} ({c['median_runs']:g}) | {c['max_seconds']:.2f} | yes |")
     if dags:
         lines.append(f"| 8 clusters, level DAGs (dag.test(), Spark Connect) | 3 | {dags['messages']} | {dags['runs']} "
-                     f"| {dags['reached_after']} | – | yes |")
+                     f"| {dags['reached_after']} | {dags['seconds_to_reach']:.1f} (DAG runs) | yes |")
     return lines
 
 
@@ -335,6 +371,7 @@ def write_record(args: argparse.Namespace, argv: list[str], rows: list[dict[str,
 def plot(med: dict[tuple[str, int, str], float], path: Path) -> Path:
     """Log-log, one panel per axis, one line per part; the goals as bars at 10,000 partitions."""
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -355,7 +392,7 @@ def plot(med: dict[tuple[str, int, str], float], path: Path) -> Path:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xticks(sizes, [f"{s:,}" for s in sizes])
-        ax.minorticks_off()
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())  # the sizes alone on the x axis
         ax.set_xlabel("partitions per level" if axis == "partitions" else "clusters")
         ax.set_ylabel("seconds (median)")
         ax.set_title("by partitions per level (bars: the goals at 10,000)" if axis == "partitions"
@@ -380,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", default="2,4,8", help="tree sizes among 2, 4 and 8, comma-separated ('': none)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--polls", type=int, default=5, help="watcher polls per level and round (and again, watched)")
+    parser.add_argument("--group-partitions", type=int, default=20,
+                        help="partitions each of the three consumer groups has committed offsets on (0: all)")
     parser.add_argument("--messages", type=int, default=5, help="convergence: messages produced on each cluster")
     parser.add_argument("--no-dags", action="store_true", help="skip the 8-cluster convergence under the level DAGs")
     parser.add_argument("--record", action="store_true", help="write benchmarks/results/<date>-scale.json, .md, .png")
@@ -392,14 +431,15 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     converged: list[dict[str, Any]] = []
     dags = None
-    with airflow_in_process(progress):
+    with tables_out() as tables, airflow_in_process(progress):
         if sizes:
             rows += partition_axis(sizes, args, run_dir)
         if counts:
             by_clusters, converged, dags = cluster_axis(counts, args, run_dir)
             rows += by_clusters
-    summary = summarize(rows, converged, dags, args.rounds)
-    print(summary)
+        summary = summarize(rows, converged, dags, args.rounds)
+        print(summary, file=tables)
+    shutil.rmtree(run_dir, ignore_errors=True)  # the topology files and the Spark Connect server's directory
     progress(f"done in {(time.monotonic() - started) / 60:.1f} min")
     if args.record:
         stem = write_record(args, sys.argv[1:] if argv is None else argv, rows, summary, converged, dags)

@@ -1,9 +1,7 @@
 """What benchmarks/scale.py measures, one function per periodic part, and what it sets up for them.
 
-A :class:`Tree` is one measured topology on local clusters, with its own
-namespace so that the trees measured side by side keep their Airflow Variables
-and their state on the clusters apart. Each part is the function the scheduled
-piece runs, called in this process:
+A :class:`Tree` is one measured topology on local clusters of its own. Each part
+is the function the scheduled piece runs, called in this process:
 
 - ``empty_run``: :func:`mirrorflow.copy.job.run_job` of every level, nothing to copy
   (plan, config and ACL sync, checkpoints, end offsets);
@@ -19,12 +17,16 @@ piece runs, called in this process:
 
 Airflow runs in this process on a throwaway ``AIRFLOW_HOME`` (SQLite, migrated).
 Outside a task the Task SDK cannot write Variables, so mirrorflow's state module
-writes them through Airflow's model instead (:func:`airflow_in_process`).
+writes them through Airflow's model instead (:func:`airflow_in_process`). The trees
+are measured side by side with no namespace (the default), so they share that
+database: each tree's ``mirrorflow_*`` Variables are put back before its parts run
+(:func:`restore_state`, untimed) and kept after (:func:`save_state`).
 
 Run as ``python -m benchmarks.scale_parts SPEC.json [--connect URL]`` (by scale.py),
 it is the convergence of a tree under its level DAGs (``dag.test()`` in a process
 with its own ``AIRFLOW_HOME``, as benchmarks/airflow_batch.py runs them): it prints
-one JSON object, and exits non-zero unless every message is on every cluster exactly once.
+one JSON object, and exits non-zero unless every message reached every cluster (the
+caller then checks that each one is there exactly once).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -62,6 +65,8 @@ from mirrorflow_dev.sockets import ConnectionWatch, own_connections
 Progress = Callable[[str], None]
 #: The consumer groups the offsets sync carries (committed on the first cluster, no members).
 GROUPS = ("scale-g-0", "scale-g-1", "scale-g-2")
+#: What mirrorflow's Airflow Variables are named (mirrorflow_airflow.state).
+STATE = "mirrorflow_"
 _pause = threading.Event()  # never set: .wait(t) is a polling interval with a deadline around it
 
 
@@ -88,8 +93,10 @@ def airflow_in_process(progress: Progress) -> Iterator[Path]:
 
     for name in ("mirrorflow", "mirrorflow_airflow", "airflow"):  # the parts' INFO lines would bury the progress
         logging.getLogger(name).setLevel(logging.WARNING)
+    logging.getLogger("py.warnings").setLevel(logging.ERROR)
     with mock.patch.object(state, "Variable", Variable):  # the Task SDK's Variable.set needs a task's supervisor
         yield home
+    shutil.rmtree(home, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- trees
@@ -106,6 +113,8 @@ class Tree:
     topics: dict[str, int]
     conv_topic: str | None = None
     kept: dict[int, KeptClients] = field(default_factory=dict)
+    #: The tree's ``mirrorflow_*`` Airflow Variables while another tree's are in the database.
+    saved: dict[str, str] = field(default_factory=dict)
     #: Every message written to the convergence topic so far.
     sent: list[str] = field(default_factory=list)
 
@@ -128,15 +137,37 @@ class Tree:
             kept.close()
 
 
-def make_tree(run_dir: Path, label: str, size: int, ns: str, bootstraps: dict[str, str], tree_yaml: str,
+def make_tree(run_dir: Path, label: str, size: int, prefix: str, bootstraps: dict[str, str], tree_yaml: str,
               topics: dict[str, int], conv_topic: str | None = None) -> Tree:
-    """Write the tree's topology file (its topics: everything named ``<ns>-*``) and parse it."""
+    """Write the tree's topology file (its topics: everything named ``<prefix>-*``) and parse it."""
     clusters = "\n".join(f'  {name}: {{bootstrap: "{b}"}}' for name, b in bootstraps.items())
-    text = (f"name: scale-{ns}\nnamespace: {ns}\nclusters:\n{clusters}\ntree:\n{tree_yaml}\n"
-            f'topics: ["{ns}-.*"]\noffsets: {{groups: ["scale-g-.*"]}}\n')
-    path = run_dir / f"topology-{ns}.yaml"
+    text = (f"name: scale-{prefix}\nclusters:\n{clusters}\ntree:\n{tree_yaml}\n"
+            f'topics: ["{prefix}-.*"]\noffsets: {{groups: ["scale-g-.*"]}}\n')
+    path = run_dir / f"topology-{prefix}.yaml"
     path.write_text(text)
     return Tree(label, size, parse_topology(text, source=str(path)), path, bootstraps, topics, conv_topic)
+
+
+def save_state(tree: Tree) -> None:
+    """Keep the tree's ``mirrorflow_*`` Variables (what its parts wrote) aside."""
+    from airflow.models import Variable
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        tree.saved = {v.key: v.val for v in session.scalars(select(Variable).where(Variable.key.startswith(STATE)))}
+
+
+def restore_state(tree: Tree) -> None:
+    """Put the tree's ``mirrorflow_*`` Variables back in place of whatever tree's are there (none at first)."""
+    from airflow.models import Variable
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete
+
+    with create_session() as session:
+        session.execute(delete(Variable).where(Variable.key.startswith(STATE)))
+    for key, value in tree.saved.items():
+        Variable.set(key, value)
 
 
 # --------------------------------------------------------------------------- data on the clusters
@@ -265,12 +296,12 @@ def present_everywhere(tree: Tree, values: set[str]) -> set[str]:
     return found
 
 
-def groups_consumed(tree: Tree, cluster: str) -> None:
-    """:data:`GROUPS` committed at the ends of the tree's partitions on ``cluster``, without members; and
-    ``cluster`` remembered as their owner, as ``mirror_offsets`` records one."""
+def groups_consumed(tree: Tree, cluster: str, partitions: int) -> None:
+    """:data:`GROUPS` committed at the ends of the first ``partitions`` of the tree's partitions (0: all) on
+    ``cluster``, without members; and ``cluster`` remembered as their owner, as ``mirror_offsets`` records one."""
     from mirrorflow_airflow.state import set_group_owners
 
-    tps = [(t, p) for t, n in sorted(tree.topics.items()) for p in range(n)]
+    tps = [(t, p) for t, n in sorted(tree.topics.items()) for p in range(n)][:partitions or None]
     ends = end_offsets(tree.bootstraps[cluster], tps)
     for group in GROUPS:
         consumer = Consumer({"bootstrap.servers": tree.bootstraps[cluster], "group.id": group,
@@ -334,12 +365,18 @@ def empty_run(tree: Tree) -> dict[str, Any]:
     return {"seconds": sum(levels.values()), "levels": levels}
 
 
-def _poll(tree: Tree, level: int) -> Any:
+def _context(tree: Tree) -> Any:
+    """What the watcher resolves once and keeps for ``CONTEXT_REFRESH_S`` (30 s): the clusters' client settings."""
     from mirrorflow_airflow.triggers.base import CheckContext
+
+    return CheckContext(tree.topology)
+
+
+def _poll(tree: Tree, level: int, context: Any) -> Any:
     from mirrorflow_airflow.triggers.data import measure_level
 
     kept = tree.kept.setdefault(level, KeptClients())
-    found = measure_level(level, CheckContext(tree.topology), kept=kept)
+    found = measure_level(level, context, kept=kept)
     if found.total:
         raise RuntimeError(f"{tree.label}: the level-{level} watcher found {found.total} records waiting")
     return found
@@ -352,17 +389,18 @@ def watcher(tree: Tree, polls: int) -> dict[str, Any]:
     opened = 0
     ports = tree.ports()
     for level in tree.topology.levels:
-        _poll(tree, level)  # makes the kept clients, or reconnects one the broker closed while idle
+        context = _context(tree)
+        _poll(tree, level, context)  # makes the kept clients, or reconnects one the broker closed while idle
         took = []
         for _ in range(polls):
             started = time.perf_counter()
-            _poll(tree, level)
+            _poll(tree, level, context)
             took.append(time.perf_counter() - started)
         levels[str(level)] = round(statistics.median(took), 5)
         before = own_connections(ports)
         with ConnectionWatch(ports) as watch:
             for _ in range(polls):
-                _poll(tree, level)
+                _poll(tree, level, context)
         opened += len(watch.opened_since(before))
     return {"seconds": sum(levels.values()), "levels": levels, "connections_per_poll": opened / polls}
 
@@ -440,14 +478,16 @@ def page(tree: Tree) -> dict[str, Any]:
     return {"seconds": seconds, "bytes": len(body)}
 
 
-def warm(tree: Tree) -> None:
+def warm(tree: Tree, progress: Progress) -> None:
     """Every part once, untimed: the watchers' clients made, the first offsets sync and audit done."""
-    for level in tree.topology.levels:
-        _poll(tree, level)
-    offsets(tree)
-    first_audit(tree)
-    lag(tree)
-    page(tree)
+    took = {}
+    for what, part in (("watcher", lambda: [_poll(tree, level, _context(tree)) for level in tree.topology.levels]),
+                       ("offsets", lambda: offsets(tree)), ("audit", lambda: first_audit(tree)),
+                       ("lag", lambda: lag(tree)), ("page", lambda: page(tree))):
+        started = time.monotonic()
+        part()
+        took[what] = time.monotonic() - started
+    progress(f"{tree.label}: first runs (untimed) " + ", ".join(f"{w} {s:.1f}s" for w, s in took.items()))
 
 
 # --------------------------------------------------------------------------- convergence
@@ -488,7 +528,8 @@ def _reach(reached: dict[str, tuple[int, float]]) -> dict[str, Any]:
     return {"max_runs": max(r for r, _ in reached.values()), "median_runs": statistics.median(
                 r for r, _ in reached.values()),
             "max_seconds": round(max(s for _, s in reached.values()), 3),
-            "per_origin_runs": {o: max(r for r, _ in ats) for o, ats in sorted(by_origin.items())}}
+            "per_origin_runs": {o: max(r for r, _ in ats) for o, ats in sorted(by_origin.items())},
+            "per_message": {v: [r, round(s, 3)] for v, (r, s) in sorted(reached.items())}}
 
 
 def dag_convergence(tree: Tree, per_cluster: int, connect_url: str | None, run_dir: Path,
@@ -496,7 +537,7 @@ def dag_convergence(tree: Tree, per_cluster: int, connect_url: str | None, run_d
     """New messages on every cluster, then the level DAGs under ``dag.test()`` in a process of their own
     (``python -m benchmarks.scale_parts``) until every message is on every cluster, exactly once."""
     values = tagged(tree, per_cluster, "d")
-    spec = run_dir / f"dags-{tree.ns}.json"
+    spec = run_dir / f"dags-{tree.size}.json"
     spec.write_text(json.dumps({"topology": str(tree.path), "bootstraps": tree.bootstraps, "topic": tree.conv_topic,
                                 "partitions": tree.topics[tree.conv_topic or ""], "values": values}))
     command = [sys.executable, "-m", "benchmarks.scale_parts", str(spec)]
@@ -506,9 +547,10 @@ def dag_convergence(tree: Tree, per_cluster: int, connect_url: str | None, run_d
     if proc.returncode != 0:
         raise AssertionError(f"{tree.label} under the level DAGs: exit {proc.returncode}:\n{proc.stdout[-3000:]}\n"
                              f"{proc.stderr[-5000:]}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = json.loads(next(line for line in reversed(proc.stdout.splitlines()) if line.startswith('{"runs"')))
     out["process_seconds"] = round(time.monotonic() - started, 1)
     out["messages"] = len(values)
+    out["seconds_to_reach"] = round(sum(r["seconds"] for r in out["dag_runs"][:out["reached_after"]]), 1)
     assert tree.conv_topic is not None
     check_exact(tree, [tree.conv_topic], tree.sent, "under the level DAGs")
     progress(f"{tree.label} under the level DAGs: every message on every cluster exactly once after "
@@ -519,12 +561,14 @@ def dag_convergence(tree: Tree, per_cluster: int, connect_url: str | None, run_d
 # --------------------------------------------------------------------------- the DAG run's own process
 
 def _dag_rounds(tree: Tree, values: list[str], max_rounds: int) -> dict[str, Any]:
-    """Each level DAG, lowest first, round after round; stops one round after every message reached everywhere."""
+    """Each level DAG, lowest first, round after round; stops after a whole round that began with every message
+    everywhere already (it must copy nothing twice: the caller checks exactly once)."""
     from mirrorflow_airflow.factories.levels import build_level_dags
 
     dags = list(build_level_dags(tree.topology).values())
     waiting, runs, reached_after = set(values), [], None
     for _ in range(max_rounds):
+        complete = reached_after is not None
         for dag in dags:
             started = time.monotonic()
             run = dag.test()
@@ -532,10 +576,10 @@ def _dag_rounds(tree: Tree, values: list[str], max_rounds: int) -> dict[str, Any
             runs.append({"dag_id": dag.dag_id, "state": str(run.state), "seconds": seconds})
             if run.state != "success":
                 raise SystemExit(f"{dag.dag_id} ended {run.state}")
-            waiting -= present_everywhere(tree, waiting)
+            waiting -= present_everywhere(tree, waiting) if waiting else set()
             if not waiting and reached_after is None:
                 reached_after = len(runs)
-        if reached_after is not None and len(runs) > reached_after:  # a whole round after: nothing more may come
+        if complete:
             return {"runs": len(runs), "reached_after": reached_after, "dag_runs": runs}
     raise SystemExit(f"{len(waiting)} messages not on every cluster after {max_rounds} rounds of the level DAGs")
 
@@ -552,11 +596,15 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     os.environ["MIRROR_TOPOLOGY"] = spec["topology"]  # dag.test() serializes the DAG folder's DAGs of this tree
-    subprocess.run([str(Path(sys.executable).with_name("airflow")), "db", "migrate"], check=True, capture_output=True)
-    topology = parse_topology(Path(spec["topology"]).read_text(), source=spec["topology"])
-    tree = Tree("dags", len(spec["bootstraps"]), topology, Path(spec["topology"]), spec["bootstraps"],
-                {spec["topic"]: spec["partitions"]}, spec["topic"])
-    out = _dag_rounds(tree, spec["values"], args.max_rounds)
+    try:
+        subprocess.run([str(Path(sys.executable).with_name("airflow")), "db", "migrate"], check=True,
+                       capture_output=True)
+        topology = parse_topology(Path(spec["topology"]).read_text(), source=spec["topology"])
+        tree = Tree("dags", len(spec["bootstraps"]), topology, Path(spec["topology"]), spec["bootstraps"],
+                    {spec["topic"]: spec["partitions"]}, spec["topic"])
+        out = _dag_rounds(tree, spec["values"], args.max_rounds)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
     print(json.dumps(out))
     return 0
 

@@ -120,3 +120,20 @@ def test_the_audit_finds_converged_clusters_complete_reads_only_new_data_and_nam
         n: len(read_all(settings[n]["bootstrap.servers"], topic, 2)) for n in NAMES}
     assert minute.comparison.differences == () and minute.comparison.before_horizon >= 1
     assert minute.counts["c2"].horizons[topic] > read_all(settings["c2"]["bootstrap.servers"], topic, 2)[-1].timestamp
+
+
+def test_a_trees_audit_keeps_its_state_under_its_namespace(kafka_clusters, make_topic):
+    """A tree with ``namespace: acc`` audits into ``_mirrorflow.acc.audit``: its own state, read back whole, and
+    nothing in the state of the tree without a namespace (docs/naming.md, "Several trees in one Airflow")."""
+    topic = topic_everywhere(make_topic, NAMES)
+    topo = topology(kafka_clusters, PAIR, [topic], NAMES)
+    settings = clients(kafka_clusters, topo)
+    traffic(kafka_clusters, "c1", topic, 5)
+    converge(topo, settings)
+    tree = {n: ClusterClient(n, settings[n], namespace="acc") for n in NAMES}
+
+    audited = run_audit(tree, lambda t: t == topic, grace_s=0, now_ms=int(time.time() * 1000) + 3_600_000)
+    assert audited.ok, audited.summary()
+    assert {n: audited.counts[n].read for n in NAMES} == dict.fromkeys(NAMES, 5)
+    assert (topic, 0) in read_state(tree["c2"]).positions
+    assert (topic, 0) not in read_state(ClusterClient("c2", settings["c2"])).positions

@@ -169,7 +169,7 @@ def _write(client: ClusterClient, transactional_id: str, records: list[tuple[str
         producer.init_transactions(timeout)
         producer.begin_transaction()
         for key, value in records:
-            producer.produce(AUDIT_TOPIC, key=key.encode(), partition=0,
+            producer.produce(client.own(AUDIT_TOPIC), key=key.encode(), partition=0,
                              value=None if value is None else json.dumps(value, sort_keys=True).encode())
             producer.poll(0)
         producer.commit_transaction(timeout)

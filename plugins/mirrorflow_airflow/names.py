@@ -11,7 +11,7 @@ ways on. A cluster seen for the first time is recorded as it is.
 
 from __future__ import annotations
 
-from airflow.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException
 
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.topology import Topology, renamed_live

@@ -39,6 +39,7 @@ from mirrorflow.kafka import (
     logical_earliest_and_stable,
     mirrored_topics,
     read_headers,
+    sharing_admins,
     topic_ids,
 )
 from mirrorflow.progress import Progress, note, tracking
@@ -81,8 +82,15 @@ def count_cluster(client: ClusterClient, state: AuditState, selects: Callable[[s
 
     Progress (:mod:`mirrorflow.progress`): the plan is every partition's range as the
     count begins (one extra offsets read per cluster), corrected topic by topic as each
-    topic's own ranges are read just before it is counted.
+    topic's own ranges are read just before it is counted. Those reads share one admin
+    client per cluster (:mod:`mirrorflow.kafka.shared`), not one each.
     """
+    with sharing_admins():
+        return _count_cluster(client, state, selects, timeout, run_id)
+
+
+def _count_cluster(client: ClusterClient, state: AuditState, selects: Callable[[str], bool], timeout: float,
+                   run_id: str) -> ClusterCount:
     topics = {t: n for t, n in mirrored_topics(client, timeout).items() if selects(t)}  # logical names
     found = topic_ids(client, [client.physical(t) for t in topics], timeout)
     ids = {t: found[client.physical(t)] for t in topics if client.physical(t) in found}

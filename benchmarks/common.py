@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -81,6 +82,19 @@ def wait_for_leaders(admin: AdminClient, bootstrap: str, topic: str, partitions:
         _pause.wait(0.1)
 
 
+def send(producer: Any, n: int, topic: str, **record: Any) -> None:
+    """Produce the ``n``-th record of a stream, waiting while the producer's queue is full; serve its
+    callbacks every 10,000 records."""
+    while True:
+        try:
+            producer.produce(topic, **record)
+            break
+        except BufferError:
+            producer.poll(0.05)
+    if n % 10000 == 0:
+        producer.poll(0)
+
+
 def prefill(bootstrap: str, topic: str, case: Case, *, codec: str = "none",
             value_of: Callable[[int], bytes] | None = None) -> float:
     """Write the case's records once; returns the seconds it took (not part of any contender's time).
@@ -94,16 +108,8 @@ def prefill(bootstrap: str, topic: str, case: Case, *, codec: str = "none",
                          "compression.type": codec, "acks": "all", "enable.idempotence": True})
     value = os.urandom(case.size)
     for i in range(case.records):
-        while True:
-            try:
-                producer.produce(topic, value=value if value_of is None else value_of(i), key=b"%016d" % i,
-                                 partition=i % case.partitions,
-                                 headers=[("bench", b"1")])
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 10000 == 0:
-            producer.poll(0)
+        send(producer, i, topic, value=value if value_of is None else value_of(i), key=b"%016d" % i,
+             partition=i % case.partitions, headers=[("bench", b"1")])
     if producer.flush(120):
         raise RuntimeError(f"prefill of {topic}: not every record was acknowledged")
     return time.monotonic() - started

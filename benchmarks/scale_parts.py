@@ -53,6 +53,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaErr
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from benchmarks.airflow_batch import _environment
+from benchmarks.common import send
 from mirrorflow.completeness.count import count_cluster
 from mirrorflow.completeness.run import run_audit
 from mirrorflow.completeness.store import read_state
@@ -201,14 +202,7 @@ def produce(bootstrap: str, records: Iterable[tuple[str, int, bytes | None, byte
     """Write ``(topic, partition, key, value)`` records and wait for every acknowledgement."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all", "enable.idempotence": True})
     for n, (topic, partition, key, value) in enumerate(records):
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, partition=partition)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if n % 10000 == 0:
-            producer.poll(0)
+        send(producer, n, topic, value=value, key=key, partition=partition)
     if producer.flush(120):
         raise RuntimeError(f"{bootstrap}: not every record was acknowledged")
 

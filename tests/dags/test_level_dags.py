@@ -16,6 +16,7 @@ from mirrorflow import copyflags, provenance
 from mirrorflow.cluster_sync import with_headroom
 from mirrorflow_airflow.factories.levels import build_level_dags
 from tests.dags.dag_runs import asset_events, run_until_quiescent, task_state, xcom
+from tests.fixtures.spark import connect_connection
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import FOUR, assert_exactly_once, partitions_of, topic_everywhere, topology, traffic
 from tests.integration.record_size import AT_LIMIT, LIMIT, produce_large
@@ -256,8 +257,7 @@ def test_level_dag_runs_on_a_spark_standalone_cluster(airflow_home, kafka_cluste
 def test_level_dag_runs_on_a_spark_connect_server(airflow_home, kafka_clusters, make_topic, spark_connect_server,
                                                   monkeypatch, caplog):
     """A ``spark_connect`` connection: the driver plans in the task, the Connect server copies; no spark-submit."""
-    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({
-        "conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server.port}))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", connect_connection(spark_connect_server))
     topic = make_topic("c1", partitions=2)
     topo = topology(kafka_clusters, FOUR, [topic])
     expected = traffic(kafka_clusters, "c1", topic, 30)

@@ -29,6 +29,7 @@ from mirrorflow_airflow.state import CHANGES_VARIABLE, ONBOARDING_VARIABLE, OWNE
 from tests.dags.dag_runs import asset_events, task_output, xcom
 from tests.dags.forms import onboard_form
 from tests.fixtures.kafka import topic_name_for
+from tests.fixtures.spark import connect_connection
 from tests.integration.groups import consume_and_commit, read_from_committed
 from tests.integration.kafka_io import read_all, stable_end_offsets
 from tests.integration.mirroring import (
@@ -145,8 +146,7 @@ def test_onboarding_under_traffic_killed_mid_backfill_and_rerun_is_exactly_once(
         assert operator_state(ONBOARDING_VARIABLE)["c4"]["sibling_of"] == "c3"
         assert operator_state(CHANGES_VARIABLE, "[]") == [], "the killed attempt never joined"
 
-        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
-            {"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server.port}))
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", connect_connection(spark_connect_server))
         run = dag.test(run_conf=onboard_form(kafka_clusters))
         flowing.wait_for(len(flowing.ids) + 60)
     assert run.state == "success", {t: xcom(run, t) for t in ("preflight", "backfill", "verify", "summary")}

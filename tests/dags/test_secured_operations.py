@@ -47,6 +47,7 @@ from mirrorflow.topology.changes import apply_changes
 from mirrorflow_airflow.state import CHANGES_VARIABLE, OWNERS_VARIABLE, TARGETS_VARIABLE
 from tests.dags.dag_runs import xcom
 from tests.fixtures.secured import connections_env
+from tests.fixtures.spark import connect_connection
 from tests.integration.groups import consume_and_commit, read_from_committed
 from tests.integration.mirroring import FOUR, THREE, assert_exactly_once, traffic
 from tests.integration.registry import PrimaryRegistry, registry_state
@@ -172,7 +173,7 @@ def test_every_role_works_on_secured_clusters_with_exactly_its_acls_and_no_secre
         three_dags = build_level_dags(three)
         assert _levels(three_dags, three, 1, levels=[1]) > 0  # c1's messages to c2
         assert any("org.apache.spark.deploy.SparkSubmit" in c for c in processes.text())  # the sampler saw it
-        connect = json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server.port})
+        connect = connect_connection(spark_connect_server)
         monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", connect)
         _levels(three_dags, three, 1, levels=[3])  # the rest of the first round, then a second one
         _levels(three_dags, three, 1)

@@ -18,9 +18,7 @@ import sys
 
 import pytest
 
-from mirrorflow.topology.changes import add_event
 from mirrorflow_airflow.state import CHANGES_VARIABLE
-from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import THREE, topic_everywhere, topology
 
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka, pytest.mark.usefixtures("spark_default_connect")]

@@ -8,13 +8,13 @@ If it cannot start, every test of the package errors naming it: none is skipped.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.standalone.stack import FAILOVER_DAG, LEVEL_DAGS, USER_DAG, USER_DAG_FILE, Stack
+from tests.fixtures.spark import connect_connection
 from tests.fixtures.standalone import REPO, Standalone, launched
 
 
@@ -50,8 +50,7 @@ def standalone_env(spark_connect_server) -> dict[str, str]:
     asset watcher only at a parse of its file while the DAG is unpaused (docs/levels.md),
     so :func:`stack.unpaused` asks for a parse of the files it unpauses and pauses.
     """
-    return {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
-        {"conn_type": "spark_connect", "host": "127.0.0.1", "port": spark_connect_server.port}),
+    return {"AIRFLOW_CONN_SPARK_DEFAULT": connect_connection(spark_connect_server),
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600"}
 
 

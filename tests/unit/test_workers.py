@@ -59,12 +59,3 @@ def test_the_e2e_tests_on_the_session_clusters_run_after_those_that_bring_their_
     place = workers._order(paths)
     assert sorted(paths, key=place.__getitem__) == [
         "e2e/test_demo.py", "e2e/test_platform.py", "e2e/standalone/test_failover_form.py", "e2e/standalone/test_a.py"]
-
-
-def test_files_that_mostly_wait_go_out_right_after_the_e2e_group_before_the_dag_tests():
-    paths = ["integration/test_a.py", "dags/test_read_only.py", "integration/test_checkpoint_keep_alive.py",
-             "e2e/test_demo.py", "unit/test_u.py"]
-    place = workers._order(paths)
-    assert sorted(paths, key=place.__getitem__) == [
-        "e2e/test_demo.py", "integration/test_checkpoint_keep_alive.py", "dags/test_read_only.py",
-        "integration/test_a.py", "unit/test_u.py"]

@@ -8,6 +8,7 @@ process holds to the brokers' ports, sampled every 2 ms while the trigger polls
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 
@@ -34,7 +35,15 @@ def test_an_idle_watcher_opens_no_connection_per_poll_and_still_sees_new_records
     fired = Fired(LevelDataTrigger(level=1, dag_id="mirror_level_1", poll_s=0.1, floor_s=2.0))
     try:
         assert fired.next(1.5) is None  # started: its clients are made and connected
-        before = own_connections(ports)
+        # ... and settled: on a busy machine a client made at the first polls may still be connecting to the
+        # partitions' leader after them. A watcher that kept opening connections would never settle.
+        before, still_since, deadline = own_connections(ports), time.monotonic(), time.monotonic() + 30
+        while time.monotonic() - still_since < 1.0:
+            assert fired.next(0.2) is None
+            now = own_connections(ports)
+            if now != before:
+                before, still_since = now, time.monotonic()
+            assert time.monotonic() < deadline, f"the watcher's connections changed for 30 s: {sorted(now)}"
         polls = caplog.text.count("no run yet: nothing waits")
         with ConnectionWatch(ports) as watch:
             assert fired.next(3.0) is None  # idle: some 30 polls

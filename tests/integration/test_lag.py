@@ -212,3 +212,41 @@ def test_a_checkpoint_that_vanished_since_the_last_measurement_is_a_violation(ka
         f"changed): its next level run refuses to copy, or would copy everything again"]
     third = measure(topo, cluster_clients(settings), links, topics=[topic], previous=second.to_dict())
     assert len(third.violations) == 1  # it stays a violation until someone acts
+
+
+def test_the_watchers_poll_asks_less_and_waits_on_exactly_what_the_full_measurement_counts(kafka_clusters,
+                                                                                          make_topic):
+    """``ages=False`` asks the stable ends alone, and the earliest offsets only where a checkpoint is behind:
+    the records waiting and their marks are those of the full measurement in every case that start depends on.
+
+    ``old``: p0 behind its checkpoint, p1 at it, p2 behind a checkpoint that retention passed (records deleted);
+    ``new``, never copied (no checkpoint): p0 holds records whose first ones were deleted, p1 is empty.
+    """
+    from confluent_kafka.admin import AdminClient
+
+    from mirrorflow.lag import waiting
+
+    old = topic_everywhere(make_topic, PAIR_NAMES, partitions=3)
+    topo = topology(kafka_clusters, PAIR, [old], names=PAIR_NAMES)
+    settings = clients(kafka_clusters, topo)
+    ccs = cluster_clients(settings)
+    c1 = kafka_clusters["c1"].bootstrap
+    now_ms = int(time.time() * 1000)
+    for p, count in ((0, 3), (1, 2), (2, 2)):
+        produce(c1, old, records(f"p{p}", count, now_ms - HOUR_MS), partition=p)
+    assert run_level(topo, 1, settings).ok  # checkpoints 3, 2, 2
+    produce(c1, old, records("p0", 4, now_ms - HOUR_MS, start=3), partition=0)  # waiting from 3 to 7
+    produce(c1, old, records("p2", 5, now_ms - HOUR_MS, start=2), partition=2)  # end 7, first 5 deleted below
+    new = topic_everywhere(make_topic, PAIR_NAMES, partitions=2)
+    produce(c1, new, records("n", 3, now_ms - HOUR_MS), partition=0)
+    admin = AdminClient({"bootstrap.servers": c1})
+    for future in admin.delete_records([TopicPartition(old, 2, 5), TopicPartition(new, 0, 1)]).values():
+        future.result(timeout=30)
+    topo = topology(kafka_clusters, PAIR, [old, new], names=PAIR_NAMES)
+
+    cheap = waiting(link_lag(topo, ccs, effective_links(topo, 1), ages=False))
+    full = waiting(link_lag(topo, ccs, effective_links(topo, 1)))
+    assert cheap == full
+    assert [m for m in cheap.marks if m[0] == "c1.L1"] == sorted([("c1.L1", old, 0, 3, 7), ("c1.L1", old, 2, 5, 7),
+                                                                   ("c1.L1", new, 0, 1, 3)])
+    assert cheap.records["c1.L1"] == 4 + 2 + 2

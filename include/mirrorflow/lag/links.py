@@ -9,15 +9,17 @@ each number means and how many requests a measurement makes.
 
 from __future__ import annotations
 
+import contextvars
 import re
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from confluent_kafka import TopicPartition
 
 from mirrorflow.copy.state import read_checkpoints, switched_to
 from mirrorflow.errors import MirrorflowError
-from mirrorflow.kafka import ClusterClient, earliest_and_stable_or_errors
+from mirrorflow.kafka import ClusterClient, offsets_or_errors
 from mirrorflow.lag.ages import epoch_ms, fill_ages, fill_open_transactions
 from mirrorflow.lag.reach import DEFAULT_TIMEOUT, Clusters
 from mirrorflow.lag.rows import WHOLE, LinkPartitionLag, join_notes, open_transaction
@@ -38,8 +40,9 @@ def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters
     row with ``topic == "*"`` and the reason in ``error``. ``had_checkpoint(link, topic,
     partition)`` says whether the previous measurement found a checkpoint there (or
     already missed one): a checkpoint that vanished since is flagged. ``ages=False``
-    reads no message (offsets and checkpoints only): ``seconds`` and the open
-    transactions' ages stay unknown (the ``on_data`` watcher's cheap poll).
+    reads no message and asks the sources for their stable ends alone (the earliest
+    offset only where a checkpoint is behind): ``seconds``, the open transactions and
+    what they hold back (``held``) stay unknown (the ``on_data`` watcher's cheap poll).
     """
     now_ms = epoch_ms(now)
     reach = Clusters.of(clients, timeout)
@@ -58,24 +61,23 @@ def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters
                if topology.selects(t) and wanted(t) for p in range(n)]
         measured.append((link, tps))
 
-    # one pair of list-offsets requests per source cluster, for the partitions of all its links
-    offsets: dict[str, dict[tuple[str, int], tuple[int, int, int] | str]] = {}
-    for source in sorted({link.source for link, _ in measured}):
-        union = {(tp.topic, tp.partition) for link, tps in measured if link.source == source for tp in tps}
-        source_client = reach.clients[source]
-        asked = {(source_client.physical(t), p): (t, p) for t, p in union}  # by the source's names
-        answered = earliest_and_stable_or_errors(source_client, sorted(asked), timeout)
-        offsets[source] = {asked[key]: value for key, value in answered.items()}
+    # one read of offsets per source cluster, the sources side by side, for the partitions of all its links
+    kinds = ("earliest", "stable", "high") if ages else ("stable",)
+    offsets = _source_offsets(reach, _by_source(measured), kinds, timeout)
 
-    pending: list[LinkPartitionLag] = []
-    held: list[LinkPartitionLag] = []  # records wait behind an open transaction
+    read: list[tuple[Distributor, list[TopicPartition], dict[tuple[str, int], tuple[int | None, str]]]] = []
     for link, tps in measured:
         try:
             target = reach.clients[link.default_target]
-            checkpoints = read_checkpoints(target, link.link_id, tps, timeout) if tps else {}
+            read.append((link, tps, read_checkpoints(target, link.link_id, tps, timeout) if tps else {}))
         except MirrorflowError as exc:
             rows.append(_link_error(link, f"checkpoints not read: {exc}"))
-            continue
+    if not ages:
+        _add_earliest(reach, read, offsets, timeout)
+
+    pending: list[LinkPartitionLag] = []
+    held: list[LinkPartitionLag] = []  # records wait behind an open transaction
+    for link, tps, checkpoints in read:
         for tp in tps:
             key = (tp.topic, tp.partition)
             row = LinkPartitionLag(link.link_id, link.level, link.source, link.default_target, tp.topic, tp.partition,
@@ -86,6 +88,7 @@ def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters
                 rows.append(row)
                 continue
             low, end, high = found
+            high = max(end, high)  # a high watermark read before the stable end may be behind it
             checkpoint, meta = checkpoints.get(key, (None, ""))
             new_target = switched_to(meta)
             if new_target is not None:
@@ -120,6 +123,59 @@ def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters
     for row in held:
         row.note = join_notes(row.note, open_transaction(row))
     return rows
+
+
+def _by_source(measured: list[tuple[Distributor, list[TopicPartition]]]) -> dict[str, set[tuple[str, int]]]:
+    """Each source cluster's partitions, over all its links (logical names)."""
+    union: dict[str, set[tuple[str, int]]] = {}
+    for link, tps in measured:
+        union.setdefault(link.source, set()).update((tp.topic, tp.partition) for tp in tps)
+    return union
+
+
+def _source_offsets(reach: Clusters, wanted: Mapping[str, set[tuple[str, int]]], kinds: tuple[str, ...],
+                    timeout: float) -> dict[str, dict[tuple[str, int], tuple[int, ...] | str]]:
+    """``kinds`` of offsets of each source's partitions (logical names), the sources asked side by side."""
+    def one(source: str) -> dict[tuple[str, int], tuple[int, ...] | str]:
+        client = reach.clients[source]
+        asked = {(client.physical(t), p): (t, p) for t, p in wanted[source]}  # by the source's names
+        return {asked[key]: value for key, value in offsets_or_errors(client, sorted(asked), kinds, timeout).items()}
+
+    sources = sorted(wanted)
+    if len(sources) < 2:
+        return {source: one(source) for source in sources}
+    with ThreadPoolExecutor(max_workers=min(8, len(sources)), thread_name_prefix="mirrorflow-lag-offsets") as pool:
+        # each in a copy of this context: a poller's kept clients (mirrorflow.kafka.kept) reach the threads
+        futures = {s: pool.submit(contextvars.copy_context().run, one, s) for s in sources}
+        return {s: f.result() for s, f in futures.items()}
+
+
+def _add_earliest(reach: Clusters, read: list[tuple[Distributor, list[TopicPartition], dict]],
+                  offsets: dict[str, dict[tuple[str, int], tuple[int, ...] | str]], timeout: float) -> None:
+    """Turn the stable ends alone into ``(earliest, stable, stable)``, asking the earliest offset only where it
+    can matter: where the checkpoint is behind the end, or missing on a partition that holds records.
+
+    Elsewhere nothing waits and the copy's start is the checkpoint itself (a checkpoint at or past the end is
+    not behind the log's start), or 0 on an empty partition without one. The high watermark is not asked
+    (the watcher's poll counts what a copy can take now, not what an open transaction holds back).
+    """
+    wanted: dict[str, set[tuple[str, int]]] = {}
+    for link, tps, checkpoints in read:
+        for tp in tps:
+            key = (tp.topic, tp.partition)
+            found = offsets[link.source][key]
+            if isinstance(found, str):
+                continue
+            checkpoint = checkpoints.get(key, (None, ""))[0]
+            if (found[0] > 0) if checkpoint is None else checkpoint < found[0]:
+                wanted.setdefault(link.source, set()).add(key)
+    earliest = _source_offsets(reach, wanted, ("earliest",), timeout)
+    for source, answers in offsets.items():
+        for key, found in answers.items():
+            if isinstance(found, str):
+                continue
+            low = earliest.get(source, {}).get(key)
+            answers[key] = low if isinstance(low, str) else (0 if low is None else low[0], found[0], found[0])
 
 
 def _link_error(link: Distributor, error: str) -> LinkPartitionLag:

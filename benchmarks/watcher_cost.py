@@ -5,9 +5,14 @@ pair of links between them (each source's partitions measured against its link's
 checkpoints): the watcher's measurement (:func:`mirrorflow_airflow.triggers.data.measure_level`)
 polled ``--polls`` times back to back, nothing waiting, two ways:
 
-- ``kept``: the clients kept across polls, as the watcher runs now;
+- ``kept``: the clients kept across polls, as the watcher runs now (the sources'
+  stable ends alone, in requests of at most 500 partitions sent at once);
+- ``kept, 3 reads``: the same clients asking what the poll asked until 2026-11-30:
+  three whole reads of offsets per source (earliest, stable, high), each in one
+  request (``--ways`` to choose; the lag monitor's measurement with nothing waiting,
+  ``OFFSETS_CHUNK`` unbounded);
 - ``fresh``: a new admin client per cluster and per source and a consumer per link
-  at every poll, as it ran before.
+  at every poll, as it ran before 2026-11-28.
 
 Connections are counted by the kernel (mirrorflow_dev.sockets: this process's
 TCP connections to the brokers, sampled every 2 ms, so a lower bound), after a
@@ -15,19 +20,24 @@ first poll that makes the kept clients. Prints per way: ms per poll (median and
 p95), connections opened per poll and per minute at one poll a second::
 
     python -m benchmarks.watcher_cost --partitions 1000 --polls 60
+    python -m benchmarks.watcher_cost --partitions 10000 --polls 20 --ways kept,3reads
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 
 from benchmarks.common import REPO, create_topic, local_clusters
 
 sys.path.insert(0, str(REPO / "plugins"))  # the watcher's module, as benchmarks/mirrorflow_copy.py does
 from mirrorflow.kafka import KeptClients
+from mirrorflow.kafka import admin as kafka_admin
+from mirrorflow.lag import links as lag_links
 from mirrorflow.topology import parse_topology  # noqa: E402
 from mirrorflow_airflow.triggers.base import CheckContext  # noqa: E402
 from mirrorflow_airflow.triggers.data import measure_level  # noqa: E402
@@ -48,10 +58,28 @@ def _polls(level_context: CheckContext, kept: KeptClients | None, polls: int, po
     return took, len(watch.opened_since(before))
 
 
+@contextlib.contextmanager
+def three_reads() -> Iterator[None]:
+    """The poll as it was until 2026-11-30: all three kinds of offsets of every partition, each in one request."""
+    import mirrorflow_airflow.triggers.data as data
+
+    chunk, link_lag = kafka_admin.OFFSETS_CHUNK, data.link_lag
+    kafka_admin.OFFSETS_CHUNK = 10**9
+    data.link_lag = lambda *a, **kw: lag_links.link_lag(*a, **{**kw, "ages": True})  # nothing waits: no age read
+    try:
+        yield
+    finally:
+        kafka_admin.OFFSETS_CHUNK, data.link_lag = chunk, link_lag
+
+
+WAYS = {"kept": (True, contextlib.nullcontext), "3reads": (True, three_reads), "fresh": (False, contextlib.nullcontext)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--polls", type=int, default=60)
+    parser.add_argument("--ways", default="kept,fresh", help=f"comma-separated, of {', '.join(WAYS)}")
     args = parser.parse_args()
     with local_clusters("mirrorflow-watcher-", ("c1", "c2")) as kafka:
         c1, c2 = kafka["c1"].bootstrap, kafka["c2"].bootstrap
@@ -64,10 +92,13 @@ def main() -> None:
         context.link_targets = lambda: {}  # type: ignore[method-assign]  # no Airflow here: no target switches
         ports = {int(b.rsplit(":", 1)[1]) for b in (c1, c2)}
         print(f"watcher, level 1: 2 links, {args.partitions} partitions per source, {args.polls} idle polls")
-        for way, kept in (("kept", KeptClients()), ("fresh", None)):
-            took, opened = _polls(context, kept, args.polls, ports)
+        for way in args.ways.split(","):
+            keeps, how = WAYS[way]
+            kept = KeptClients() if keeps else None
+            with how():
+                took, opened = _polls(context, kept, args.polls, ports)
             p95 = sorted(took)[int(len(took) * 0.95) - 1]
-            print(f"  {way:5}: {statistics.median(took):7.1f} ms per poll (p95 {p95:.1f}), "
+            print(f"  {way:6}: {statistics.median(took):7.1f} ms per poll (p95 {p95:.1f}), "
                   f"{opened / args.polls:5.2f} connections opened per poll, "
                   f"{opened / args.polls * 60:6.0f} per minute at one poll a second"
                   + (f"; {kept.opened} clients made in all" if kept is not None else ""))

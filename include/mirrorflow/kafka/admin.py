@@ -162,9 +162,8 @@ _pause = threading.Event()  # never set: .wait(t) is a back-off between retries
 Key = tuple[str, int]
 
 
-#: Partitions per ListOffsets call. librdkafka 2.16's cost for one call grows faster than its partitions (on
-#: loopback: 24 ms for 1,000, 250 ms for 5,000), so a large read goes out as several calls, all at once
-#: (5,000 partitions in 75 ms): the lag watcher's poll at 10,000 partitions asks three such reads per source.
+#: Partitions per ListOffsets call. librdkafka 2.16's cost for one call grows faster than its partitions, so a
+#: large read goes out as several calls, all at once (docs/benchmarks.md, "The watcher's poll, asking less").
 OFFSETS_CHUNK = 500
 
 

@@ -174,6 +174,18 @@ def _exactly_once_everywhere(platform: Platform, produced: list[str]) -> dict[st
     return wrong
 
 
+def _broker_errors(run_dir: Path) -> str:
+    """The first error lines of each of the platform's brokers (a failed start's output ends with their shutdown,
+    which buries the cause: one CI run saw "Kafka did not start" and nothing more)."""
+    lines = []
+    for log in sorted((run_dir / "kafka").glob("*/server.log")):
+        with contextlib.suppress(OSError):
+            found = [line for line in log.read_text(errors="replace").splitlines()
+                     if " ERROR " in line or "Exception" in line][:5]
+            lines += [f"{log.parent.name}: {line[:300]}" for line in found]
+    return "\n".join(lines) or "(no error line in the brokers' logs)"
+
+
 @pytest.fixture(scope="module")
 def platform() -> Platform:
     # As root, PostgreSQL runs as the user postgres, which must be able to enter the run dir. Not under pytest's
@@ -195,7 +207,7 @@ def platform() -> Platform:
     started = Platform(run_dir, env, bootstraps)
     try:
         out = started.run("start", timeout=1500)
-        assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-4000:]
+        assert out.returncode == 0, _broker_errors(run_dir) + "\n" + out.stdout[-6000:] + out.stderr[-4000:]
         assert "every cluster holds every message exactly once" in out.stdout, out.stdout[-4000:]
         yield started
     finally:

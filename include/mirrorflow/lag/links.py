@@ -9,10 +9,8 @@ each number means and how many requests a measurement makes.
 
 from __future__ import annotations
 
-import contextvars
 import re
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from confluent_kafka import TopicPartition
@@ -21,7 +19,7 @@ from mirrorflow.copy.state import read_checkpoints, switched_to
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka import ClusterClient, offsets_or_errors
 from mirrorflow.lag.ages import epoch_ms, fill_ages, fill_open_transactions
-from mirrorflow.lag.reach import DEFAULT_TIMEOUT, Clusters
+from mirrorflow.lag.reach import DEFAULT_TIMEOUT, Clusters, side_by_side
 from mirrorflow.lag.rows import WHOLE, LinkPartitionLag, join_notes, open_transaction
 from mirrorflow.topology import Distributor, Topology
 
@@ -141,13 +139,7 @@ def _source_offsets(reach: Clusters, wanted: Mapping[str, set[tuple[str, int]]],
         asked = {(client.physical(t), p): (t, p) for t, p in wanted[source]}  # by the source's names
         return {asked[key]: value for key, value in offsets_or_errors(client, sorted(asked), kinds, timeout).items()}
 
-    sources = sorted(wanted)
-    if len(sources) < 2:
-        return {source: one(source) for source in sources}
-    with ThreadPoolExecutor(max_workers=min(8, len(sources)), thread_name_prefix="mirrorflow-lag-offsets") as pool:
-        # each in a copy of this context: a poller's kept clients (mirrorflow.kafka.kept) reach the threads
-        futures = {s: pool.submit(contextvars.copy_context().run, one, s) for s in sources}
-        return {s: f.result() for s, f in futures.items()}
+    return side_by_side(one, wanted, "offsets")
 
 
 def _add_earliest(reach: Clusters, read: list[tuple[Distributor, list[TopicPartition], dict]],

@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from confluent_kafka import KafkaException
 
@@ -22,6 +23,21 @@ from mirrorflow.kafka import ClusterClient, active, admin_for
 log = logging.getLogger("mirrorflow.lag")
 
 DEFAULT_TIMEOUT = 10.0
+
+T = TypeVar("T")
+
+
+def side_by_side(ask: Callable[[str], T], clusters: Iterable[str], what: str) -> dict[str, T]:
+    """``ask(cluster)`` for each cluster, in threads of their own when there are several (``what`` names them).
+
+    Each runs in a copy of this context, so a poller's kept clients (mirrorflow.kafka.kept) reach the threads.
+    """
+    names = sorted(set(clusters))
+    if len(names) < 2:
+        return {name: ask(name) for name in names}
+    with ThreadPoolExecutor(max_workers=min(8, len(names)), thread_name_prefix=f"mirrorflow-lag-{what}") as pool:
+        futures = {name: pool.submit(contextvars.copy_context().run, ask, name) for name in names}
+        return {name: future.result() for name, future in futures.items()}
 
 
 class Clusters:
@@ -46,15 +62,7 @@ class Clusters:
 
     def probe(self, names: Iterable[str]) -> None:
         """Fetch the metadata of every named cluster at once, so unreachable ones cost one timeout in total."""
-        todo = sorted({n for n in names if n not in self._down and n not in self._topics})
-        if len(todo) > 1:
-            with ThreadPoolExecutor(max_workers=min(8, len(todo)), thread_name_prefix="mirrorflow-lag-probe") as pool:
-                # each in a copy of this context: a poller's kept clients (mirrorflow.kafka.kept) reach the threads
-                for future in [pool.submit(contextvars.copy_context().run, self.down, n) for n in todo]:
-                    future.result()
-        else:
-            for name in todo:
-                self.down(name)
+        side_by_side(self.down, (n for n in names if n not in self._down and n not in self._topics), "probe")
 
     def down(self, name: str) -> str | None:
         """Why ``name`` cannot be measured (``"is unreachable at ..."``), or ``None`` when it answered.

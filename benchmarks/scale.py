@@ -356,7 +356,7 @@ def write_record(args: argparse.Namespace, argv: list[str], rows: list[dict[str,
                  converged: list[dict[str, Any]], dags: dict[str, Any] | None) -> Path:
     from benchmarks.report import machine
 
-    stem = RESULTS / f"{dt.date.today().isoformat()}-scale"
+    stem = RESULTS / f"{dt.date.today().isoformat()}-scale{'-' + args.label if args.label else ''}"
     med = medians(rows)
     stem.with_suffix(".json").write_text(json.dumps({
         "date": dt.date.today().isoformat(), "command": " ".join(["python -m benchmarks.scale", *argv]),
@@ -422,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=5, help="convergence: messages produced on each cluster")
     parser.add_argument("--no-dags", action="store_true", help="skip the 8-cluster convergence under the level DAGs")
     parser.add_argument("--record", action="store_true", help="write benchmarks/results/<date>-scale.json, .md, .png")
+    parser.add_argument("--label", default="", help="with --record: <date>-scale-<label>.json, .md, .png")
     args = parser.parse_args(argv)
     sizes, counts = _sizes(args.partitions), _sizes(args.clusters)
     if set(counts) - set(TREES):

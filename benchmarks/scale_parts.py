@@ -339,8 +339,11 @@ def settle(tree: Tree, progress: Progress, max_rounds: int = 8) -> int:
             summary = result.summary()
             moved += summary["copied"] + summary["skipped"]
             first += summary["copied"] if round_no == 0 else 0
-            progress(f"{tree.label}: level {level} run {seconds:.1f}s, copied {summary['copied']}, "
-                     f"skipped {summary['skipped']}")
+            slowest = max(result.links, key=lambda r: sum(r.plan_steps.values()), default=None)
+            steps = "" if slowest is None else ", its slowest plan " + " ".join(
+                f"{k} {v:.1f}s" for k, v in slowest.plan_steps.items() if v >= 0.1)
+            progress(f"{tree.label}: level {level} run {seconds:.1f}s (plan {result.plan_s:.1f}s, copy "
+                     f"{result.copy_s:.1f}s{steps}), copied {summary['copied']}, skipped {summary['skipped']}")
         if moved == 0:
             return first
     raise RuntimeError(f"{tree.label}: still copying after {max_rounds} rounds")

@@ -6,11 +6,15 @@ checkpoints): the watcher's measurement (:func:`mirrorflow_airflow.triggers.data
 polled ``--polls`` times back to back, nothing waiting, two ways:
 
 - ``kept``: the clients kept across polls, as the watcher runs now (the sources'
-  stable ends alone, in requests of at most 500 partitions sent at once);
+  stable ends alone, asked by timestamp with a kept consumer, 500 partitions a
+  request; the checkpoints 500 a request, all at once; sources and links side by side);
 - ``kept, 3 reads``: the same clients asking what the poll asked until 2026-11-30:
   three whole reads of offsets per source (earliest, stable, high), each in one
   request (``--ways`` to choose; the lag monitor's measurement with nothing waiting,
   ``OFFSETS_CHUNK`` unbounded);
+- ``before``: the same clients asking as in the 2026-11-30 record: offsets with the
+  admin client (a future per partition), each link's checkpoints in one OffsetFetch
+  (the links' reads overlap in both ways);
 - ``fresh``: a new admin client per cluster and per source and a consumer per link
   at every poll, as it ran before 2026-11-28.
 
@@ -20,7 +24,7 @@ first poll that makes the kept clients. Prints per way: ms per poll (median and
 p95), connections opened per poll and per minute at one poll a second::
 
     python -m benchmarks.watcher_cost --partitions 1000 --polls 60
-    python -m benchmarks.watcher_cost --partitions 10000 --polls 20 --ways kept,3reads
+    python -m benchmarks.watcher_cost --partitions 10000 --topics 10 --polls 20 --ways kept,before
 """
 
 from __future__ import annotations
@@ -72,26 +76,42 @@ def three_reads() -> Iterator[None]:
         kafka_admin.OFFSETS_CHUNK, data.link_lag = chunk, link_lag
 
 
-WAYS = {"kept": (True, contextlib.nullcontext), "3reads": (True, three_reads), "fresh": (False, contextlib.nullcontext)}
+@contextlib.contextmanager
+def before() -> Iterator[None]:
+    """The poll of the 2026-11-30 record: the admin client's offsets, each link's checkpoints in one OffsetFetch."""
+    chunk, by_timestamp = kafka_admin.COMMITTED_CHUNK, kafka_admin._BY_TIMESTAMP
+    kafka_admin.COMMITTED_CHUNK, kafka_admin._BY_TIMESTAMP = 10**9, {}
+    try:
+        yield
+    finally:
+        kafka_admin.COMMITTED_CHUNK, kafka_admin._BY_TIMESTAMP = chunk, by_timestamp
+
+
+WAYS = {"kept": (True, contextlib.nullcontext), "3reads": (True, three_reads), "before": (True, before),
+        "fresh": (False, contextlib.nullcontext)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", type=int, default=1000)
+    parser.add_argument("--topics", type=int, default=1, help="the partitions spread over this many topics")
     parser.add_argument("--polls", type=int, default=60)
     parser.add_argument("--ways", default="kept,fresh", help=f"comma-separated, of {', '.join(WAYS)}")
     args = parser.parse_args()
     with local_clusters("mirrorflow-watcher-", ("c1", "c2")) as kafka:
         c1, c2 = kafka["c1"].bootstrap, kafka["c2"].bootstrap
-        topic = create_topic(c1, args.partitions)
-        create_topic(c2, args.partitions, name=topic)
+        each = args.partitions // args.topics
+        topics = [create_topic(c1, each) for _ in range(args.topics)]
+        for topic in topics:
+            create_topic(c2, each, name=topic)
         topology = parse_topology(f"clusters: {{c1: {{bootstrap: '{c1}'}}, c2: {{bootstrap: '{c2}'}}}}\n"
-                                  f"tree: {{level: 1, children: [c1, c2]}}\ntopics: ['{topic}']\n"
+                                  f"tree: {{level: 1, children: [c1, c2]}}\ntopics: {topics}\n"
                                   "replication: {schedule: on_data}\n", source="benchmark")
         context = CheckContext(topology)
         context.link_targets = lambda: {}  # type: ignore[method-assign]  # no Airflow here: no target switches
         ports = {int(b.rsplit(":", 1)[1]) for b in (c1, c2)}
-        print(f"watcher, level 1: 2 links, {args.partitions} partitions per source, {args.polls} idle polls")
+        print(f"watcher, level 1: 2 links, {each * args.topics} partitions per source in {args.topics} "
+              f"topic(s), {args.polls} idle polls")
         for way in args.ways.split(","):
             keeps, how = WAYS[way]
             kept = KeptClients() if keeps else None

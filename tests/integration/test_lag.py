@@ -219,11 +219,15 @@ def test_the_watchers_poll_asks_less_and_waits_on_exactly_what_the_full_measurem
     """``ages=False`` asks the stable ends alone, and the earliest offsets only where a checkpoint is behind:
     the records waiting and their marks are those of the full measurement in every case that start depends on.
 
-    ``old``: p0 behind its checkpoint, p1 at it, p2 behind a checkpoint that retention passed (records deleted);
-    ``new``, never copied (no checkpoint): p0 holds records whose first ones were deleted, p1 is empty.
+    ``old``: p0 behind its checkpoint, p1 at it with an open transaction after it (nothing a copy can take),
+    p2 behind a checkpoint that retention passed (records deleted); ``new``, never copied (no checkpoint): p0
+    holds records whose first ones were deleted, p1 is empty. The watcher's own way, with kept clients (its
+    kept read_committed consumer asks by timestamp), counts the same.
     """
+    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient
 
+    from mirrorflow.kafka import KeptClients
     from mirrorflow.lag import waiting
 
     old = topic_everywhere(make_topic, PAIR_NAMES, partitions=3)
@@ -243,10 +247,24 @@ def test_the_watchers_poll_asks_less_and_waits_on_exactly_what_the_full_measurem
     for future in admin.delete_records([TopicPartition(old, 2, 5), TopicPartition(new, 0, 1)]).values():
         future.result(timeout=30)
     topo = topology(kafka_clusters, PAIR, [old, new], names=PAIR_NAMES)
+    open_txn = Producer({"bootstrap.servers": c1, "transactional.id": f"lag-open-{uuid.uuid4().hex[:6]}"})
+    open_txn.init_transactions(30)
+    open_txn.begin_transaction()
+    open_txn.produce(old, b"held", partition=1)
+    open_txn.flush(30)
 
     cheap = waiting(link_lag(topo, ccs, effective_links(topo, 1), ages=False))
     full = waiting(link_lag(topo, ccs, effective_links(topo, 1)))
-    assert cheap == full
+    kept = KeptClients()
+    try:
+        with kept.active():
+            watchers = waiting(link_lag(topo, ccs, effective_links(topo, 1), ages=False))
+        # an admin client per cluster, each link's checkpoint consumer, each source's offsets consumer: none dropped
+        assert (kept.count, kept.dropped) == (2 + 2 + 2, 0)
+    finally:
+        kept.close()
+        open_txn.abort_transaction(30)
+    assert cheap == full == watchers
     assert [m for m in cheap.marks if m[0] == "c1.L1"] == sorted([("c1.L1", old, 0, 3, 7), ("c1.L1", old, 2, 5, 7),
                                                                    ("c1.L1", new, 0, 1, 3)])
     assert cheap.records["c1.L1"] == 4 + 2 + 2

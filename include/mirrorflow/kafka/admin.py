@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
@@ -22,7 +23,7 @@ from mirrorflow.kafka.codes import LEADERLESS, LEADERSHIP_MOVING, RETRIABLE_COOR
 from mirrorflow.kafka.config import ClusterClient
 from mirrorflow.kafka.deadline import CallAbandoned, within
 from mirrorflow.kafka.handshake import HandshakeWatch, plaintext_at_tls_port
-from mirrorflow.kafka.kept import active
+from mirrorflow.kafka.kept import KeptClients, active
 from mirrorflow.kafka.refusals import CLUSTER_RESOURCE, Need, call_failed, refusal
 from mirrorflow.kafka.shared import admin_for, adopt, discard
 
@@ -334,6 +335,31 @@ OFFSET_KINDS = {"earliest": (OffsetSpec.earliest, IsolationLevel.READ_UNCOMMITTE
                 "high": (OffsetSpec.latest, IsolationLevel.READ_UNCOMMITTED)}
 
 
+#: The kinds a poller's kept read_committed consumer answers by timestamp (``offsets_for_times``): -1 is the
+#: end (the last stable offset, for such a consumer), -2 the start.
+_BY_TIMESTAMP = {"stable": -1, "earliest": -2}
+
+
+def _offsets_by_timestamp(consumer: Consumer, keys: list[Key], timestamp: int, deadline: float
+                          ) -> dict[Key, int | KafkaError]:
+    """One kind of offsets read with a consumer's ``offsets_for_times``, :data:`OFFSETS_CHUNK` partitions a call.
+
+    The admin client's ``list_offsets`` answers with a future per partition, and making and
+    settling them is most of a large read's time; this answers with one list. Only a
+    kept consumer asks this way: whatever it does not answer cleanly is asked again the
+    admin client's way, with its retries and its errors (:func:`offsets_or_errors`).
+    """
+    out: dict[Key, int | KafkaError] = {}
+    for i in range(0, len(keys), OFFSETS_CHUNK):
+        asked = [TopicPartition(t, p, timestamp) for t, p in keys[i:i + OFFSETS_CHUNK]]
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break  # the rest is asked the admin client's way
+        for tp in consumer.offsets_for_times(asked, timeout=left):
+            out[(tp.topic, tp.partition)] = tp.error if tp.error is not None or tp.offset < 0 else tp.offset
+    return out
+
+
 def offsets_or_errors(client: ClusterClient, tps: list[tuple[str, int]], kinds: tuple[str, ...],
                       timeout: float = 30.0) -> dict[tuple[str, int], tuple[int, ...] | str]:
     """The ``kinds`` of :data:`OFFSET_KINDS` per partition, in that order, or the error text of one not read.
@@ -341,20 +367,27 @@ def offsets_or_errors(client: ClusterClient, tps: list[tuple[str, int]], kinds: 
     For readers that report per partition (the lag monitor, the ``on_data`` watcher): a
     partition whose answer failed or timed out gets its error (``"NAME: description"``)
     instead of failing the whole cluster; a request refused as a whole gives every
-    partition its error.
+    partition its error. A poller with kept clients asks the stable ends and the starts
+    with its kept consumer first (:func:`_offsets_by_timestamp`).
     """
     out: dict[tuple[str, int], tuple[int, ...] | str] = {}
     if not tps:
         return out
     admin_client = admin_for(client)  # referenced until every future below is done
+    kept = active()
     answers: list[dict[Key, int | str]] = []
     for kind in kinds:
         spec, isolation = OFFSET_KINDS[kind]
+        deadline = time.monotonic() + timeout  # for both ways together
         try:
-            found = _offsets(admin_client, client.name, list(tps), spec(), isolation, timeout)
+            found = _kept_consumers_answer(kept, client, list(tps), kind, deadline)
+            again = [k for k in tps if not isinstance(found.get(k), int)]
+            if again:
+                found.update(_offsets(admin_client, client.name, again, spec(), isolation,
+                                      max(1.0, deadline - time.monotonic())))
         except KafkaException as exc:
             err = exc.args[0]
-            if (kept := active()) is not None:
+            if kept is not None:
                 kept.drop(admin_client, err.name())
             return {k: f"{err.name()}: {err.str()}" for k in tps}
         answers.append({k: f"{v.name()}: {v.str()}" if isinstance(v, KafkaError) else v for k, v in found.items()})
@@ -363,6 +396,23 @@ def offsets_or_errors(client: ClusterClient, tps: list[tuple[str, int]], kinds: 
         failed = next((a for a in got if isinstance(a, str)), None)
         out[key] = failed if failed is not None else tuple(int(a) for a in got)
     return out
+
+
+def _kept_consumers_answer(kept: KeptClients | None, client: ClusterClient, keys: list[Key], kind: str,
+                           deadline: float) -> dict[Key, int | KafkaError]:
+    """What a poller's kept consumer answers of ``kind`` (nothing without one, or for a kind it cannot ask).
+
+    It has half the time to ``deadline``: the other half is for asking again what it did not answer.
+    """
+    if kept is None or kind not in _BY_TIMESTAMP:
+        return {}
+    consumer = kept.consumer(client, WATERMARKS_GROUP)
+    try:
+        return _offsets_by_timestamp(consumer, keys, _BY_TIMESTAMP[kind],
+                                     time.monotonic() + (deadline - time.monotonic()) / 2)
+    except KafkaException as exc:  # asked again the admin client's way, which names what failed
+        kept.drop(consumer, exc.args[0].name())
+        return {}
 
 
 def earliest_and_stable_or_errors(client: ClusterClient, tps: list[tuple[str, int]], timeout: float = 30.0
@@ -382,15 +432,36 @@ def _moving(answer: int | KafkaError) -> bool:
     return isinstance(answer, KafkaError) and answer.code() in LEADERSHIP_MOVING
 
 
+#: Partitions per OffsetFetch. As with ListOffsets (:data:`OFFSETS_CHUNK`), librdkafka's cost for one request
+#: grows faster than its partitions (docs/benchmarks.md, "The watcher's poll, asking less").
+COMMITTED_CHUNK = 500
+
+
+def _committed_at_once(consumer: Consumer, tps: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+    """``consumer.committed(tps)`` in requests of at most :data:`COMMITTED_CHUNK`, all in flight together.
+
+    One consumer serves them all: librdkafka sends each as its own OffsetFetch to the
+    group's coordinator, and the binding lets go of the GIL while it waits. The first
+    failure is raised, as one request's would be.
+    """
+    chunks = [tps[i:i + COMMITTED_CHUNK] for i in range(0, len(tps), COMMITTED_CHUNK)]
+    if len(chunks) <= 1:
+        return consumer.committed(tps, timeout=timeout)
+    with ThreadPoolExecutor(min(len(chunks), 8), thread_name_prefix="committed") as pool:
+        return [tp for part in pool.map(lambda chunk: consumer.committed(chunk, timeout=timeout), chunks)
+                for tp in part]
+
+
 def committed_offsets(client: ClusterClient, group: str, tps: list[TopicPartition], what: str,
                       timeout: float = 30.0) -> list[TopicPartition]:
     """The committed offsets (and metadata) of ``group`` for ``tps``; offset < 0 where there is none.
 
-    Read with a consumer's ``committed()`` (one OffsetFetch for all partitions), not
+    Read with a consumer's ``committed()`` (OffsetFetch), not
     ``AdminClient.list_consumer_group_offsets``: librdkafka 2.16 crashes the process
     (SIGSEGV in ``rd_kafka_cgrp_op``) when an admin client's OffsetFetch answer carries a
     coordinator error, as it does while a fresh cluster loads ``__consumer_offsets``.
     Coordinator errors are retried until ``timeout``; ``what`` names the read in errors.
+    More than :data:`COMMITTED_CHUNK` partitions are asked as several requests at once.
     """
     kept = active()  # a poller's kept consumer (mirrorflow.kafka.kept), or one of its own, closed after
     consumer = kept.consumer(client, group) if kept is not None else Consumer(client.consumer(group))
@@ -398,7 +469,7 @@ def committed_offsets(client: ClusterClient, group: str, tps: list[TopicPartitio
     try:
         while True:
             try:
-                answer = consumer.committed(list(tps), timeout=timeout)
+                answer = _committed_at_once(consumer, list(tps), timeout)
                 break
             except KafkaException as exc:
                 err = exc.args[0]

@@ -9,8 +9,10 @@ each number means and how many requests a measurement makes.
 
 from __future__ import annotations
 
+import contextvars
 import re
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from confluent_kafka import TopicPartition
@@ -22,6 +24,9 @@ from mirrorflow.lag.ages import epoch_ms, fill_ages, fill_open_transactions
 from mirrorflow.lag.reach import DEFAULT_TIMEOUT, Clusters, side_by_side
 from mirrorflow.lag.rows import WHOLE, LinkPartitionLag, join_notes, open_transaction
 from mirrorflow.topology import Distributor, Topology
+
+#: A link's checkpoints: ``(topic, partition) -> (committed offset or None, metadata)``.
+Checkpoints = dict[tuple[str, int], tuple[int | None, str]]
 
 
 def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters, links: Iterable[Distributor],
@@ -59,17 +64,21 @@ def link_lag(topology: Topology, clients: Mapping[str, ClusterClient] | Clusters
                if topology.selects(t) and wanted(t) for p in range(n)]
         measured.append((link, tps))
 
-    # one read of offsets per source cluster, the sources side by side, for the partitions of all its links
+    # one read of offsets per source cluster for the partitions of all its links, and every link's checkpoints:
+    # independent questions, all asked at once (the sources side by side, the links side by side)
     kinds = ("earliest", "stable", "high") if ages else ("stable",)
-    offsets = _source_offsets(reach, _by_source(measured), kinds, timeout)
+    with ThreadPoolExecutor(1, thread_name_prefix="mirrorflow-lag-checkpoints") as pool:
+        asked = pool.submit(contextvars.copy_context().run, _checkpoints, reach, measured, timeout)
+        offsets = _source_offsets(reach, _by_source(measured), kinds, timeout)
+        checkpoints_of = asked.result()
 
-    read: list[tuple[Distributor, list[TopicPartition], dict[tuple[str, int], tuple[int | None, str]]]] = []
+    read: list[tuple[Distributor, list[TopicPartition], Checkpoints]] = []
     for link, tps in measured:
-        try:
-            target = reach.clients[link.default_target]
-            read.append((link, tps, read_checkpoints(target, link.link_id, tps, timeout) if tps else {}))
-        except MirrorflowError as exc:
-            rows.append(_link_error(link, f"checkpoints not read: {exc}"))
+        answer = checkpoints_of[link.link_id]
+        if isinstance(answer, MirrorflowError):
+            rows.append(_link_error(link, f"checkpoints not read: {answer}"))
+        else:
+            read.append((link, tps, answer))
     if not ages:
         _add_earliest(reach, read, offsets, timeout)
 
@@ -129,6 +138,21 @@ def _by_source(measured: list[tuple[Distributor, list[TopicPartition]]]) -> dict
     for link, tps in measured:
         union.setdefault(link.source, set()).update((tp.topic, tp.partition) for tp in tps)
     return union
+
+
+def _checkpoints(reach: Clusters, measured: list[tuple[Distributor, list[TopicPartition]]], timeout: float
+                 ) -> dict[str, Checkpoints | MirrorflowError]:
+    """Each link's checkpoints on its target (or why they were not read), the links side by side."""
+    by_id = {link.link_id: (link, tps) for link, tps in measured}
+
+    def one(link_id: str) -> Checkpoints | MirrorflowError:
+        link, tps = by_id[link_id]
+        try:
+            return read_checkpoints(reach.clients[link.default_target], link_id, tps, timeout) if tps else {}
+        except MirrorflowError as exc:
+            return exc
+
+    return side_by_side(one, by_id, "checkpoints")
 
 
 def _source_offsets(reach: Clusters, wanted: Mapping[str, set[tuple[str, int]]], kinds: tuple[str, ...],

@@ -27,6 +27,8 @@ message exactly once, or the run fails. The 8-cluster tree converges once more
 under its level DAGs (``dag.test()``, Spark Connect).
 
     python -m benchmarks.scale --partitions 100,1000,10000 --clusters 2,4,8 --rounds 3 --record
+    python -m benchmarks.scale --replot benchmarks/results/<record>.json   # its .png again (matplotlib:
+                                                                          # requirements-bench.txt)
 
 Progress to stderr, the tables to stdout; ``--record`` writes
 ``benchmarks/results/<date>-scale.json``, ``.md`` and ``.png`` (log-log, the goals at 10,000).
@@ -423,7 +425,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-dags", action="store_true", help="skip the 8-cluster convergence under the level DAGs")
     parser.add_argument("--record", action="store_true", help="write benchmarks/results/<date>-scale.json, .md, .png")
     parser.add_argument("--label", default="", help="with --record: <date>-scale-<label>.json, .md, .png")
+    parser.add_argument("--replot", metavar="JSON", help="only draw a record's .png again from its .json")
     args = parser.parse_args(argv)
+    if args.replot:
+        rows = json.loads(Path(args.replot).read_text())["rows"]
+        progress(f"written {plot(medians(rows), Path(args.replot).with_suffix('.png'))}")
+        return 0
     sizes, counts = _sizes(args.partitions), _sizes(args.clusters)
     if set(counts) - set(TREES):
         parser.error(f"--clusters: trees of {sorted(TREES)} clusters only")

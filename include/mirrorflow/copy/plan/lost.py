@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from mirrorflow.copy.spec import JobSpec, LinkJob, PartitionError, link_fields
 from mirrorflow.copy.state.checkpoints import checkpoint_group, read_checkpoints
-from mirrorflow.copy.state.copies import find_copies
+from mirrorflow.copy.state.copies import Copies, copies_in_partitions, find_copies
 from mirrorflow.copy.state.recovery import recover_position
+from mirrorflow.errors import KafkaOperationError
 from mirrorflow.journal import journal_warning
 from mirrorflow.kafka import ClusterClient, group_ids
 
@@ -25,10 +26,12 @@ log = logging.getLogger(__name__)
 
 
 def lost_checkpoint(spec: JobSpec, link: LinkJob, source: ClusterClient, target: ClusterClient,
-                    tp: TopicPartition, end: int, timeout: float) -> PartitionError | int | None:
+                    tp: TopicPartition, end: int, timeout: float, found: Copies | None = None
+                    ) -> PartitionError | int | None:
     """Where a link without a checkpoint resumes: ``None`` (no copies: a new link), the proven resume point,
-    or the refusal."""
-    found = find_copies(target, link.source, tp.topic, tp.partition, timeout)
+    or the refusal. ``found``: the partition's copies on the target if already read (:func:`prescan`)."""
+    if found is None:
+        found = find_copies(target, link.source, tp.topic, tp.partition, timeout)
     if found.highest is None:
         return None
     committed, _ = read_checkpoints(target, link.link_id, [tp], timeout).get((tp.topic, tp.partition), (None, ""))
@@ -63,6 +66,25 @@ def lost_checkpoint(spec: JobSpec, link: LinkJob, source: ClusterClient, target:
                     partition=tp.partition, copies_on_target=found.count, highest_origin_offset=found.highest,
                     former_links=renamed, unproven=None if renamed else (recovery.why if recovery else "switched"))
     return PartitionError(link.link_id, link.source, link.target, tp.topic, tp.partition, None, error)
+
+
+def prescan(link: LinkJob, target: ClusterClient, tps: list[TopicPartition], timeout: float
+            ) -> dict[tuple[str, int], Copies]:
+    """The copies on the target of each of ``tps`` (partitions without a checkpoint), a topic's partitions read
+    together; a topic or partition whose read failed is left out, and :func:`lost_checkpoint` reads it alone."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in tps:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    out: dict[tuple[str, int], Copies] = {}
+    for topic, partitions in sorted(by_topic.items()):
+        try:
+            found = copies_in_partitions(target, link.source, topic, partitions, timeout)
+        except (KafkaException, KafkaOperationError) as exc:
+            log.info("%s %s: the partitions without a checkpoint are scanned one by one (%s)", link.link_id, topic,
+                     exc)
+            continue
+        out.update(((topic, p), copies) for p, copies in found.items())
+    return out
 
 
 def _former_links(link: LinkJob, target: ClusterClient, tp: TopicPartition, timeout: float) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicPartition
 
 from mirrorflow.copy.plan.heals import plan_heals, unhealed
-from mirrorflow.copy.plan.lost import lost_checkpoint
+from mirrorflow.copy.plan.lost import lost_checkpoint, prescan
 from mirrorflow.copy.plan.reads import Key, LinkReads
 from mirrorflow.copy.plan.refusals import truncated, unplannable
 from mirrorflow.copy.spec import JobSpec, LinkJob, PartitionError, link_fields
@@ -73,6 +73,11 @@ def start_partitions(spec: JobSpec, link: LinkJob, read: LinkReads, errors: list
     if heals:
         step("archive_coverage")
     out = Starts()
+    # a link's first run (or lost checkpoints): the target's partitions read together, not one consumer each
+    without = [tp for tp in read.tps if _may_hold_copies(read, (tp.topic, tp.partition), found)]
+    unchecked = prescan(link, target, without, timeout)
+    if without:
+        step("copies_on_target")
 
     for tp in read.tps:
         key = (tp.topic, tp.partition)
@@ -98,7 +103,7 @@ def start_partitions(spec: JobSpec, link: LinkJob, read: LinkReads, errors: list
         recovered = None
         if committed is None and reason is None and end > low:
             try:
-                lost = lost_checkpoint(spec, link, source, target, tp, end, timeout)
+                lost = lost_checkpoint(spec, link, source, target, tp, end, timeout, unchecked.get(key))
             except (KafkaException, KafkaOperationError) as exc:
                 errors.append(unplannable(link, tp, "whether it already holds copies of the partition", exc))
                 continue
@@ -136,6 +141,12 @@ def start_partitions(spec: JobSpec, link: LinkJob, read: LinkReads, errors: list
                  "(offsets.retention.minutes %.0f)", link.link_id, len(out.keep_alive), link.target,
                  read.retention_s / 60)
     return out
+
+
+def _may_hold_copies(read: LinkReads, key: Key, found: Mapping[Key, Checkpoint]) -> bool:
+    """Whether the target may hold copies of a partition the link has no checkpoint of (it has records to copy)."""
+    checkpoint = found[key]
+    return checkpoint.committed is None and checkpoint.set_aside is None and read.ends[key] > read.lows[key]
 
 
 def _checkpoints(read: LinkReads, now: float, refresh_after: float) -> dict[Key, Checkpoint]:

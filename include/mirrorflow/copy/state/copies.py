@@ -12,7 +12,7 @@ source resumes (:mod:`mirrorflow.actions.gap`). They share this one reader.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -74,6 +74,24 @@ class CopyScanner:
         yield from self._reader.range(name, partition, start, stop, timeout=timeout)
 
 
+    def origins_of(self, topic: str, partitions: list[int], timeout: float,
+                   on_error: Callable[[tuple[str, int], Exception], None]
+                   ) -> Iterator[tuple[int, provenance.Origin | None]]:
+        """``(partition, origin)`` of every record of ``topic``'s ``partitions``, all read at once, each in order.
+
+        A partition whose read fails goes to ``on_error`` and is not read further; the others go on.
+        """
+        name = self.target.physical(topic)
+        ranges = {}
+        for partition in partitions:
+            low, high = self._consumer.get_watermark_offsets(TopicPartition(name, partition), timeout=timeout,
+                                                             cached=False)
+            if low < high:
+                ranges[(name, partition)] = (low, high)
+        for msg in self._reader.read(ranges, timeout=timeout, on_error=on_error):
+            yield msg.partition(), provenance.find(read_headers(msg, self.target.name), topic, msg.partition())
+
+
 @dataclass(frozen=True)
 class Copies:
     """Copies on a target whose origin is one source partition: how many in the range asked for, the highest origin."""
@@ -97,6 +115,27 @@ def find_copies(target: ClusterClient, source: str, topic: str, partition: int, 
             highest = origin.offset if highest is None else max(highest, origin.offset)
             count += first <= origin.offset and (end is None or origin.offset < end)
     return Copies(count, highest)
+
+
+def copies_in_partitions(target: ClusterClient, source: str, topic: str, partitions: list[int],
+                         timeout: float) -> dict[int, Copies]:
+    """:func:`find_copies` (whole partitions) of several partitions of ``topic``, read side by side.
+
+    One consumer for all of them instead of one per partition: a link's first run finds
+    every partition without a checkpoint here (a new link at a higher level: each
+    partition holds copies from elsewhere). A partition whose read failed is left out, so
+    that its caller asks :func:`find_copies` alone, which names the failure.
+    """
+    found: dict[int, tuple[int, int | None]] = {p: (0, None) for p in partitions}
+    failed: set[int] = set()
+    with CopyScanner(target) as scanner:
+        for partition, origin in scanner.origins_of(topic, partitions, timeout,
+                                                    lambda key, _: failed.add(key[1])):
+            if origin is None or (origin.cluster, origin.topic, origin.partition) != (source, topic, partition):
+                continue
+            count, highest = found[partition]
+            found[partition] = (count + 1, origin.offset if highest is None else max(highest, origin.offset))
+    return {p: Copies(count, highest) for p, (count, highest) in found.items() if p not in failed}
 
 
 def copy_contents(target: ClusterClient, source: str, topic: str, partition: int, first: int, end: int,

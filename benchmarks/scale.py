@@ -366,7 +366,10 @@ def write_record(args: argparse.Namespace, argv: list[str], rows: list[dict[str,
         "exponents": exponents(med), "convergence": converged, "dag_convergence": dags, "rows": rows,
     }, indent=1, default=str) + "\n")
     stem.with_suffix(".md").write_text(f"{summary}\n")
-    plot(med, stem.with_suffix(".png"))
+    try:
+        plot(med, stem.with_suffix(".png"))
+    except ModuleNotFoundError as exc:  # the record is kept; the drawing can be made again from it
+        progress(f"no plot ({exc}): pip install -r requirements-bench.txt, then --replot {stem}.json")
     return stem
 
 

@@ -101,7 +101,7 @@ def start_partitions(spec: JobSpec, link: LinkJob, read: LinkReads, errors: list
             errors.append(truncated(spec, link, tp, committed, end))
             continue
         recovered = None
-        if committed is None and reason is None and end > low:
+        if _may_hold_copies(read, key, found):  # no checkpoint (none set aside either), records to copy
             try:
                 lost = lost_checkpoint(spec, link, source, target, tp, end, timeout, unchecked.get(key))
             except (KafkaException, KafkaOperationError) as exc:

@@ -11,6 +11,11 @@ success, as mirrorflow's copier does): a copy the target refused is counted and
 fails the run, naming the error, where it used to vanish. The 2026-11-23g record
 shows why: one raw-loop run had 3 records missing on the target and nothing
 said why.
+
+Its consumer looks again after 10 ms when its queue is full (``fetch.queue.backoff.ms``),
+as every mirrorflow consumer does since 2026-11-30: with librdkafka's 1 s default, a
+one-partition copy of 100 B records stood still most of the time (docs/benchmarks.md,
+"Small records"), so records before that date measured that stall, not the loop.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ def raw_copy(source: str, target: str, topic: str, partitions: int, records: int
     started = time.monotonic()
     consumer = Consumer({"bootstrap.servers": source, "group.id": "bench-raw", "enable.auto.commit": False,
                          "enable.partition.eof": True, "fetch.max.bytes": 52428800,
-                         "max.partition.fetch.bytes": 10485760})
+                         "max.partition.fetch.bytes": 10485760,
+                         "fetch.queue.backoff.ms": 10})
     producer = Producer({"bootstrap.servers": target, "linger.ms": 5, "batch.size": 1 << 20, "acks": "all",
                          "enable.idempotence": True, "delivery.report.only.error": True})
     failed: list[str] = []

@@ -26,6 +26,14 @@ V = TypeVar("V")
 # Safe defaults for every client mirrorflow creates; callers may override.
 _COMMON = {"socket.keepalive.enable": True, "client.dns.lookup": "use_all_dns_ips"}
 
+#: Defaults for every consumer, below the cluster's own ``config``. When a partition's local
+#: queue holds ``queued.min.messages`` (100,000 by default: 10 MB of 100 B records, one fetch)
+#: librdkafka stops fetching it and looks again only after ``fetch.queue.backoff.ms``, 1 s by
+#: default; a copy drains that queue in a fraction of it, then waits out the rest, once per
+#: fetch. Looking again after 10 ms keeps the same memory bound without the stall
+#: (docs/benchmarks.md, "Small records").
+_CONSUMER_DEFAULTS = {"fetch.queue.backoff.ms": 10}
+
 
 #: How long one ``consume()`` call waits to fill its batch. librdkafka hands a batch
 #: back only when it is full or this time is up, even after the partition's end was
@@ -133,8 +141,9 @@ class ClusterClient:
         return cls(name=name, settings=settings, topics=names.topic_naming(), groups=names.group_naming(),
                    namespace=namespace)
 
-    def _base(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    def _base(self, overrides: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
         conf = dict(_COMMON)
+        conf.update(defaults or {})
         conf.update(self.settings)
         conf.update(overrides)
         return conf
@@ -152,7 +161,7 @@ class ClusterClient:
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
             **overrides,
-        })
+        }, _CONSUMER_DEFAULTS)
 
     def producer(self, **overrides: Any) -> dict[str, Any]:
         """An idempotent producer with acks=all: no loss, no duplicate on retry."""

@@ -20,7 +20,10 @@ durations (``plan``; ``copy``, which includes its Spark job).
     python -m benchmarks.scheduler_latency --modes platform,demo --schedules 10s,1m --rate 2
 
 A schedule may be ``on_data``: the levels are started by their data watcher
-(docs/levels.md), and the goal is issue 34's p99 of 15 s.
+(docs/levels.md), and the goal is issue 34's p99 of 15 s; its runs' time is
+then split further (:mod:`benchmarks.ondata_breakdown`). ``--loads quiet,busy``
+measures each case also with another copy running on the machine
+(:mod:`benchmarks.busy_copy`) from the stack's start to the window's end.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks import ondata_breakdown
 from benchmarks.common import create_topic
 from benchmarks.latency import NAMES, _Produce, _Watch, converged
 from mirrorflow.topology.replication import ON_DATA, parse_schedule
@@ -107,8 +111,8 @@ class PlatformStack:
     def stop(self) -> None:
         subprocess.run([*PLATFORM, "stop"], env=self.env, capture_output=True, text=True, timeout=600)
 
-    def rows(self) -> list[tuple]:
-        return metadata_query(self.env, RUN_ROWS)
+    def rows(self, sql: str = RUN_ROWS) -> list[tuple]:
+        return metadata_query(self.env, sql)
 
 
 class DemoStack:
@@ -142,12 +146,12 @@ class DemoStack:
         subprocess.run([sys.executable, str(REPO / "scripts" / "demo.py"), "stop"], env=self.env,
                        capture_output=True, text=True, timeout=600)
 
-    def rows(self) -> list[tuple]:
+    def rows(self, sql: str = RUN_ROWS) -> list[tuple]:
         import sqlite3
 
         conn = sqlite3.connect(self.run_dir / "airflow" / "airflow.db")
         try:
-            return conn.execute(RUN_ROWS).fetchall()
+            return conn.execute(sql).fetchall()
         finally:
             conn.close()
 
@@ -206,13 +210,54 @@ def goal_p99(schedule: str) -> float:
     return ON_DATA_GOAL_P99_S if schedule == ON_DATA else round(2 * interval(schedule) + 10, 1)
 
 
-def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress) -> dict[str, Any]:
+class BusyCopy:
+    """:mod:`benchmarks.busy_copy` in a process of its own, copying until stopped."""
+
+    def __init__(self, progress) -> None:
+        self.progress = progress
+        self.process: subprocess.Popen | None = None
+        self.lines: list[str] = []
+        self.copying, self.ended = threading.Event(), threading.Event()
+
+    def start(self) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "benchmarks.busy_copy"], cwd=REPO,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+        deadline = time.monotonic() + 300
+        while not self.copying.wait(1.0):
+            if self.ended.is_set() or time.monotonic() > deadline:
+                raise RuntimeError(f"the busy copy did not start: {self.lines[-5:]}")
+        self.progress("busy: another copy is running beside the stack")
+
+    def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.strip())
+            if line.startswith("busy: copying"):
+                self.copying.set()
+        self.ended.set()
+
+    def stop(self) -> list[float]:
+        """Stop it; the seconds of each copy it finished."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(120)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return [float(line.split(" took ")[1].split("s ")[0]) for line in self.lines if " took " in line]
+
+
+def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress, busy: bool = False) -> dict[str, Any]:
     every = interval(schedule)
     stack = STACKS[mode](run_dir, schedule)
     bootstraps = stack.bootstraps
-    progress(f"{mode}, schedule {schedule}: starting ({run_dir})")
+    load = BusyCopy(progress) if busy else None
+    progress(f"{mode}, schedule {schedule}{', busy' if busy else ''}: starting ({run_dir})")
     try:
         stack.start()
+        if load is not None:
+            load.start()
         topic = f"payments.bench{uuid.uuid4().hex[:8]}"
         for bootstrap in bootstraps.values():
             create_topic(bootstrap, 2, name=topic)
@@ -256,6 +301,7 @@ def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress) -> d
         stop_all.set()
         for thread in watches:
             thread.join(60)
+        busy_copies = load.stop() if load is not None else None
         latencies = sorted(max(seen[v].values()) - t for v, t in counted.items())
         # The slowest messages as they went: where from, when, and how long each cluster took; the runs
         # of that moment are in the metadata database (the run dir is kept until the next run of the case).
@@ -265,17 +311,28 @@ def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress) -> d
                 for v, t in reversed(slowest)]
         doubled = {name: duplicates(bootstrap, topic, 2) for name, bootstrap in bootstraps.items()}
         q = statistics.quantiles(latencies, n=100)
-        out = {"mode": mode, "schedule": schedule, "messages": len(latencies), "rate_per_cluster": rate,
+        out = {"mode": mode, "schedule": schedule, "busy": busy, "messages": len(latencies),
+               "rate_per_cluster": rate,
                "duplicates": doubled,
                "median_s": round(statistics.median(latencies), 2), "p99_s": round(q[98], 2),
                "max_s": round(latencies[-1], 2), "goal_p99_s": goal_p99(schedule), "slowest": slow,
                "where_the_time_goes": breakdown(stack.rows(), datetime.fromtimestamp(window_start - every, UTC),
                                                 datetime.fromtimestamp(window_end + every, UTC))}
+        if busy_copies is not None:
+            out["busy_copies_s"] = busy_copies
+        if schedule == ON_DATA:
+            out["on_data_breakdown"] = {
+                "runs": ondata_breakdown.run_spans(stack.rows(ondata_breakdown.RUN_ROWS), window_start - every,
+                                                   window_end + every),
+                "watcher": ondata_breakdown.watcher_waits(
+                    counted, seen, ondata_breakdown.events_by_level(stack.rows(ondata_breakdown.EVENT_ROWS)))}
         progress(f"{mode}, schedule {schedule}: median {out['median_s']}s, p99 {out['p99_s']}s, max "
                  f"{out['max_s']}s over {len(latencies)} messages (goal p99 <= {out['goal_p99_s']}s); duplicates "
                  f"{doubled}")
         return out
     finally:
+        if load is not None:
+            load.stop()
         stack.stop()
 
 
@@ -284,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="platform,demo")
     parser.add_argument("--schedules", default="10s,1m")
     parser.add_argument("--rate", type=float, default=2.0, help="messages per second on each cluster")
+    parser.add_argument("--loads", default="quiet", help="quiet, busy (another copy running beside), or both")
     parser.add_argument("--run-dir", type=Path, default=REPO / ".run" / "bench-scheduler")
     parser.add_argument("--out", default=datetime.now(UTC).strftime("%Y-%m-%d") + "-scheduler")
     args = parser.parse_args(argv)
@@ -292,14 +350,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[bench] {message}", flush=True)
 
     results: list[dict[str, Any]] = []
+    loads = [x for x in args.loads.split(",") if x]
+    if set(loads) - {"quiet", "busy"}:
+        parser.error(f"--loads: quiet and/or busy, not {args.loads!r}")
     for mode in [m for m in args.modes.split(",") if m]:
         for schedule in [s for s in args.schedules.split(",") if s]:
-            try:
-                results.append(measure(mode, schedule, args.rate, args.run_dir / f"{mode}-{schedule}", progress))
-            except Exception as exc:  # recorded, and the other cases still run
-                progress(f"{mode}, schedule {schedule}: FAILED: {type(exc).__name__}: {exc}")
-                results.append({"mode": mode, "schedule": schedule, "error": f"{type(exc).__name__}: {exc}"[:2000]})
-            write_record(args.out, results)
+            for load in loads:
+                busy = load == "busy"
+                try:
+                    results.append(measure(mode, schedule, args.rate, args.run_dir / f"{mode}-{schedule}-{load}",
+                                           progress, busy=busy))
+                except Exception as exc:  # recorded, and the other cases still run
+                    progress(f"{mode}, schedule {schedule}, {load}: FAILED: {type(exc).__name__}: {exc}")
+                    results.append({"mode": mode, "schedule": schedule, "busy": busy,
+                                    "error": f"{type(exc).__name__}: {exc}"[:2000]})
+                write_record(args.out, results)
     return 0
 
 
@@ -308,22 +373,30 @@ def write_record(name: str, results: list[dict[str, Any]]) -> None:
     record = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "scheduler_latency": results}
     (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n")
     lines = [f"# Latency through the scheduler, {record['date']}", "",
-             "| mode | schedule | messages | median s | p99 s | max s | goal p99 s | duplicates |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| mode | schedule | load | messages | median s | p99 s | max s | goal p99 s | duplicates |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
+        load = "busy (another copy running)" if r.get("busy") else "quiet"
         if "error" in r:
-            lines.append(f"| {r['mode']} | {r['schedule']} | failed: {r['error'][:300]} | | | | | |")
+            lines.append(f"| {r['mode']} | {r['schedule']} | {load} | failed: {r['error'][:300]} | | | | | |")
             continue
-        lines.append(f"| {r['mode']} | {r['schedule']} | {r['messages']} | {r['median_s']} | {r['p99_s']} | "
+        lines.append(f"| {r['mode']} | {r['schedule']} | {load} | {r['messages']} | {r['median_s']} | {r['p99_s']} | "
                      f"{r['max_s']} | {r['goal_p99_s']} | {sum(r['duplicates'].values())} |")
+    for r in results:
+        if r.get("busy_copies_s"):
+            copies = r["busy_copies_s"]
+            lines.append(f"\n{r['mode']} {r['schedule']} busy: the other copy ran {len(copies)} times, "
+                         f"{statistics.median(copies):.1f} s each (median)")
     lines += ["", "Where the time goes (medians per level run, seconds):", "",
               "| mode | schedule | DAG | runs | scheduling delay | plan queued | plan | between | copy queued | copy "
               "| run |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         for dag_id, b in r.get("where_the_time_goes", {}).items():
-            lines.append(f"| {r['mode']} | {r['schedule']} | {dag_id} | {b['runs']} | {b['scheduling_delay_s']} | "
+            case = f"{r['mode']}{' busy' if r.get('busy') else ''}"
+            lines.append(f"| {case} | {r['schedule']} | {dag_id} | {b['runs']} | {b['scheduling_delay_s']} | "
                          f"{b['plan_queue_s']} | {b['plan_s']} | {b['between_tasks_s']} | {b['copy_queue_s']} | "
                          f"{b['copy_s']} | {b['run_s']} |")
+    lines += ondata_breakdown.breakdown_lines(results)
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)
 

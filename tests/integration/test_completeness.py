@@ -10,9 +10,12 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mirrorflow import provenance
+from mirrorflow.completeness import store
+from mirrorflow.completeness.count import count_cluster
 from mirrorflow.completeness.run import run_audit
-from mirrorflow.completeness.store import read_state
+from mirrorflow.completeness.store import AUDIT_TOPIC, Position, StateWriter, read_state
 from mirrorflow.completeness.tally import window_of
+from mirrorflow.errors import MirrorflowError
 from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all
 from tests.integration.mirroring import clients, converge, topic_everywhere, topology, traffic
@@ -137,3 +140,43 @@ def test_a_trees_audit_keeps_its_state_under_its_namespace(kafka_clusters, make_
     assert {n: audited.counts[n].read for n in NAMES} == dict.fromkeys(NAMES, 5)
     assert (topic, 0) in read_state(tree["c2"]).positions
     assert (topic, 0) not in read_state(ClusterClient("c2", settings["c2"])).positions
+
+
+def test_a_clusters_topics_are_written_a_batch_of_topics_per_transaction(kafka_clusters, make_topic, monkeypatch):
+    """One producer writes a cluster's counts, ``TOPICS_PER_WRITE`` topics per transaction (the last batch when
+    the count ends): a first audit of a large cluster paid a producer and a transaction per topic."""
+    monkeypatch.setattr(store, "TOPICS_PER_WRITE", 2)
+    mine = sorted(make_topic("c1") for _ in range(3))
+    for topic in mine:
+        traffic(kafka_clusters, "c1", topic, 3)
+    client = ClusterClient("c1", {"bootstrap.servers": kafka_clusters["c1"].bootstrap})
+
+    counted = count_cluster(client, read_state(client), lambda t: t in mine)
+    assert [t.read for t in counted.topics] == [3, 3, 3]
+    assert all((topic, 0) in read_state(client).positions for topic in mine)
+    # the stored records of each topic, in offset order: the first two topics in one transaction (no marker
+    # between them), the third in the next (after the first's commit marker)
+    offsets: dict[str, list[int]] = {topic: [] for topic in mine}
+    for record in read_all(kafka_clusters["c1"].bootstrap, AUDIT_TOPIC, 1):
+        key = (record.key or b"").decode()
+        for topic in mine:
+            if f"|{topic}|" in key:
+                offsets[topic].append(record.offset)
+    first, second, third = (sorted(offsets[t]) for t in mine)
+    together = sorted(first + second)
+    assert together == list(range(together[0], together[0] + len(together))), offsets
+    assert third[0] > together[-1] + 1 and third == list(range(third[0], third[0] + len(third))), offsets
+
+
+def test_a_second_audit_of_a_cluster_fences_the_first_whose_next_write_fails_by_name(kafka_clusters, make_topic):
+    topic = make_topic("c1")
+    client = ClusterClient("c1", {"bootstrap.servers": kafka_clusters["c1"].bootstrap})
+    first, second = StateWriter(client, 600), StateWriter(client, 600)
+    first.add(topic, {0: Position(1)}, {}, None)
+    first.flush()
+    second.add(topic, {0: Position(2)}, {}, None)
+    second.flush()
+    first.add(topic, {0: Position(3)}, {}, None)
+    with pytest.raises(MirrorflowError, match=f"audit state of {topic}.*{AUDIT_TOPIC}"):
+        first.flush()
+    assert read_state(client, 600).positions[(topic, 0)] == Position(2)  # the fenced write left nothing

@@ -29,7 +29,7 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from mirrorflow import provenance
-from mirrorflow.completeness.store import AuditState, Position, write_topic
+from mirrorflow.completeness.store import AuditState, Position, StateWriter
 from mirrorflow.completeness.tally import Tallies, Tally, WindowKey
 from mirrorflow.internal_names import AUDIT_READER_GROUP
 from mirrorflow.kafka import (
@@ -83,7 +83,9 @@ def count_cluster(client: ClusterClient, state: AuditState, selects: Callable[[s
     Progress (:mod:`mirrorflow.progress`): the plan is every partition's range as the
     count begins (one extra offsets read per cluster), corrected topic by topic as each
     topic's own ranges are read just before it is counted. Those reads share one admin
-    client per cluster (:mod:`mirrorflow.kafka.shared`), not one each.
+    client per cluster (:mod:`mirrorflow.kafka.shared`), not one each; the topics are
+    read by one reader, opened at the first record to read, and their counts written
+    by one producer (:class:`~mirrorflow.completeness.store.StateWriter`).
     """
     with sharing_admins():
         return _count_cluster(client, state, selects, timeout, run_id)
@@ -102,14 +104,36 @@ def _count_cluster(client: ClusterClient, state: AuditState, selects: Callable[[
                  for topic, n in topics.items()}
     progress = Progress(f"completeness audit{f' run {run_id}' if run_id else ''} of {client.name}",
                         sum(estimates.values()), fields={"job": "audit", "run_id": run_id, "cluster": client.name})
-    with tracking(progress), progress.running():
-        for topic, partitions in sorted(topics.items()):
-            out.topics.append(_count_topic(client, state, topic, partitions, ids.get(topic), timeout,
-                                           progress, estimates[topic]))
+    reader = _Reader(client, timeout)
+    try:
+        with tracking(progress), progress.running(), StateWriter(client, state.window_s, timeout) as writer:
+            for topic, partitions in sorted(topics.items()):
+                out.topics.append(_count_topic(client, state, topic, partitions, ids.get(topic), timeout, reader,
+                                               writer, progress, estimates[topic]))
+    finally:
+        reader.close()
     progress.finish()
     out.tallies = state.tallies
     out.horizons = dict(state.horizons)
     return out
+
+
+class _Reader:
+    """The cluster's one audit reader, opened at the first range to read: an idle audit opens none."""
+
+    def __init__(self, client: ClusterClient, timeout: float) -> None:
+        self.client, self.timeout = client, timeout
+        self._reader: RangeReader | None = None
+
+    def get(self) -> RangeReader:
+        if self._reader is None:
+            self._reader = RangeReader.open(self.client, AUDIT_READER_GROUP, timeout=self.timeout,
+                                            doing="audit read of")
+        return self._reader
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
 
 
 def _recreated(state: AuditState, topic: str, partitions: int, topic_id: str | None) -> bool:
@@ -131,7 +155,8 @@ def _starts(state: AuditState, topic: str, partitions: int, topic_id: str | None
 
 
 def _count_topic(client: ClusterClient, state: AuditState, topic: str, partitions: int, topic_id: str | None,
-                 timeout: float, progress: Progress | None = None, estimate: int = 0) -> TopicCount:
+                 timeout: float, reader: _Reader, writer: StateWriter, progress: Progress | None = None,
+                 estimate: int = 0) -> TopicCount:
     result = TopicCount(client.name, topic)
     dropped: list[WindowKey] = []
     stored = {p: state.positions.get((topic, p)) for p in range(partitions)}
@@ -164,7 +189,7 @@ def _count_topic(client: ClusterClient, state: AuditState, topic: str, partition
     if progress is not None:  # the plan counted this topic as of the count's start; now it is known exactly
         progress.plan_more(sum(end - start for start, end in ranges.values()) - estimate)
     own = {p: f"{client.name}:{topic}:{p}:".encode() for p in ranges}
-    read, first_ts = _tally(_read_ranges(client, topic, ranges, timeout), new, own, topic)
+    read, first_ts = _tally(_read_ranges(client, reader, topic, ranges), new, own, topic)
     result.read += read
     for p in ranges:
         if first_audit and lows[(topic, p)] > 0:
@@ -183,7 +208,7 @@ def _count_topic(client: ClusterClient, state: AuditState, topic: str, partition
     if new_horizon is not None:
         state.horizons[topic] = new_horizon
     if positions or changed or dropped or new_horizon is not None:
-        write_topic(client, state.window_s, topic, positions, changed, new_horizon, timeout, dropped=dropped)
+        writer.add(topic, positions, changed, new_horizon, dropped=dropped)
     for p, pos in positions.items():
         state.positions[(topic, p)] = pos
     return result
@@ -244,8 +269,8 @@ def _tally(messages: Iterable[Any], tallies: Tallies, own: Mapping[int, bytes],
     return count, first_ts
 
 
-def _read_ranges(client: ClusterClient, topic: str, ranges: Mapping[int, tuple[int, int]],
-                 timeout: float) -> Iterator[Any]:
+def _read_ranges(client: ClusterClient, readers: _Reader, topic: str,
+                 ranges: Mapping[int, tuple[int, int]]) -> Iterator[Any]:
     """The records of ``topic`` in ``ranges[partition] = (start, end)``, every partition at once (one consumer,
     ``read_committed``), each partition in order. Fails naming the cluster when nothing arrives for ``timeout``,
     and as :class:`~mirrorflow.errors.OffsetGone` when records are deleted before this read gets to them (the
@@ -254,11 +279,11 @@ def _read_ranges(client: ClusterClient, topic: str, ranges: Mapping[int, tuple[i
     if not wanted:
         return
     noted = sum(start for start, _ in wanted.values())
-    with RangeReader.open(client, AUDIT_READER_GROUP, timeout=timeout, doing="audit read of") as reader:
-        for batch in reader.batches(wanted):
-            yield from batch
-            # progress (mirrorflow.progress), once per batch: the offsets passed, markers included
-            passed = sum(reader.positions().values())
-            note(passed - noted, sum(map(len, batch)))  # len: a record's value size
-            noted = passed
-        note(sum(reader.positions().values()) - noted, 0)  # the markers after each range's last record
+    reader = readers.get()
+    for batch in reader.batches(wanted):
+        yield from batch
+        # progress (mirrorflow.progress), once per batch: the offsets passed, markers included
+        passed = sum(reader.positions().values())
+        note(passed - noted, sum(map(len, batch)))  # len: a record's value size
+        noted = passed
+    note(sum(reader.positions().values()) - noted, 0)  # the markers after each range's last record

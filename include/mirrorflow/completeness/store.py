@@ -20,9 +20,10 @@ tallies, counted from the start, and the old one is simply no longer read.
 - ``w<s>|audited``: ``{"at"}``, when a run last audited every cluster (kept to
   within an hour): how long proofs have been blocked when one is not audited.
 
-A run writes the new positions and the changed cells of a topic in one Kafka
-transaction, so a run killed half way counts nothing twice: the next one starts
-from the positions that went with the tallies. The history of the tallies stays
+A run writes the new positions and the changed cells of its topics in Kafka
+transactions, a topic never split between two (:class:`StateWriter`), so a run
+killed half way counts nothing twice: the next one starts from the positions
+that went with the tallies. The history of the tallies stays
 in the topic (compaction keeps the latest per cell), for the status page.
 """
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
@@ -40,6 +42,10 @@ from mirrorflow.internal_names import AUDIT_READER_GROUP, AUDIT_TOPIC
 from mirrorflow.kafka import ClusterClient, Need, call_failed, ensure_compacted, read_whole
 
 TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}
+#: Topics whose state one transaction carries at most. A first audit of a large cluster keeps what it
+#: counted every this many topics, instead of once at its end, and pays a transaction per batch instead
+#: of a producer and a transaction per topic (docs/benchmarks.md, "A first audit").
+TOPICS_PER_WRITE = 100
 
 
 @dataclass(frozen=True)
@@ -142,31 +148,86 @@ def write_verdicts(client: ClusterClient, window_s: int, verdicts: Mapping[Windo
     return len(verdicts)
 
 
-def write_topic(client: ClusterClient, window_s: int, topic: str, positions: Mapping[int, Position],
-                cells: Mapping[WindowKey, Tally], horizon: int | None, timeout: float = 30.0, *,
-                dropped: Iterable[WindowKey] = ()) -> int:
-    """Write one topic's new positions, changed cells and horizon in one transaction; returns records written.
+class StateWriter:
+    """Writes counted topics' new positions, changed cells and horizons, a batch of topics per transaction.
 
-    ``dropped``: cells to delete (tombstones), those of a recreated topic's earlier incarnation.
+    One transactional producer per cluster and run (``<audit topic>.<cluster>``), made
+    and initialised at the first write: before, every topic paid a producer of its
+    own, its ``init_transactions`` and a transaction (1.5 s a topic with its reader).
+    :meth:`add` keeps a topic's records; they are written when ``topics_per_write``
+    topics wait, and by :meth:`flush` (leaving the ``with`` block without an error
+    flushes). A batch is one transaction, so a topic's positions always go with its
+    cells. A second audit of the same cluster fences the first (its next write fails
+    by name) instead of both writing.
     """
-    ensure_compacted(client, client.own(AUDIT_TOPIC), TOPIC_CONFIG, timeout)
-    w = f"w{window_s}"
-    records: list[tuple[str, dict | None]] = [
-        (f"{w}|pos|{topic}|{p}", {"next": pos.next, "topic_id": pos.topic_id}) for p, pos in positions.items()]
-    records += [(f"{w}|cell|{cell.encode()}", None) for cell in sorted(dropped)]
-    records += [(f"{w}|cell|{cell.encode()}", tally.to_dict()) for cell, tally in sorted(cells.items())]
-    if horizon is not None:
-        records.append((f"{w}|horizon|{topic}", {"ms": horizon}))
-    _write(client, f"{client.own(AUDIT_TOPIC)}.{client.name}.{topic}", records, timeout, f"the audit state of {topic}")
-    return len(records)
+
+    def __init__(self, client: ClusterClient, window_s: int, timeout: float = 30.0, *,
+                 topics_per_write: int | None = None) -> None:
+        self.client, self.window_s, self.timeout = client, window_s, timeout
+        self.topics_per_write = topics_per_write or TOPICS_PER_WRITE
+        self.transactional_id = f"{client.own(AUDIT_TOPIC)}.{client.name}"
+        self._producer: Producer | None = None
+        self._records: list[tuple[str, dict | None]] = []
+        self._topics: list[str] = []
+
+    def add(self, topic: str, positions: Mapping[int, Position], cells: Mapping[WindowKey, Tally],
+            horizon: int | None, *, dropped: Iterable[WindowKey] = ()) -> int:
+        """Keep one topic's new positions, changed cells (``dropped``: cells to delete, a recreated topic's
+        earlier ones) and horizon for the next write; returns how many records."""
+        w = f"w{self.window_s}"
+        records: list[tuple[str, dict | None]] = [
+            (f"{w}|pos|{topic}|{p}", {"next": pos.next, "topic_id": pos.topic_id}) for p, pos in positions.items()]
+        records += [(f"{w}|cell|{cell.encode()}", None) for cell in sorted(dropped)]
+        records += [(f"{w}|cell|{cell.encode()}", tally.to_dict()) for cell, tally in sorted(cells.items())]
+        if horizon is not None:
+            records.append((f"{w}|horizon|{topic}", {"ms": horizon}))
+        self._records += records
+        self._topics.append(topic)
+        if len(self._topics) >= self.topics_per_write:
+            self.flush()
+        return len(records)
+
+    def flush(self) -> None:
+        """Write what waits, in one transaction."""
+        if not self._records:
+            return
+        topics, self._topics = self._topics, []
+        records, self._records = self._records, []
+        what = f"the audit state of {topics[0]}" if len(topics) == 1 else (
+            f"the audit state of {len(topics)} topics ({', '.join(topics[:3])}{', ...' if len(topics) > 3 else ''})")
+        if self._producer is None:
+            ensure_compacted(self.client, self.client.own(AUDIT_TOPIC), TOPIC_CONFIG, self.timeout)
+            self._producer = _producer(self.client, self.transactional_id)
+            _transact(self.client, self._producer, self.transactional_id, None, self.timeout, what)
+        _transact(self.client, self._producer, self.transactional_id, records, self.timeout, what)
+
+    def __enter__(self) -> StateWriter:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if kind is None:
+            self.flush()
+
+
+def _producer(client: ClusterClient, transactional_id: str) -> Producer:
+    return Producer(client.producer(**{"transactional.id": transactional_id, "linger.ms": 5}))
 
 
 def _write(client: ClusterClient, transactional_id: str, records: list[tuple[str, dict | None]], timeout: float,
            what: str) -> None:
-    """``records`` (key, JSON value or tombstone) to the audit topic in one transaction."""
-    producer = Producer(client.producer(**{"transactional.id": transactional_id, "linger.ms": 5}))
+    """``records`` (key, JSON value or tombstone) to the audit topic in one transaction of a producer of its own."""
+    producer = _producer(client, transactional_id)
+    _transact(client, producer, transactional_id, None, timeout, what)
+    _transact(client, producer, transactional_id, records, timeout, what)
+
+
+def _transact(client: ClusterClient, producer: Producer, transactional_id: str,
+              records: list[tuple[str, dict | None]] | None, timeout: float, what: str) -> None:
+    """``records`` to the audit topic in one transaction of ``producer``; ``None``: initialise its transactions."""
     try:
-        producer.init_transactions(timeout)
+        if records is None:
+            producer.init_transactions(timeout)
+            return
         producer.begin_transaction()
         for key, value in records:
             producer.produce(client.own(AUDIT_TOPIC), key=key.encode(), partition=0,

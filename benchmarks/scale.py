@@ -183,6 +183,27 @@ def cluster_tree(kafka: LocalKafka, count: int, run_dir: Path, group_partitions:
 
 # --------------------------------------------------------------------------- rounds
 
+#: Where ``--profile`` writes each tree's profiles (cProfile of the empty level run and the page, round 1).
+PROFILE_DIR: Path | None = None
+
+
+def _profile(tree: Tree, parts: dict[str, Callable[[], dict[str, Any]]]) -> None:
+    """Each part once more under cProfile: its stats to ``PROFILE_DIR``, its 12 costliest calls to the progress."""
+    import cProfile
+    import io
+    import pstats
+
+    assert PROFILE_DIR is not None
+    for part, run in parts.items():
+        profiler = cProfile.Profile()
+        profiler.runcall(run)
+        path = PROFILE_DIR / f"{tree.label.replace(' ', '-').replace(',', '')}-{part}.prof"
+        profiler.dump_stats(str(path))
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(12)
+        progress(f"{tree.label}: {part} profiled into {path}:\n{out.getvalue()[-3000:]}")
+
+
 def measure_tree(axis: str, tree: Tree, round_no: int, polls: int) -> list[dict[str, Any]]:
     """Every part once on ``tree``, in :data:`PARTS` order (the lag monitor stores the snapshot the page reads)."""
     audited = ["c2"] if axis == "partitions" else sorted(tree.bootstraps)
@@ -192,6 +213,8 @@ def measure_tree(axis: str, tree: Tree, round_no: int, polls: int) -> list[dict[
         "offsets": lambda: offsets(tree), "audit": lambda: audit(tree, audited), "page": lambda: page(tree)}
     rows = [{"axis": axis, "size": tree.size, "round": round_no, "part": part, **measured[part]()}
             for part, _, _ in PARTS]
+    if PROFILE_DIR and round_no == 0:  # after the timed parts, so the profiler's cost is in no number
+        _profile(tree, {part: measured[part] for part in ("empty_run", "page")})
     save_state(tree)
     shown = ", ".join(f"{what} {_value(r['seconds'], ms)}" for r, (_, what, ms) in zip(rows, PARTS))
     progress(f"round {round_no + 1}, {tree.label}: {shown}; "
@@ -429,7 +452,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", action="store_true", help="write benchmarks/results/<date>-scale.json, .md, .png")
     parser.add_argument("--label", default="", help="with --record: <date>-scale-<label>.json, .md, .png")
     parser.add_argument("--replot", metavar="JSON", help="only draw a record's .png again from its .json")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="after round 1's timed parts, profile the empty level run and the page on each tree "
+                             "(cProfile stats into DIR)")
     args = parser.parse_args(argv)
+    if args.profile:
+        global PROFILE_DIR
+        PROFILE_DIR = args.profile.resolve()
+        PROFILE_DIR.mkdir(parents=True, exist_ok=True)
     if args.replot:
         rows = json.loads(Path(args.replot).read_text())["rows"]
         progress(f"written {plot(medians(rows), Path(args.replot).with_suffix('.png'))}")

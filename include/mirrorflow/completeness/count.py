@@ -83,9 +83,9 @@ def count_cluster(client: ClusterClient, state: AuditState, selects: Callable[[s
     Progress (:mod:`mirrorflow.progress`): the plan is every partition's range as the
     count begins (one extra offsets read per cluster), corrected topic by topic as each
     topic's own ranges are read just before it is counted. Those reads share one admin
-    client per cluster (:mod:`mirrorflow.kafka.shared`), not one each; the topics are
-    read by one reader, opened at the first record to read, and their counts written
-    by one producer (:class:`~mirrorflow.completeness.store.StateWriter`).
+    client per cluster (:mod:`mirrorflow.kafka.shared`), not one each; the counts are
+    written by one producer (:class:`~mirrorflow.completeness.store.StateWriter`).
+    Each topic is read by a reader of its own (:func:`_read_ranges` says why).
     """
     with sharing_admins():
         return _count_cluster(client, state, selects, timeout, run_id)
@@ -104,36 +104,20 @@ def _count_cluster(client: ClusterClient, state: AuditState, selects: Callable[[
                  for topic, n in topics.items()}
     progress = Progress(f"completeness audit{f' run {run_id}' if run_id else ''} of {client.name}",
                         sum(estimates.values()), fields={"job": "audit", "run_id": run_id, "cluster": client.name})
-    reader = _Reader(client, timeout)
-    try:
-        with tracking(progress), progress.running(), StateWriter(client, state.window_s, timeout) as writer:
-            for topic, partitions in sorted(topics.items()):
-                out.topics.append(_count_topic(client, state, topic, partitions, ids.get(topic), timeout, reader,
-                                               writer, progress, estimates[topic]))
-    finally:
-        reader.close()
+    with tracking(progress), progress.running(), StateWriter(client, state.window_s, timeout) as writer:
+        for topic, partitions in sorted(topics.items()):
+            out.topics.append(_count_topic(client, state, topic, partitions, ids.get(topic), timeout, writer,
+                                           progress, estimates[topic]))
     progress.finish()
     out.tallies = state.tallies
     out.horizons = dict(state.horizons)
     return out
 
 
-class _Reader:
-    """The cluster's one audit reader, opened at the first range to read: an idle audit opens none."""
-
-    def __init__(self, client: ClusterClient, timeout: float) -> None:
-        self.client, self.timeout = client, timeout
-        self._reader: RangeReader | None = None
-
-    def get(self) -> RangeReader:
-        if self._reader is None:
-            self._reader = RangeReader.open(self.client, AUDIT_READER_GROUP, timeout=self.timeout,
-                                            doing="audit read of")
-        return self._reader
-
-    def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
+#: How long the audit reader's fetch may wait at the broker for data: a topic's read ends at its
+#: stable end, and librdkafka's 500 ms let the broker hold the last, idle fetch that closing the
+#: reader then waits for.
+READER_FETCH_WAIT_MS = 20
 
 
 def _recreated(state: AuditState, topic: str, partitions: int, topic_id: str | None) -> bool:
@@ -155,7 +139,7 @@ def _starts(state: AuditState, topic: str, partitions: int, topic_id: str | None
 
 
 def _count_topic(client: ClusterClient, state: AuditState, topic: str, partitions: int, topic_id: str | None,
-                 timeout: float, reader: _Reader, writer: StateWriter, progress: Progress | None = None,
+                 timeout: float, writer: StateWriter, progress: Progress | None = None,
                  estimate: int = 0) -> TopicCount:
     result = TopicCount(client.name, topic)
     dropped: list[WindowKey] = []
@@ -189,7 +173,7 @@ def _count_topic(client: ClusterClient, state: AuditState, topic: str, partition
     if progress is not None:  # the plan counted this topic as of the count's start; now it is known exactly
         progress.plan_more(sum(end - start for start, end in ranges.values()) - estimate)
     own = {p: f"{client.name}:{topic}:{p}:".encode() for p in ranges}
-    read, first_ts = _tally(_read_ranges(client, reader, topic, ranges), new, own, topic)
+    read, first_ts = _tally(_read_ranges(client, topic, ranges, timeout), new, own, topic)
     result.read += read
     for p in ranges:
         if first_audit and lows[(topic, p)] > 0:
@@ -269,21 +253,27 @@ def _tally(messages: Iterable[Any], tallies: Tallies, own: Mapping[int, bytes],
     return count, first_ts
 
 
-def _read_ranges(client: ClusterClient, readers: _Reader, topic: str,
-                 ranges: Mapping[int, tuple[int, int]]) -> Iterator[Any]:
+def _read_ranges(client: ClusterClient, topic: str, ranges: Mapping[int, tuple[int, int]],
+                 timeout: float) -> Iterator[Any]:
     """The records of ``topic`` in ``ranges[partition] = (start, end)``, every partition at once (one consumer,
     ``read_committed``), each partition in order. Fails naming the cluster when nothing arrives for ``timeout``,
     and as :class:`~mirrorflow.errors.OffsetGone` when records are deleted before this read gets to them (the
-    next audit counts them as unaudited: :mod:`mirrorflow.kafka.ranges` never skips them in silence)."""
+    next audit counts them as unaudited: :mod:`mirrorflow.kafka.ranges` never skips them in silence).
+
+    A reader per topic, not one for all: a running consumer learns a topic added to its assignment
+    only at librdkafka's next topic scan, once a second, so a kept reader waited a second for every
+    topic (a fresh one asks at its start: 0.1 s).
+    """
     wanted = {(client.physical(topic), p): r for p, r in ranges.items() if r[0] < r[1]}  # read on its name there
     if not wanted:
         return
     noted = sum(start for start, _ in wanted.values())
-    reader = readers.get()
-    for batch in reader.batches(wanted):
-        yield from batch
-        # progress (mirrorflow.progress), once per batch: the offsets passed, markers included
-        passed = sum(reader.positions().values())
-        note(passed - noted, sum(map(len, batch)))  # len: a record's value size
-        noted = passed
-    note(sum(reader.positions().values()) - noted, 0)  # the markers after each range's last record
+    wait = {} if "fetch.wait.max.ms" in client.settings else {"fetch.wait.max.ms": READER_FETCH_WAIT_MS}
+    with RangeReader.open(client, AUDIT_READER_GROUP, timeout=timeout, config=wait, doing="audit read of") as reader:
+        for batch in reader.batches(wanted):
+            yield from batch
+            # progress (mirrorflow.progress), once per batch: the offsets passed, markers included
+            passed = sum(reader.positions().values())
+            note(passed - noted, sum(map(len, batch)))  # len: a record's value size
+            noted = passed
+        note(sum(reader.positions().values()) - noted, 0)  # the markers after each range's last record

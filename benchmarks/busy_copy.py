@@ -13,15 +13,12 @@ seconds go to stdout.
 from __future__ import annotations
 
 import argparse
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 
-from benchmarks.common import Case, create_topic, prefill, start_clusters, warm_up
+from benchmarks.common import Case, create_topic, local_clusters, prefill, warm_up
 from benchmarks.engine import engine_copy_many
 
 
@@ -33,9 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    run_dir = Path(tempfile.mkdtemp(prefix="mirrorflow-busy-"))
-    kafka = start_clusters(run_dir, names=("busy-src", "busy-dst"))
-    try:
+    with local_clusters("mirrorflow-busy-", ("busy-src", "busy-dst")) as kafka:
         src, dst = kafka.clusters["busy-src"].bootstrap, kafka.clusters["busy-dst"].bootstrap
         warm_up(src, dst)
         topic = create_topic(src, args.partitions)
@@ -46,9 +41,6 @@ def main(argv: list[str] | None = None) -> int:
             r = engine_copy_many(src, dst, topic, args.partitions, args.records, exactly_once=True, threads=4)
             copies += 1
             print(f"busy: copy {copies} took {r['seconds']:.2f}s at {time.strftime('%H:%M:%S')}", flush=True)
-    finally:
-        kafka.stop()
-        shutil.rmtree(run_dir, ignore_errors=True)
     return 0
 
 

@@ -12,17 +12,14 @@ version's ``include`` first on ``PYTHONPATH`` (the line says which module ran)::
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import mirrorflow.completeness.count as count
-from benchmarks.common import start_clusters, wait_for_leaders
+from benchmarks.common import local_clusters, wait_for_leaders
 from mirrorflow.completeness.store import read_state
 from mirrorflow.kafka import ClusterClient
 
@@ -34,9 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topics", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
-    run_dir = Path(tempfile.mkdtemp(prefix="mirrorflow-first-audit-"))
-    kafka = start_clusters(run_dir, names=("a",))
-    try:
+    with local_clusters("mirrorflow-first-audit-", ("a",)) as kafka:
         bootstrap = kafka.clusters["a"].bootstrap
         admin = AdminClient({"bootstrap.servers": bootstrap})
         names = [f"audit-{i:05d}" for i in range(args.topics)]
@@ -57,9 +52,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{count.__file__}: first audit of {args.topics} topics x {PARTITIONS} partitions: "
                   f"{seconds:.1f}s ({seconds / args.topics * 1000:.0f} ms a topic), {counted.read} records",
                   flush=True)
-    finally:
-        kafka.stop()
-        shutil.rmtree(run_dir, ignore_errors=True)
     return 0
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import fixed_cost, latency, report, spark_start, throughput
-from benchmarks.common import Case, warm_up
+from benchmarks.common import Case, stop_on_sigterm, warm_up
 from mirrorflow_dev.kafka import KafkaDistribution, LocalKafka
 from mirrorflow_dev.spark import LocalConnectServer
 
@@ -75,6 +75,7 @@ def contenders_of(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stop_on_sigterm()
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of the records per case")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")

@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from benchmarks.common import warm_up
+from benchmarks.common import stop_on_sigterm, warm_up
 from benchmarks.scale_parts import (
     Tree,
     airflow_in_process,
@@ -439,6 +439,7 @@ def _sizes(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stop_on_sigterm()
     parser = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__.splitlines()[0])
     parser.add_argument("--partitions", default="100,1000,10000",
                         help="partitions per level, comma-separated ('': none)")

@@ -212,3 +212,32 @@ def test_a_fifty_cluster_tree_stays_readable_in_the_browser(served, stored, monk
         page.screenshot(path=str(tmp_path / "big-tree.png"), full_page=False)
     finally:
         context.close()
+
+
+def test_the_page_reads_its_variables_as_stored_without_offering_them_to_the_secrets_masker(stored, monkeypatch):
+    """Loading a Variable row offers its whole value to Airflow's secrets masker (half the page's time at 10,000
+    partitions, docs/benchmarks.md); the page reads the columns instead, encrypted or plain, to the same value."""
+    import airflow.models.variable as variable_model
+    from airflow.models import Variable
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete, insert, select
+
+    from mirrorflow_airflow.ui.readers import json_variable
+
+    offered: list[str] = []
+    monkeypatch.setattr(variable_model, "mask_secret", lambda value, name=None: offered.append(name))
+    value = {"partitions": {f"c1.L1|orders|{p}": {"copied": p} for p in range(50)}}
+    stored(f"{COPY_TOTALS_PREFIX}1", value)  # as the DAGs store it: encrypted with the home's Fernet key
+    with create_session() as session:
+        session.execute(insert(Variable).values(key=LAG_SNAPSHOT_VARIABLE, _val=json.dumps({"ok": True}),
+                                                is_encrypted=False))  # as stored before a Fernet key was set
+    try:
+        with create_session() as session:
+            assert session.scalar(select(Variable.is_encrypted).where(Variable.key == f"{COPY_TOTALS_PREFIX}1"))
+            assert json_variable(session, f"{COPY_TOTALS_PREFIX}1") == value
+            assert json_variable(session, LAG_SNAPSHOT_VARIABLE) == {"ok": True}
+            assert json_variable(session, "mirrorflow_no_such_variable") is None
+    finally:
+        with create_session() as session:
+            session.execute(delete(Variable).where(Variable.key == LAG_SNAPSHOT_VARIABLE))
+    assert offered == []

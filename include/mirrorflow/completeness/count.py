@@ -261,8 +261,8 @@ def _read_ranges(client: ClusterClient, topic: str, ranges: Mapping[int, tuple[i
     next audit counts them as unaudited: :mod:`mirrorflow.kafka.ranges` never skips them in silence).
 
     A reader per topic, not one for all: a running consumer learns a topic added to its assignment
-    only at librdkafka's next topic scan, once a second, so a kept reader waited a second for every
-    topic (a fresh one asks at its start: 0.1 s).
+    only at librdkafka's next topic scan, once a second, so a kept reader waited that long for every
+    topic; a fresh one asks at its start (docs/benchmarks.md, "A first audit").
     """
     wanted = {(client.physical(topic), p): r for p, r in ranges.items() if r[0] < r[1]}  # read on its name there
     if not wanted:

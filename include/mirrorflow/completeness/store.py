@@ -153,7 +153,7 @@ class StateWriter:
 
     One transactional producer per cluster and run (``<audit topic>.<cluster>``), made
     and initialised at the first write: before, every topic paid a producer of its
-    own, its ``init_transactions`` and a transaction (1.5 s a topic with its reader).
+    own, its ``init_transactions`` and a transaction (docs/benchmarks.md, "A first audit").
     :meth:`add` keeps a topic's records; they are written when ``topics_per_write``
     topics wait, and by :meth:`flush` (leaving the ``with`` block without an error
     flushes). A batch is one transaction, so a topic's positions always go with its

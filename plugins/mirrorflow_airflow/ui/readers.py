@@ -59,9 +59,9 @@ def json_variable(session: Session, key: str) -> Any:
 
     Read as two columns, not as a ``Variable``: loading the row as one offers its
     whole value to Airflow's secrets masker, which escapes every form of it before
-    it looks at the name (none of these names is a sensitive one). For the copy
-    totals and the lag snapshot of 10,000 partitions that was half the page's
-    second (docs/benchmarks.md, "Scale").
+    it looks at the name (none of these names is a sensitive one), and the copy
+    totals and the lag snapshot of a large tree are large values
+    (docs/benchmarks.md, "The partition axis again").
     """
     row = session.execute(select(Variable._val, Variable.is_encrypted).where(Variable.key == key)).first()
     if row is None:

@@ -150,6 +150,12 @@ def watcher_waits(counted: dict[bytes, float], seen: dict[bytes, dict[str, float
     return {kind: spread(v) for kind, v in waits.items()}
 
 
+def case_label(r: dict[str, Any]) -> str:
+    """A case as the tables name it: its mode, its load, and where its far clusters are (if any)."""
+    far = f" ({'+'.join(r['far'])} {r['rtt_ms']:g} ms away)" if r.get("rtt_ms") is not None else ""
+    return f"{r['mode']}{' busy' if r.get('busy') else ''}{far}"
+
+
 def breakdown_lines(results: list[dict[str, Any]]) -> list[str]:
     """The Markdown tables of every case's ``on_data`` breakdown."""
     lines: list[str] = []
@@ -164,12 +170,12 @@ def breakdown_lines(results: list[dict[str, Any]]) -> list[str]:
     for r in cases:
         for dag_id, spans in r["on_data_breakdown"]["runs"].items():
             cells = [f"{s['median']} ({s['p90']})" for s in (spans[name] for name in SPANS)]
-            lines.append(f"| {r['mode']}{' busy' if r.get('busy') else ''} | {dag_id} | "
+            lines.append(f"| {case_label(r)} | {dag_id} | "
                          f"{spans['event_to_end']['n']} | " + " | ".join(cells) + " |")
     lines += ["", "The watcher's part of each hop: a readable record until its level's next event, median "
               "(p90, max) seconds:", "", "| case | hop | hops | median | p90 | max |", "|---|---|---|---|---|---|"]
     for r in cases:
         for kind, s in r["on_data_breakdown"]["watcher"].items():
-            lines.append(f"| {r['mode']}{' busy' if r.get('busy') else ''} | {kind} | {s['n']} | {s['median']} | "
+            lines.append(f"| {case_label(r)} | {kind} | {s['n']} | {s['median']} | "
                          f"{s['p90']} | {s['max']} |")
     return lines

@@ -24,6 +24,14 @@ A schedule may be ``on_data``: the levels are started by their data watcher
 then split further (:mod:`benchmarks.ondata_breakdown`). ``--loads quiet,busy``
 measures each case also with another copy running on the machine
 (:mod:`benchmarks.busy_copy`) from the stack's start to the window's end.
+
+``--rtts 0,50,100`` (demo mode) puts the ``--far`` clusters (default c3 and c4,
+the second pair: a region of their own) behind :mod:`mirrorflow_dev.shaper` with
+that round trip, from everything else on the machine: Airflow, Spark, the other
+pair, and this benchmark's own producers and watchers. The benchmark starts the
+demo's brokers itself before ``make demo`` (which finds them running and keeps
+them), the far ones advertising their shaper's port, which is the port the
+topology names; 0 ms goes through the shapers too.
 """
 
 from __future__ import annotations
@@ -44,7 +52,10 @@ from benchmarks import ondata_breakdown
 from benchmarks.common import create_topic
 from benchmarks.latency import NAMES, _Produce, _Watch, converged
 from mirrorflow.topology.replication import ON_DATA, parse_schedule
+from mirrorflow_dev.kafka import SHARED_MACHINE_CONFIG, SHARED_MACHINE_JVM_OPTIONS, LocalKafka
 from mirrorflow_dev.platform import isolated_platform, metadata_query
+from mirrorflow_dev.process import free_port
+from mirrorflow_dev.shaper import Shape, Shaper
 
 REPO = Path(__file__).resolve().parents[1]
 PLATFORM = [sys.executable, str(REPO / "scripts" / "platform_mode.py")]
@@ -159,6 +170,45 @@ class DemoStack:
 STACKS = {"platform": PlatformStack, "demo": DemoStack}
 
 
+class FarBrokers:
+    """The demo's four brokers, started before the demo, ``far`` ones behind a shaper of ``rtt_ms`` each.
+
+    Started as ``make demo`` starts them (``python -m mirrorflow_dev.kafka start``: detached, the
+    lighter settings for a shared machine), so the demo's own start finds them running by their pid
+    files and keeps them; ``make stop`` stops them. A far broker listens on a free port and advertises
+    its shaper's, the port its topology entry names, so every client of it crosses the distance.
+    """
+
+    def __init__(self, kafka_run: Path, bootstraps: dict[str, str], far: list[str], rtt_ms: float) -> None:
+        unknown = sorted(set(far) - set(bootstraps))
+        if unknown:
+            raise ValueError(f"--far: no cluster {unknown} in the demo's topology ({sorted(bootstraps)})")
+        self.kafka_run, self.bootstraps, self.far, self.rtt_ms = kafka_run, bootstraps, far, rtt_ms
+        self.shapers: list[Shaper] = []
+
+    def start(self) -> None:
+        ports: dict[str, int | None] = {}
+        advertised: dict[str, int] = {}
+        for name, bootstrap in self.bootstraps.items():
+            port = int(bootstrap.rsplit(":", 1)[1])
+            if name in self.far:
+                own = free_port()
+                self.shapers.append(Shaper(port, f"127.0.0.1:{own}", Shape(self.rtt_ms / 1000)).start())
+                ports[name], advertised[name] = own, port
+            else:
+                ports[name] = port
+        kafka = LocalKafka(self.kafka_run, names=list(ports), ports=ports, broker_config=dict(SHARED_MACHINE_CONFIG),
+                           jvm_options=SHARED_MACHINE_JVM_OPTIONS, owner_pid=None)
+        for name, port in advertised.items():
+            kafka[name].advertised_port = port
+        kafka.start()
+
+    def stop(self) -> None:
+        for shaper in self.shapers:
+            shaper.stop()
+        self.shapers.clear()
+
+
 def duplicates(bootstrap: str, topic: str, partitions: int) -> int:
     """Copies beyond the first of any message on one cluster (read_committed, up to the high watermarks)."""
     from collections import Counter
@@ -248,13 +298,22 @@ class BusyCopy:
         return [float(line.split(" took ")[1].split("s ")[0]) for line in self.lines if " took " in line]
 
 
-def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress, busy: bool = False) -> dict[str, Any]:
+def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress, busy: bool = False,
+            far: list[str] | None = None, rtt_ms: float | None = None) -> dict[str, Any]:
     every = interval(schedule)
     stack = STACKS[mode](run_dir, schedule)
     bootstraps = stack.bootstraps
     load = BusyCopy(progress) if busy else None
-    progress(f"{mode}, schedule {schedule}{', busy' if busy else ''}: starting ({run_dir})")
+    distance = None
+    if rtt_ms is not None:
+        if mode != "demo":
+            raise ValueError("--rtts: the far clusters are placed in demo mode only")
+        distance = FarBrokers(run_dir / "kafka", bootstraps, far or [], rtt_ms)
+    where = f", {'+'.join(far or [])} {rtt_ms:g} ms away" if distance else ""
+    progress(f"{mode}, schedule {schedule}{', busy' if busy else ''}{where}: starting ({run_dir})")
     try:
+        if distance is not None:
+            distance.start()
         stack.start()
         if load is not None:
             load.start()
@@ -312,6 +371,7 @@ def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress, busy
         doubled = {name: duplicates(bootstrap, topic, 2) for name, bootstrap in bootstraps.items()}
         q = statistics.quantiles(latencies, n=100)
         out = {"mode": mode, "schedule": schedule, "busy": busy, "messages": len(latencies),
+               **({"far": far, "rtt_ms": rtt_ms} if distance else {}),
                "rate_per_cluster": rate,
                "duplicates": doubled,
                "median_s": round(statistics.median(latencies), 2), "p99_s": round(q[98], 2),
@@ -334,6 +394,8 @@ def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress, busy
         if load is not None:
             load.stop()
         stack.stop()
+        if distance is not None:
+            distance.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedules", default="10s,1m")
     parser.add_argument("--rate", type=float, default=2.0, help="messages per second on each cluster")
     parser.add_argument("--loads", default="quiet", help="quiet, busy (another copy running beside), or both")
+    parser.add_argument("--rtts", default=None,
+                        help="round trips in ms to the --far clusters, e.g. 0,50,100 (demo mode; default: none)")
+    parser.add_argument("--far", default="c3,c4", help="the clusters --rtts places away (default: c3,c4)")
     parser.add_argument("--run-dir", type=Path, default=REPO / ".run" / "bench-scheduler")
     parser.add_argument("--out", default=datetime.now(UTC).strftime("%Y-%m-%d") + "-scheduler")
     args = parser.parse_args(argv)
@@ -353,18 +418,23 @@ def main(argv: list[str] | None = None) -> int:
     loads = [x for x in args.loads.split(",") if x]
     if set(loads) - {"quiet", "busy"}:
         parser.error(f"--loads: quiet and/or busy, not {args.loads!r}")
+    rtts: list[float | None] = [float(x) for x in args.rtts.split(",") if x] if args.rtts else [None]
+    far = [x for x in args.far.split(",") if x]
     for mode in [m for m in args.modes.split(",") if m]:
         for schedule in [s for s in args.schedules.split(",") if s]:
             for load in loads:
-                busy = load == "busy"
-                try:
-                    results.append(measure(mode, schedule, args.rate, args.run_dir / f"{mode}-{schedule}-{load}",
-                                           progress, busy=busy))
-                except Exception as exc:  # recorded, and the other cases still run
-                    progress(f"{mode}, schedule {schedule}, {load}: FAILED: {type(exc).__name__}: {exc}")
-                    results.append({"mode": mode, "schedule": schedule, "busy": busy,
-                                    "error": f"{type(exc).__name__}: {exc}"[:2000]})
-                write_record(args.out, results)
+                for rtt in rtts:
+                    busy = load == "busy"
+                    case = f"{mode}-{schedule}-{load}" + ("" if rtt is None else f"-{rtt:g}ms")
+                    try:
+                        results.append(measure(mode, schedule, args.rate, args.run_dir / case, progress, busy=busy,
+                                               far=far, rtt_ms=rtt))
+                    except Exception as exc:  # recorded, and the other cases still run
+                        progress(f"{case}: FAILED: {type(exc).__name__}: {exc}")
+                        results.append({"mode": mode, "schedule": schedule, "busy": busy,
+                                        **({} if rtt is None else {"far": far, "rtt_ms": rtt}),
+                                        "error": f"{type(exc).__name__}: {exc}"[:2000]})
+                    write_record(args.out, results)
     return 0
 
 
@@ -376,7 +446,8 @@ def write_record(name: str, results: list[dict[str, Any]]) -> None:
              "| mode | schedule | load | messages | median s | p99 s | max s | goal p99 s | duplicates |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        load = "busy (another copy running)" if r.get("busy") else "quiet"
+        load = ("busy (another copy running)" if r.get("busy") else "quiet") + (
+            f", {'+'.join(r['far'])} {r['rtt_ms']:g} ms away" if r.get("rtt_ms") is not None else "")
         if "error" in r:
             lines.append(f"| {r['mode']} | {r['schedule']} | {load} | failed: {r['error'][:300]} | | | | | |")
             continue
@@ -392,7 +463,7 @@ def write_record(name: str, results: list[dict[str, Any]]) -> None:
               "| run |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         for dag_id, b in r.get("where_the_time_goes", {}).items():
-            case = f"{r['mode']}{' busy' if r.get('busy') else ''}"
+            case = ondata_breakdown.case_label(r)
             lines.append(f"| {case} | {r['schedule']} | {dag_id} | {b['runs']} | {b['scheduling_delay_s']} | "
                          f"{b['plan_queue_s']} | {b['plan_s']} | {b['between_tasks_s']} | {b['copy_queue_s']} | "
                          f"{b['copy_s']} | {b['run_s']} |")

@@ -22,7 +22,9 @@ import contextlib
 import socket
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
+from typing import IO
 
 from mirrorflow_dev.process import wait_until
 
@@ -39,13 +41,19 @@ class Shape:
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, shape: Shape) -> None:
-    """Move one direction: each chunk held for half the round trip after it was read, then paced by the cap."""
+    """Move one direction: each chunk held for half the round trip after it was read, then paced by the cap.
+
+    A reset on either side ends the direction as an end of stream would: clients
+    reset connections all the time (a closed consumer, a stopped broker), and that
+    is no error of the proxy's.
+    """
     queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
     loop = asyncio.get_running_loop()
 
     async def read() -> None:
-        while data := await reader.read(CHUNK):
-            queue.put_nowait((loop.time() + shape.rtt_s / 2, data))
+        with contextlib.suppress(OSError):
+            while data := await reader.read(CHUNK):
+                queue.put_nowait((loop.time() + shape.rtt_s / 2, data))
         queue.put_nowait((loop.time() + shape.rtt_s / 2, b""))
 
     async def write() -> None:
@@ -61,14 +69,15 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, shap
             await writer.drain()
             if shape.rate:
                 await asyncio.sleep(max(0.0, free_at - loop.time()))
-        with contextlib.suppress(OSError):
-            writer.write_eof()
+        writer.write_eof()
 
     reading = asyncio.create_task(read())
     try:
-        await write()
+        with contextlib.suppress(OSError):
+            await write()
     finally:
         reading.cancel()
+        await asyncio.gather(reading, return_exceptions=True)
 
 
 async def _serve(listen: int, upstream: tuple[str, int], shape: Shape) -> None:
@@ -107,6 +116,7 @@ class Shaper:
         self.listen, self.upstream, self.shape = listen, upstream, shape
         self.start_timeout = start_timeout
         self._proc: subprocess.Popen[bytes] | None = None
+        self._errors: IO[bytes] | None = None
 
     @property
     def address(self) -> str:
@@ -117,7 +127,10 @@ class Shaper:
                 "--rtt-ms", str(self.shape.rtt_s * 1000)]
         if self.shape.rate:
             args += ["--rate", str(self.shape.rate)]
-        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # Its stderr goes to a file, not a pipe: a pipe nobody reads fills up on a long run, and the proxy
+        # then blocks on its next error line and stops accepting connections (the cluster looks down).
+        self._errors = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._errors)
         wait_until(f"the shaper on port {self.listen} to listen", self._listening, self.start_timeout, 0.1,
                    self._why)
         return self
@@ -130,9 +143,10 @@ class Shaper:
             return probe.connect_ex(("127.0.0.1", self.listen)) == 0
 
     def _why(self) -> str:
-        if self._proc is None or self._proc.poll() is None or self._proc.stderr is None:
+        if self._proc is None or self._proc.poll() is None or self._errors is None:
             return "still starting"
-        return self._proc.stderr.read().decode(errors="replace")[-2000:]
+        self._errors.seek(0)
+        return self._errors.read().decode(errors="replace")[-2000:]
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
@@ -143,6 +157,9 @@ class Shaper:
                 self._proc.kill()
                 self._proc.wait(10)
         self._proc = None
+        if self._errors is not None:
+            self._errors.close()
+            self._errors = None
 
     def __enter__(self) -> Shaper:
         return self.start()

@@ -9,6 +9,11 @@ other side exactly once, in order per key.
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import socketserver
+import struct
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -68,3 +73,32 @@ def test_a_cluster_100_ms_away_gets_every_message_exactly_once_through_the_shape
     result = run_level(topology, 1, clients(pair, topology))  # both links of the pair, in one run
     assert result.ok and result.copied == len(from_c1) + len(from_far), result.summary()
     assert_exactly_once(pair, ["c1", "far"], topic, from_c1 + from_far)
+
+
+class _Echo(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        with contextlib.suppress(OSError):
+            while data := self.request.recv(65536):
+                self.request.sendall(data)
+
+
+def test_the_shaper_keeps_serving_after_hundreds_of_reset_connections():
+    """Clients reset connections all the time; the shaper of a long benchmark must not stall on them.
+
+    Once, each reset wrote a traceback to a stderr pipe nobody read: after about a
+    hundred the pipe was full, the proxy blocked on its next line, and the far
+    cluster looked down to every client (a scheduler benchmark's c4, for minutes).
+    """
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo) as echo:
+        echo.daemon_threads = True
+        threading.Thread(target=echo.serve_forever, daemon=True).start()
+        with Shaper(free_port(), f"127.0.0.1:{echo.server_address[1]}", Shape(rtt_s=0.002)) as shaper:
+            for _ in range(300):
+                with socket.create_connection(("127.0.0.1", shaper.listen), timeout=10) as client:
+                    client.sendall(b"x" * 1000)
+                    client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = reset
+            with socket.create_connection(("127.0.0.1", shaper.listen), timeout=10) as client:
+                client.settimeout(10)
+                client.sendall(b"still here")
+                assert client.recv(100) == b"still here"
+        echo.shutdown()

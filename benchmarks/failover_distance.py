@@ -46,8 +46,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from benchmarks.airflow_batch import _environment
 from benchmarks.common import create_topic, stop_on_sigterm
-from benchmarks.scale_parts import airflow_in_process, end_offsets
+from benchmarks.scale_parts import end_offsets
 from mirrorflow_dev.kafka import KafkaDistribution, LocalCluster
 from mirrorflow_dev.process import free_port
 from mirrorflow_dev.shaper import Shape, Shaper
@@ -76,6 +77,18 @@ def fill(bootstrap: str, topic: str, count: int) -> None:
             producer.poll(0)
     if producer.flush(60):
         raise RuntimeError(f"{topic} on {bootstrap}: messages still unsent after 60 s")
+
+
+def airflow_home(run_dir: Path) -> None:
+    """A migrated SQLite ``AIRFLOW_HOME`` for this process, set before anything imports Airflow."""
+    import subprocess
+
+    _environment(run_dir / "airflow", None)
+    subprocess.run([str(Path(sys.executable).with_name("airflow")), "db", "migrate"], check=True, capture_output=True)
+    import logging
+
+    for name in ("airflow", "mirrorflow", "mirrorflow_airflow"):  # dag.test()'s INFO lines would bury the progress
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def converge(topology: Any, settings: dict[str, dict[str, str]]) -> None:
@@ -225,47 +238,47 @@ def main(argv: list[str] | None = None) -> int:
         near.start()
         far.start()
         bootstraps = {"c1": near.bootstrap, "c2": far.bootstrap}
-        with airflow_in_process(progress):
-            from mirrorflow.topology import parse_topology
-            from mirrorflow_airflow.factories.failover import build_failover_dag
+        airflow_home(run_dir)
+        from mirrorflow.topology import parse_topology
+        from mirrorflow_airflow.factories.failover import build_failover_dag
 
-            path = run_dir / "topology.yaml"
-            path.write_text(topology_text(near.bootstrap, far.bootstrap))
-            os.environ["MIRROR_TOPOLOGY"] = str(path)  # the sensor's trigger loads the topology from there
-            topology = parse_topology(path.read_text(), source=str(path))
+        path = run_dir / "topology.yaml"
+        path.write_text(topology_text(near.bootstrap, far.bootstrap))
+        os.environ["MIRROR_TOPOLOGY"] = str(path)  # the sensor's trigger loads the topology from there
+        topology = parse_topology(path.read_text(), source=str(path))
+        for bootstrap in bootstraps.values():
+            create_topic(bootstrap, PARTITIONS, name=TOPIC)
+        fill(near.bootstrap, TOPIC, args.messages)
+        converge(topology, {n: {"bootstrap.servers": b} for n, b in bootstraps.items()})
+        progress(f"{args.messages} messages on c1 and c2")
+        dag = build_failover_dag(topology)
+        if not args.no_mm2:
             for bootstrap in bootstraps.values():
-                create_topic(bootstrap, PARTITIONS, name=TOPIC)
-            fill(near.bootstrap, TOPIC, args.messages)
-            converge(topology, {n: {"bootstrap.servers": b} for n, b in bootstraps.items()})
-            progress(f"{args.messages} messages on c1 and c2")
-            dag = build_failover_dag(topology)
-            if not args.no_mm2:
-                for bootstrap in bootstraps.values():
-                    create_topic(bootstrap, PARTITIONS, name=MM2_TOPIC)
-                fill(near.bootstrap, MM2_TOPIC, args.messages)
-            for round_no in range(args.rounds):
-                for rtt in (rtts if round_no % 2 == 0 else list(reversed(rtts))):
-                    shaper.stop()
-                    shaper = Shaper(proxy, far.own_bootstrap, Shape(rtt / 1000)).start()
-                    for direction, source, target in (("to far", "c1", "c2"), ("from far", "c2", "c1")):
-                        group = f"fo-{round_no}-{rtt:g}-{source}-{uuid.uuid4().hex[:4]}"
-                        result = failover(dag, group, source, target, bootstraps)
-                        rows.append({"rtt_ms": rtt, "round": round_no, "contender": f"mirrorflow {direction}",
-                                     **result})
-                        tasks = ", ".join(f"{k} {v:.2f}s" for k, v in result["tasks"].items())
-                        progress(f"rtt {rtt:g} ms, {direction}: {result['seconds']:.2f}s ({tasks})")
-                    if not args.no_mm2:
-                        mirror = MirrorMaker(near.bootstrap, far.bootstrap, args.mm2_interval,
-                                             run_dir / f"mm2-{round_no}-{rtt:g}")
-                        mirror.workdir.mkdir(parents=True, exist_ok=True)
-                        mirror.start()
-                        result = mm2_failover(near.bootstrap, far.bootstrap, f"fo-mm2-{uuid.uuid4().hex[:6]}",
-                                              args.mm2_interval)
-                        mirror.stop()
-                        mirror = None
-                        rows.append({"rtt_ms": rtt, "round": round_no, "contender": "mm2 to far", **result})
-                        progress(f"rtt {rtt:g} ms, mm2 to far: {result['seconds']:.2f}s, {result['replay']} "
-                                 "records to read again")
+                create_topic(bootstrap, PARTITIONS, name=MM2_TOPIC)
+            fill(near.bootstrap, MM2_TOPIC, args.messages)
+        for round_no in range(args.rounds):
+            for rtt in (rtts if round_no % 2 == 0 else list(reversed(rtts))):
+                shaper.stop()
+                shaper = Shaper(proxy, far.own_bootstrap, Shape(rtt / 1000)).start()
+                for direction, source, target in (("to far", "c1", "c2"), ("from far", "c2", "c1")):
+                    group = f"fo-{round_no}-{rtt:g}-{source}-{uuid.uuid4().hex[:4]}"
+                    result = failover(dag, group, source, target, bootstraps)
+                    rows.append({"rtt_ms": rtt, "round": round_no, "contender": f"mirrorflow {direction}",
+                                 **result})
+                    tasks = ", ".join(f"{k} {v:.2f}s" for k, v in result["tasks"].items())
+                    progress(f"rtt {rtt:g} ms, {direction}: {result['seconds']:.2f}s ({tasks})")
+                if not args.no_mm2:
+                    mirror = MirrorMaker(near.bootstrap, far.bootstrap, args.mm2_interval,
+                                         run_dir / f"mm2-{round_no}-{rtt:g}")
+                    mirror.workdir.mkdir(parents=True, exist_ok=True)
+                    mirror.start()
+                    result = mm2_failover(near.bootstrap, far.bootstrap, f"fo-mm2-{uuid.uuid4().hex[:6]}",
+                                          args.mm2_interval)
+                    mirror.stop()
+                    mirror = None
+                    rows.append({"rtt_ms": rtt, "round": round_no, "contender": "mm2 to far", **result})
+                    progress(f"rtt {rtt:g} ms, mm2 to far: {result['seconds']:.2f}s, {result['replay']} "
+                             "records to read again")
     finally:
         if mirror is not None:
             mirror.stop()

@@ -1,16 +1,23 @@
-"""Offset distribution on real clusters with the timestamp precision (Axual's rule).
+"""Offset distribution on real clusters: the timestamp precision (Axual's rule), and what a failover plan costs.
 
 The exact precision, active-active topics, failover and idempotence are tested
 through the DAGs themselves in tests/dags/test_failover_dag.py; this covers the
-timestamp rule's bound: nothing skipped, replay within the margin.
+timestamp rule's bound (nothing skipped, replay within the margin) and the
+connections a failover's plan opens on its target.
 """
 
 from __future__ import annotations
 
+from confluent_kafka import Consumer
+
+from mirrorflow.kafka import ranges
 from mirrorflow.kafka.config import ClusterClient
+from mirrorflow.offsets.failover import distributed_positions, plan_failover
 from tests.integration.groups import consume_and_commit, offsets_round, read_from_committed
 from tests.integration.kafka_io import read_all
 from tests.integration.mirroring import FOUR, clients, converge, topic_everywhere, topology, traffic
+
+PAIR = "\n  level: 1\n  children: [c1, c2]\n"
 
 
 def _clients(kafka_clusters, topo):
@@ -38,3 +45,34 @@ def test_timestamp_precision_replays_only_within_the_margin(kafka_clusters, make
     by_partition_last = {p: max(seq[v] for v in done if partition[v] == p) for p in {partition[v] for v in done}}
     assert all(by_partition_last[partition[v]] - seq[v] <= 50 + 5 for v in replayed), sorted(
         (partition[v], seq[v]) for v in replayed)[:10]
+
+
+def test_a_failover_plan_reads_its_target_through_one_consumer_per_topic(kafka_clusters, make_topic, monkeypatch):
+    """Its scans of every partition (the cut, the replay, what is missing) share one reading consumer.
+
+    A consumer per scan paid its connections, API versions and metadata again for
+    every partition, twice or three times: 22 s of a 100 ms-away target's failover.
+    """
+    partitions = 8
+    topic = topic_everywhere(make_topic, ("c1", "c2"), partitions=partitions)
+    topo = topology(kafka_clusters, PAIR, [topic], names=("c1", "c2"))
+    traffic(kafka_clusters, "c1", topic, 200)
+    converge(topo, clients(kafka_clusters, topo))
+    consume_and_commit(kafka_clusters["c1"].bootstrap, topic, "g-plan", 200)
+    cc = {n: ClusterClient(n, s) for n, s in clients(kafka_clusters, topo).items()}
+    offsets_round(topo, cc, {"g-plan": "c1"})
+    positions = distributed_positions(cc["c2"], "c1", ["g-plan"])
+    assert len(positions) == partitions
+
+    made: list[str] = []
+
+    class Counted(Consumer):  # the real consumer, counted where range readers make theirs
+        def __init__(self, config):
+            made.append(config["group.id"])
+            super().__init__(config)
+
+    monkeypatch.setattr(ranges, "Consumer", Counted)
+    plan = plan_failover(cc["c2"], positions, source="c1", mode="planned", precision="exact", margin_s=60.0,
+                         groups=["g-plan"])
+    assert [r.expected_replay for r in plan.rows] == [0] * partitions and not plan.missing
+    assert len(made) == 1, f"{len(made)} reading consumers for a plan of {partitions} partitions of one topic"

@@ -124,8 +124,12 @@ def distributed_positions(target: ClusterClient, owner: str, groups: Iterable[st
                   key=lambda p: (p.group, p.topic, p.partition))
 
 
-def missing_on_target(target: ClusterClient, positions: Iterable[Position]) -> dict[str, list[str]]:
+def missing_on_target(target: ClusterClient, positions: Iterable[Position], *,
+                      scanner: _frontier.Scanner | None = None) -> dict[str, list[str]]:
     """``"group topic[p]" -> origins`` whose last consumed message the target does not hold yet."""
+    if scanner is None:
+        with _frontier.Scanner(target) as own:
+            return missing_on_target(target, positions, scanner=own)
     positions = list(positions)
     present = _present(target, positions)
     out: dict[str, list[str]] = {}
@@ -138,7 +142,8 @@ def missing_on_target(target: ClusterClient, positions: Iterable[Position]) -> d
             out[name] = ["topic partition missing on target"]
             continue
         key = (p.topic, p.partition)
-        gone = _frontier.missing_origins(target, p.topic, p.partition, p.frontier, lows[key], ends[key])
+        gone = _frontier.missing_origins(target, p.topic, p.partition, p.frontier, lows[key], ends[key],
+                                         scanner=scanner)
         if gone:
             out[name] = list(gone)
     return out
@@ -193,18 +198,19 @@ def plan_failover(target: ClusterClient, positions: list[Position], *, source: s
                   margin_s: float, groups: list[str]) -> FailoverPlan:
     """Resolve every position on the target and count what each group would read again."""
     plan = FailoverPlan(source, target.name, mode, precision, groups)
-    rows = plan_commits(target, positions, lambda _g: (precision, margin_s))
-    by_key = {(p.group, p.topic, p.partition): p for p in positions}
-    tps = [TopicPartition(r.topic, r.partition) for r in rows]
-    ends = logical_earliest_and_stable(target, tps)[1] if tps else {}
-    now = now_ms()
-    for r in rows:
-        pos = by_key[(r.group, r.topic, r.partition)]
-        end = ends[(r.topic, r.partition)]
-        replay = _frontier.replay_after(target, r.topic, r.partition, pos.frontier, r.after, end)
-        plan.rows.append(FailoverRow(r.group, r.topic, r.partition, r.owner_offset, r.before, r.after, r.precision,
-                                     replay, round((now - pos.published_at_ms) / 1000.0, 1), r.how))
-    plan.missing = missing_on_target(target, positions) if positions else {}
+    with _frontier.Scanner(target) as scanner:
+        rows = plan_commits(target, positions, lambda _g: (precision, margin_s), scanner=scanner)
+        by_key = {(p.group, p.topic, p.partition): p for p in positions}
+        tps = [TopicPartition(r.topic, r.partition) for r in rows]
+        ends = logical_earliest_and_stable(target, tps)[1] if tps else {}
+        now = now_ms()
+        for r in rows:
+            pos = by_key[(r.group, r.topic, r.partition)]
+            end = ends[(r.topic, r.partition)]
+            replay = _frontier.replay_after(target, r.topic, r.partition, pos.frontier, r.after, end, scanner=scanner)
+            plan.rows.append(FailoverRow(r.group, r.topic, r.partition, r.owner_offset, r.before, r.after,
+                                         r.precision, replay, round((now - pos.published_at_ms) / 1000.0, 1), r.how))
+        plan.missing = missing_on_target(target, positions, scanner=scanner) if positions else {}
     return plan
 
 

@@ -21,7 +21,10 @@ over-estimating never happens because values only come from messages seen.
 Cost: the publisher scans only what the group consumed since its last publish
 (the first publish scans back at most ``FIRST_SCAN_LIMIT`` messages); the
 committer scans the target from its previous cut to the new one (the first
-time from the target's earliest offset).
+time from the target's earliest offset). The scans of one pass go through one
+:class:`Scanner`: a consumer per topic instead of one per scan, whose
+connection, API versions and metadata would cost every partition its round
+trips again (a far cluster's failover paid them three times a partition).
 """
 
 from __future__ import annotations
@@ -58,27 +61,67 @@ def consumed(frontier: dict[str, int], key: str, origin_offset: int) -> bool:
     return origin_offset < frontier.get(key, 0)
 
 
-def scan(client: ClusterClient, topic: str, partition: int, start: int, end: int,
-         visit: Callable[[object, str, int], bool], *, timeout: float = 60.0) -> int:
-    """Read ``[start, end)`` of the logical ``topic`` (read_committed) calling ``visit(msg, key, origin_offset)``.
+class Scanner:
+    """The scans of one pass over a cluster's partitions, through one reader per topic.
 
-    Stops early when ``visit`` returns ``False`` and returns that message's
-    offset; otherwise returns ``end``. ``end`` must not exceed the last stable
-    offset (the caller reads it first). A bounded read (:mod:`mirrorflow.kafka.ranges`):
-    records deleted under it stop it by name, they are never stepped over.
+    The reader is opened at a topic's first scan and closed when a scan asks for
+    another topic, or with the scanner: callers scan topic by topic. One reader
+    for every topic would be worse: a running consumer learns a new topic only at
+    librdkafka's once-a-second topic scan.
     """
-    if start >= end:
-        return end
-    with RangeReader.open(client, POSITION_SCAN_GROUP, timeout=timeout) as reader:
-        for msg in reader.range(client.physical(topic), partition, start, end):
-            key, origin_offset = origin_of(msg, client.name, topic)
+
+    def __init__(self, client: ClusterClient, *, timeout: float = 60.0) -> None:
+        self.client, self.timeout = client, timeout
+        self._topic: str | None = None
+        self._reader: RangeReader | None = None
+
+    def scan(self, topic: str, partition: int, start: int, end: int,
+             visit: Callable[[object, str, int], bool]) -> int:
+        """Read ``[start, end)`` of the logical ``topic`` (read_committed) calling ``visit(msg, key, origin_offset)``.
+
+        Stops early when ``visit`` returns ``False`` and returns that message's
+        offset; otherwise returns ``end``. ``end`` must not exceed the last stable
+        offset (the caller reads it first). A bounded read (:mod:`mirrorflow.kafka.ranges`):
+        records deleted under it stop it by name, they are never stepped over.
+        """
+        if start >= end:
+            return end
+        for msg in self._reader_of(topic).range(self.client.physical(topic), partition, start, end):
+            key, origin_offset = origin_of(msg, self.client.name, topic)
             if not visit(msg, key, origin_offset):
                 return msg.offset()
-    return end
+        return end
+
+    def _reader_of(self, topic: str) -> RangeReader:
+        if self._reader is None or self._topic != topic:
+            self.close()
+            self._reader = RangeReader.open(self.client, POSITION_SCAN_GROUP, timeout=self.timeout)
+            self._topic = topic
+        return self._reader
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader, self._topic = None, None
+
+    def __enter__(self) -> Scanner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def scan(client: ClusterClient, topic: str, partition: int, start: int, end: int,
+         visit: Callable[[object, str, int], bool], *, scanner: Scanner | None = None) -> int:
+    """:meth:`Scanner.scan` through ``scanner``, or through a scanner of this one scan's own."""
+    if scanner is not None:
+        return scanner.scan(topic, partition, start, end, visit)
+    with Scanner(client) as own:
+        return own.scan(topic, partition, start, end, visit)
 
 
 def advance(client: ClusterClient, topic: str, partition: int, frontier: dict[str, int],
-            start: int, end: int) -> tuple[dict[str, int], int | None]:
+            start: int, end: int, *, scanner: Scanner | None = None) -> tuple[dict[str, int], int | None]:
     """``frontier`` extended by the messages of ``[start, end)`` (all of them consumed),
     and the CreateTime of the last of them (``None`` if the range holds no message)."""
     out = dict(frontier)
@@ -90,18 +133,18 @@ def advance(client: ClusterClient, topic: str, partition: int, frontier: dict[st
         last_ts[:] = [msg.timestamp()[1]]
         return True
 
-    scan(client, topic, partition, start, end, visit)
+    scan(client, topic, partition, start, end, visit, scanner=scanner)
     return out, (last_ts[0] if last_ts else None)
 
 
 def first_unconsumed(client: ClusterClient, topic: str, partition: int, frontier: dict[str, int],
-                     start: int, end: int) -> int:
+                     start: int, end: int, *, scanner: Scanner | None = None) -> int:
     """The cut: the offset of the first message in ``[start, end)`` the group has not consumed, else ``end``."""
-    return scan(client, topic, partition, start, end, lambda _m, k, o: consumed(frontier, k, o))
+    return scan(client, topic, partition, start, end, lambda _m, k, o: consumed(frontier, k, o), scanner=scanner)
 
 
 def replay_after(client: ClusterClient, topic: str, partition: int, frontier: dict[str, int],
-                 cut: int, end: int) -> int:
+                 cut: int, end: int, *, scanner: Scanner | None = None) -> int:
     """How many messages of ``[cut, end)`` were already consumed (they will be read again)."""
     count = 0
 
@@ -110,12 +153,12 @@ def replay_after(client: ClusterClient, topic: str, partition: int, frontier: di
         count += consumed(frontier, key, origin_offset)
         return True
 
-    scan(client, topic, partition, cut, end, visit)
+    scan(client, topic, partition, cut, end, visit, scanner=scanner)
     return count
 
 
 def missing_origins(client: ClusterClient, topic: str, partition: int, frontier: dict[str, int],
-                    low: int, end: int) -> tuple[str, ...]:
+                    low: int, end: int, *, scanner: Scanner | None = None) -> tuple[str, ...]:
     """Origins whose last consumed message (``frontier[k] - 1``) this cluster does not hold yet.
 
     Per-origin order means holding that message implies holding every earlier one,
@@ -134,15 +177,15 @@ def missing_origins(client: ClusterClient, topic: str, partition: int, frontier:
                 seen[key] = max(seen.get(key, -1), origin_offset)
             return True
 
-        scan(client, topic, partition, lo, hi, visit)
+        scan(client, topic, partition, lo, hi, visit, scanner=scanner)
         for key, value in seen.items():
             latest.setdefault(key, value)
         hi = lo
     return tuple(sorted(k for k, need in wanted.items() if latest.get(k, -1) < need))
 
 
-def initial_frontier(client: ClusterClient, topic: str, partition: int, low: int, offset: int
-                     ) -> tuple[dict[str, int], int | None]:
+def initial_frontier(client: ClusterClient, topic: str, partition: int, low: int, offset: int, *,
+                     scanner: Scanner | None = None) -> tuple[dict[str, int], int | None]:
     """The frontier of a group seen for the first time: scan back at most ``FIRST_SCAN_LIMIT`` messages.
 
     Origins found only further back are left at 0: safe, at the price of replay.
@@ -152,4 +195,4 @@ def initial_frontier(client: ClusterClient, topic: str, partition: int, low: int
         log.warning("%s %s[%d]: first position scan limited to the last %d messages before offset %d; "
                     "origins seen only earlier will be replayed after a failover", client.name, topic, partition,
                     FIRST_SCAN_LIMIT, offset)
-    return advance(client, topic, partition, {}, start, offset)
+    return advance(client, topic, partition, {}, start, offset, scanner=scanner)

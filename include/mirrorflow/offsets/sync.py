@@ -68,19 +68,21 @@ def current_positions(client: ClusterClient, groups: Iterable[str], selects_topi
         return out
     lows, ends = logical_earliest_and_stable(client, tps)
     stamp = now_ms()
-    for group in groups:
-        for (topic, partition), (offset, _meta) in sorted(committed(client, group, tps).items()):
-            low, end = lows[(topic, partition)], ends[(topic, partition)]
-            upto = min(offset, end)
-            prev = previous.get(key_of(client.name, group, topic, partition))
-            if prev is not None and low <= prev.frontier_offset <= upto:
-                front, ts = _frontier.advance(client, topic, partition, prev.frontier, prev.frontier_offset, upto)
-                ts = ts if ts is not None else prev.timestamp_ms
-            else:
-                front, ts = _frontier.initial_frontier(client, topic, partition, low, upto)
-            out.append(Position(group=group, topic=topic, partition=partition, owner=client.name, offset=offset,
-                                timestamp_ms=ts, frontier=front, frontier_offset=upto, published_at_ms=stamp,
-                                seq=(prev.seq + 1) if prev is not None else 1))
+    with _frontier.Scanner(client) as scanner:
+        for group in groups:
+            for (topic, partition), (offset, _meta) in sorted(committed(client, group, tps).items()):
+                low, end = lows[(topic, partition)], ends[(topic, partition)]
+                upto = min(offset, end)
+                prev = previous.get(key_of(client.name, group, topic, partition))
+                if prev is not None and low <= prev.frontier_offset <= upto:
+                    front, ts = _frontier.advance(client, topic, partition, prev.frontier, prev.frontier_offset, upto,
+                                                  scanner=scanner)
+                    ts = ts if ts is not None else prev.timestamp_ms
+                else:
+                    front, ts = _frontier.initial_frontier(client, topic, partition, low, upto, scanner=scanner)
+                out.append(Position(group=group, topic=topic, partition=partition, owner=client.name, offset=offset,
+                                    timestamp_ms=ts, frontier=front, frontier_offset=upto, published_at_ms=stamp,
+                                    seq=(prev.seq + 1) if prev is not None else 1))
     return out
 
 
@@ -128,8 +130,15 @@ class CommitReport:
 
 
 def plan_commits(client: ClusterClient, positions: Iterable[Position],
-                 precision_for: Callable[[str], tuple[str, float]]) -> list[CommitRow]:
-    """Resolve ``positions`` (all of one owner, for groups idle here) to offsets on ``client``'s cluster."""
+                 precision_for: Callable[[str], tuple[str, float]], *,
+                 scanner: _frontier.Scanner | None = None) -> list[CommitRow]:
+    """Resolve ``positions`` (all of one owner, for groups idle here) to offsets on ``client``'s cluster.
+
+    Its scans go through ``scanner``, or through one of the call's own.
+    """
+    if scanner is None:
+        with _frontier.Scanner(client) as own:
+            return plan_commits(client, positions, precision_for, scanner=own)
     positions = [p for p in positions if p.owner != client.name]
     if not positions:
         return []
@@ -152,7 +161,8 @@ def plan_commits(client: ClusterClient, positions: Iterable[Position],
         precision, margin = precision_for(group)
         for p in sorted(mine, key=lambda x: (x.topic, x.partition)):
             key = (p.topic, p.partition)
-            res: Translation = translate(client, p, precision, margin, lows[key], ends[key], current.get(key))
+            res: Translation = translate(client, p, precision, margin, lows[key], ends[key], current.get(key),
+                                         scanner=scanner)
             before = current[key][0] if key in current else None
             rows.append(CommitRow(group, p.topic, p.partition, p.owner, p.offset, before, res.offset, res.precision,
                                   res.how, p.published_at_ms))

@@ -32,7 +32,7 @@ class Translation:
 
 
 def translate(client: ClusterClient, pos: Position, precision: str, margin_s: float, low: int, end: int,
-            current: tuple[int, str] | None = None) -> Translation:
+              current: tuple[int, str] | None = None, *, scanner: _frontier.Scanner | None = None) -> Translation:
     """The offset on ``client``'s cluster where ``pos.group`` resumes ``pos.topic[pos.partition]``.
 
     ``low``/``end`` are this cluster's earliest and last stable offsets;
@@ -47,7 +47,7 @@ def translate(client: ClusterClient, pos: Position, precision: str, margin_s: fl
         made = parse_cut_metadata(current[1])
         if made is not None and made[0] == pos.owner and made[1] <= pos.offset and low <= current[0] <= end:
             start, how = current[0], f"scanned from the previous cut {current[0]}"
-    cut = _frontier.first_unconsumed(client, pos.topic, pos.partition, pos.frontier, start, end)
+    cut = _frontier.first_unconsumed(client, pos.topic, pos.partition, pos.frontier, start, end, scanner=scanner)
     return Translation(cut, "exact", how)
 
 

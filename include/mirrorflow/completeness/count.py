@@ -114,12 +114,6 @@ def _count_cluster(client: ClusterClient, state: AuditState, selects: Callable[[
     return out
 
 
-#: How long the audit reader's fetch may wait at the broker for data: a topic's read ends at its
-#: stable end, and librdkafka's 500 ms let the broker hold the last, idle fetch that closing the
-#: reader then waits for.
-READER_FETCH_WAIT_MS = 20
-
-
 def _recreated(state: AuditState, topic: str, partitions: int, topic_id: str | None) -> bool:
     """Whether ``topic``'s stored positions belong to an earlier topic of the same name (its id changed)."""
     return any(pos is not None and pos.topic_id and topic_id and pos.topic_id != topic_id
@@ -268,8 +262,7 @@ def _read_ranges(client: ClusterClient, topic: str, ranges: Mapping[int, tuple[i
     if not wanted:
         return
     noted = sum(start for start, _ in wanted.values())
-    wait = {} if "fetch.wait.max.ms" in client.settings else {"fetch.wait.max.ms": READER_FETCH_WAIT_MS}
-    with RangeReader.open(client, AUDIT_READER_GROUP, timeout=timeout, config=wait, doing="audit read of") as reader:
+    with RangeReader.open(client, AUDIT_READER_GROUP, timeout=timeout, doing="audit read of") as reader:
         for batch in reader.batches(wanted):
             yield from batch
             # progress (mirrorflow.progress), once per batch: the offsets passed, markers included

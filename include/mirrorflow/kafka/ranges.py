@@ -64,6 +64,11 @@ OnError = Callable[[Key, KafkaOperationError], None]
 DEFAULT_TIMEOUT_S = 30.0
 #: Records asked of one ``consume()`` at the most.
 DEFAULT_BATCH = 1000
+#: How long a reader's fetch may wait at the broker for data, unless the cluster's settings say. A range
+#: ends at or below its partition's stable end, so waiting there buys nothing; and with librdkafka's
+#: 500 ms the broker holds the last, idle fetch, which the reader's next range (a connection answers one
+#: request at a time) or its close then waits for: half a second a range, measured.
+READER_FETCH_WAIT_MS = 20
 
 
 def consumer_config(client: ClusterClient, group: str, *, isolation: str = "read_committed",
@@ -72,7 +77,8 @@ def consumer_config(client: ClusterClient, group: str, *, isolation: str = "read
 
     ``group`` is only librdkafka's required ``group.id``: a reader assigns, it never joins or commits.
     """
-    return client.consumer(group, **{**overrides, "isolation.level": isolation, "enable.partition.eof": True,
+    wait = {} if "fetch.wait.max.ms" in client.settings else {"fetch.wait.max.ms": READER_FETCH_WAIT_MS}
+    return client.consumer(group, **{**wait, **overrides, "isolation.level": isolation, "enable.partition.eof": True,
                                      "auto.offset.reset": "error"})
 
 

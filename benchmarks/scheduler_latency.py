@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -301,6 +302,8 @@ class BusyCopy:
 def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress, busy: bool = False,
             far: list[str] | None = None, rtt_ms: float | None = None) -> dict[str, Any]:
     every = interval(schedule)
+    # A case starts clean: an earlier attempt's Airflow database, topics and run rows would be measured along.
+    shutil.rmtree(run_dir, ignore_errors=True)
     stack = STACKS[mode](run_dir, schedule)
     bootstraps = stack.bootstraps
     load = BusyCopy(progress) if busy else None
@@ -363,7 +366,7 @@ def measure(mode: str, schedule: str, rate: float, run_dir: Path, progress, busy
         busy_copies = load.stop() if load is not None else None
         latencies = sorted(max(seen[v].values()) - t for v, t in counted.items())
         # The slowest messages as they went: where from, when, and how long each cluster took; the runs
-        # of that moment are in the metadata database (the run dir is kept until the next run of the case).
+        # of that moment are in the metadata database (the run dir is kept until the case runs again).
         slowest = sorted(counted.items(), key=lambda item: max(seen[item[0]].values()) - item[1])[-10:]
         slow = [{"message": v.decode(), "produced_at": datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds"),
                  "seconds_to": {c: round(at - t, 1) for c, at in sorted(seen[v].items())}}

@@ -194,9 +194,9 @@ class MirrorMaker:
         dist = KafkaDistribution(version=mm2.MM2_VERSION, home=libs.parent, tools_version=mm2.MM2_VERSION)
         cmd = dist.java_command(mm2.MM2_MAIN, str(config), heap_max=mm2.MM2_HEAP_MAX, heap_min=mm2.MM2_HEAP_MIN,
                                 log4j_config=log4j, jvm_options=[f"-Dkafka.logs.dir={self.workdir}"])
-        out = (self.workdir / "mm2.out").open("ab")
-        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=self.workdir, start_new_session=True)
+        with (self.workdir / "mm2.out").open("ab") as out:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         cwd=self.workdir, start_new_session=True)
         ends = {p: e for (_, p), e in end_offsets(self.near, [(MM2_TOPIC, p) for p in range(PARTITIONS)]).items()}
         deadline = time.monotonic() + 300
         while True:  # the topic copied: MirrorMaker 2 runs and has offset syncs for every partition

@@ -56,8 +56,12 @@ RUN pip install --no-cache-dir \
 # Editable install at /opt/mirrorflow: the compose file bind-mounts ./include over
 # /opt/mirrorflow/include, so a code change is live in every service without a
 # rebuild, while the image alone (no mounts) still has a working copy.
-COPY --chown=airflow:0 pyproject.toml /opt/mirrorflow/
+# (The package is built with hatchling from pyproject.toml: the core in include/, the Airflow glue in
+# plugins/mirrorflow_airflow/, the Spark entry scripts in spark_jobs/ and README.md are all part of it.)
+COPY --chown=airflow:0 pyproject.toml README.md /opt/mirrorflow/
 COPY --chown=airflow:0 include/ /opt/mirrorflow/include/
+COPY --chown=airflow:0 plugins/mirrorflow_airflow/ /opt/mirrorflow/plugins/mirrorflow_airflow/
+COPY --chown=airflow:0 spark_jobs/ /opt/mirrorflow/spark_jobs/
 RUN pip install --no-cache-dir --no-deps -e /opt/mirrorflow \
  && python -c "import mirrorflow, confluent_kafka, pyspark; print('mirrorflow', mirrorflow.__file__, 'pyspark', pyspark.__version__)"
 

@@ -33,8 +33,11 @@ RUN test -x "${JAVA_HOME}/bin/java" && "${JAVA_HOME}/bin/java" -version
 # dependencies (pyproject.toml: pydantic, PyYAML, confluent-kafka), all held to the
 # tested versions by constraints.txt. Airflow itself is not needed on executors.
 WORKDIR /opt/mirrorflow
-COPY requirements.txt constraints.txt pyproject.toml /opt/mirrorflow/
+COPY requirements.txt constraints.txt pyproject.toml README.md /opt/mirrorflow/
 COPY include/ /opt/mirrorflow/include/
+# (the package's build needs every part pyproject.toml names, though executors import only include/'s)
+COPY plugins/mirrorflow_airflow/ /opt/mirrorflow/plugins/mirrorflow_airflow/
+COPY spark_jobs/ /opt/mirrorflow/spark_jobs/
 RUN pip install --no-cache-dir -c constraints.txt \
         "$(grep -E '^pyspark==' requirements.txt)" \
         -e /opt/mirrorflow \

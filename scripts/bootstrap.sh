@@ -107,6 +107,8 @@ else
   # The Spark provider's pyspark-client ships the same `pyspark` files as pyspark
   # (and lags behind it); reinstall the pinned full pyspark last so its files win.
   "${uv_install[@]}" --no-deps --reinstall-package pyspark "$pyspark_pin"
+  # An in-tree egg-info of an older setuptools build would be a second `mirrorflow` distribution on sys.path.
+  rm -rf include/mirrorflow.egg-info
   "${uv_install[@]}" --no-deps -e .
   .venv/bin/python -c 'import airflow, pyspark, confluent_kafka, mirrorflow; print("   airflow", airflow.__version__, "| pyspark", pyspark.__version__, "| confluent-kafka", confluent_kafka.version())'
   echo "$stamp_src" > "$stamp"

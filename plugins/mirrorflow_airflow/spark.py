@@ -21,9 +21,11 @@ from pathlib import Path
 import mirrorflow
 from mirrorflow.spark import driver_java_options
 
-REPO = Path(__file__).resolve().parents[2]
-#: Where the Spark entry points are; containers mount them elsewhere than a checkout.
-SPARK_JOBS = Path(os.environ.get("MIRRORFLOW_SPARK_JOBS", REPO / "spark_jobs"))
+_HERE = Path(__file__).resolve().parent
+#: Where the Spark entry points are: ``MIRRORFLOW_SPARK_JOBS`` (containers mount them there), else the copy an
+#: installed wheel carries inside this package, else a checkout's ``spark_jobs/``.
+SPARK_JOBS = Path(os.environ.get("MIRRORFLOW_SPARK_JOBS") or (
+    _HERE / "spark_jobs" if (_HERE / "spark_jobs").is_dir() else _HERE.parents[1] / "spark_jobs"))
 JOB_SCRIPT = SPARK_JOBS / "mirror_level.py"
 ARCHIVE_ENV = "MIRRORFLOW_SPARK_ARCHIVE"
 _ARCHIVE_ALIAS = "mirrorflow_env"

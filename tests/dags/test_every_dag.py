@@ -37,3 +37,23 @@ def test_the_one_documented_dag_file_makes_every_dag_of_the_dags_folder_with_the
         assert set(ours.params) == set(theirs.params), dag_id
         assert ours.tags == theirs.tags, dag_id
         assert type(ours.timetable) is type(theirs.timetable), dag_id
+
+
+def test_the_repository_layout_registers_the_plugin_once_through_its_entry_point_and_no_import_error(tmp_path):
+    """This checkout is installed (editable) with the ``airflow.plugins`` entry point, and its plugins/ folder is
+    Airflow's too: ``plugins/mirrorflow_status.py`` then offers nothing, or Airflow would meet the plugin twice."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__PLUGINS_FOLDER": str(repo / "plugins")}
+    done = subprocess.run([sys.executable, "-c", (
+        "import json; from airflow import plugins_manager as pm; p, e = pm._get_plugins(); "
+        "print(json.dumps({'names': [x.name for x in p], 'errors': e}))")], env=env, capture_output=True, text=True,
+        timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["names"].count("mirrorflow") == 1 and not found["errors"], found

@@ -22,6 +22,7 @@ from mirrorflow.archive.reader import coverage, iter_archived, lost, read_manife
 from mirrorflow.archive.records import ArchivedRecord, to_table
 from mirrorflow.archive.spec import ArchiveSpec
 from mirrorflow.archive.writer import ArchiveTask, archive_partition
+from mirrorflow.formats import NewerFormat
 from mirrorflow.kafka.config import ClusterClient
 from tests.integration.kafka_io import produce, read_all, stable_end_offsets
 from tests.integration.progress_lines import every_update, progress_lines
@@ -251,6 +252,26 @@ def test_two_objects_disagreeing_about_an_offset_are_named(s3_bucket):
         list(reader)
     assert conflict.value.offset == 1
     assert keys[0]["key"] in str(conflict.value) and keys[1]["key"] in str(conflict.value)
+
+
+def test_a_manifest_or_an_object_a_newer_mirrorflow_wrote_is_refused_by_name(s3_bucket):
+    s3 = s3_bucket.client()
+    origin = provenance.Origin("c1", "t", 0, 0)
+    key = layout.data_key(s3_bucket.prefix, "c1", "t", 0, "2024-05-01", 0)
+    table = to_table([ArchivedRecord(0, DAY1, 1, None, b"v", [], origin)], "t", 0)
+    buf = io.BytesIO()
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"mirrorflow.archive.format": b"2"}), buf)
+    s3.put_object(Bucket=s3_bucket.bucket, Key=key, Body=buf.getvalue())
+    entry = {"topic": "t", "partition": 0, "start": 0, "next": 1, "lost": None, "error": None,
+             "objects": [{"key": key, "date": "2024-05-01", "rows": 1, "first": 0, "last": 0, "bytes": 1}]}
+    manifest_key = layout.manifests_prefix(s3_bucket.prefix, "c1") + "x.json"
+    s3.put_object(Bucket=s3_bucket.bucket, Key=manifest_key, Body=json.dumps({"partitions": [entry]}).encode())
+    with pytest.raises(NewerFormat, match=f"archive at archive object s3://{s3_bucket.bucket}/{key} is format 2"):
+        list(iter_archived(s3_bucket, "c1", "t", 0))  # a manifest without a version is the first format
+    s3.put_object(Bucket=s3_bucket.bucket, Key=manifest_key,
+                  Body=json.dumps({"version": 2, "partitions": [entry]}).encode())
+    with pytest.raises(NewerFormat, match=f"archive at manifest s3://{s3_bucket.bucket}/{manifest_key} is format 2"):
+        read_manifests(s3_bucket, "c1")
 
 
 def test_a_manifest_key_in_use_is_never_replaced(s3_bucket):

@@ -40,7 +40,7 @@ ROOTS = {"mirrorflow": REPO / "include", "mirrorflow_airflow": REPO / "plugins"}
 #: they are leaves that may lean on each other, such as ``journal`` on ``secrets``).
 LAYERS: list[set[str]] = [
     {"errors", "secrets", "internal_names", "copyflags", "naming", "defaults", "work", "provenance", "journal",
-     "cache_root", "progress", "assets", "declined", "faces", ""},
+     "cache_root", "progress", "assets", "declined", "faces", "formats", ""},
     {"kafka"},
     # what mirrorflow changes on a cluster's topics, configs and ACLs; the topology validates its settings with its
     # pure rules (ownership, acl_plan)

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from mirrorflow import formats
 from mirrorflow.archive import layout
 from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.archive.plan import ClusterPlan, PartitionPlan, plan_cluster
@@ -45,7 +46,7 @@ from mirrorflow.work import PartitionWork, pack
 
 log = logging.getLogger(__name__)
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = formats.FORMATS["archive"].version
 
 
 # --------------------------------------------------------------------------- archiving (executors)

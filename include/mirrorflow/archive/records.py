@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from mirrorflow import provenance
+from mirrorflow import formats, provenance
 
-#: Bumped when the schema changes incompatibly; stored in each file's metadata.
-FORMAT_VERSION = "1"
+#: Bumped when the schema changes incompatibly (mirrorflow.formats); stored in each file's metadata under FORMAT_KEY.
+FORMAT_VERSION = str(formats.FORMATS["archive"].version)
+FORMAT_KEY = b"mirrorflow.archive.format"
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
 
@@ -70,7 +71,7 @@ def to_table(records: Sequence[ArchivedRecord], topic: str, partition: int,
         pa.array([topic] * n, pa.string()),
         pa.array([partition] * n, pa.int32()),
     ]
-    meta = {"mirrorflow.archive.format": FORMAT_VERSION, **(metadata or {})}
+    meta = {FORMAT_KEY.decode(): FORMAT_VERSION, **(metadata or {})}
     return pa.Table.from_arrays(columns, schema=SCHEMA.with_metadata(meta))
 
 

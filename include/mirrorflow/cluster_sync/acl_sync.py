@@ -33,6 +33,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from mirrorflow import formats
 from mirrorflow.cluster_sync.acl_plan import (
     Grant,
     GrantPlan,
@@ -47,6 +48,7 @@ from mirrorflow.cluster_sync.acl_plan import (
 from mirrorflow.cluster_sync.read_only_guard import GUARD, plan_guard
 from mirrorflow.declined import Declined
 from mirrorflow.errors import KafkaOperationError, MirrorflowError
+from mirrorflow.formats import NewerFormat
 from mirrorflow.internal_names import ACL_GRANTS_READER_GROUP, ACL_GRANTS_TOPIC
 from mirrorflow.journal import journal_entry
 from mirrorflow.kafka import (
@@ -97,8 +99,10 @@ def read_grants(client: ClusterClient, timeout: float = 30.0) -> set[Grant]:
     return {_grant(b) for b in found if b.restype.name in ("TOPIC", "GROUP")}
 
 
+#: The record's format (``"v"``; mirrorflow.formats); values without one are format 1 (before 0.2.0).
+FORMAT = formats.FORMATS["acl-grants"].version
 #: The record's value of a binding, by who wanted it: the owner's sync, or the read-only guard.
-_KINDS = {"sync": b"{}", "guard": json.dumps({"by": GUARD}).encode()}
+_KINDS = {"sync": json.dumps({"v": FORMAT}).encode(), "guard": json.dumps({"by": GUARD, "v": FORMAT}).encode()}
 _LIFTED = "lifted"
 
 
@@ -125,6 +129,9 @@ def read_record(client: ClusterClient, timeout: float = 30.0) -> GrantRecord:
         try:
             key = json.loads((msg.key() or b"").decode())
             value = json.loads(msg.value()) if msg.value() is not None else None
+            if isinstance(value, dict):  # a newer format stops the sync by name: its owners may not be this one's
+                formats.check_record("acl-grants", value, f"topic {client.own(ACL_GRANTS_TOPIC)} on {client.name}, "
+                                                          f"offset {msg.offset()}", missing=1)
             if isinstance(key, list) and len(key) == 2 and key[0] == _LIFTED:
                 if value is None:
                     record.lifted.pop(key[1], None)
@@ -137,8 +144,11 @@ def read_record(client: ClusterClient, timeout: float = 30.0) -> GrantRecord:
             continue
         if value is None:
             record.made.pop(grant, None)
-        else:
+        elif value.get("by", "sync") in (GUARD, "sync"):
             record.made[grant] = "guard" if value.get("by") == GUARD else "sync"
+        else:  # made for a purpose this mirrorflow does not know: never counted as the sync's (it could delete it)
+            raise NewerFormat("acl-grants", f"'by': {value['by']!r}", f"topic {client.own(ACL_GRANTS_TOPIC)} on "
+                                                                      f"{client.name}, offset {msg.offset()}")
     return record
 
 
@@ -360,7 +370,7 @@ def move_groups(client: ClusterClient, rules: GrantRules, clients: Mapping[str, 
                 record.lifted.pop(topic, None)
     changed = sorted(t for t in set(before) | set(record.lifted) if before.get(t) != record.lifted.get(t))
     if changed:
-        _write_record(client, [(_lifted_key(t), json.dumps({"groups": sorted(record.lifted[t])}).encode()
+        _write_record(client, [(_lifted_key(t), json.dumps({"groups": sorted(record.lifted[t]), "v": FORMAT}).encode()
                                 if t in record.lifted else None) for t in changed], timeout)
     result = _guard(client, rules, read_grants(client, timeout), record, _own_principals(clients), timeout)
     said = {t: client.logical(t) or t for t in changed}  # said in logical names, as every report is

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from mirrorflow import formats
 from mirrorflow.errors import KafkaOperationError
 from mirrorflow.internal_names import TOPIC_CONFIGS_READER_GROUP, TOPIC_CONFIGS_TOPIC
 from mirrorflow.kafka import ClusterClient, NotAuthorized, ensure_compacted, read_whole, write_all
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 
 #: Compacted: the newest record of each topic is the memory.
 TOPIC_CONFIG = {"cleanup.policy": "compact"}
+#: The records' format (``"v"``; mirrorflow.formats).
+FORMAT = formats.FORMATS["topic-configs"].version
 
 
 def read_records(client: ClusterClient, timeout: float = 30.0) -> dict[str, dict[str, Any]]:
@@ -39,6 +42,10 @@ def read_records(client: ClusterClient, timeout: float = 30.0) -> dict[str, dict
             value = json.loads(msg.value())
             if not isinstance(value, dict) or not isinstance(value.get("applied"), dict):
                 raise ValueError("not a record of applied configs")
+            # format 1 before it was marked (0.1.0); a newer one stops the sync by name, never read as this one
+            formats.check_record("topic-configs", value, f"topic {client.own(TOPIC_CONFIGS_TOPIC)} on "
+                                                        f"{client.name}, key {key}", missing=1)
+            value.pop("v", None)
         except ValueError as exc:
             log.warning("%s %s@%d (topic %s): %s; skipped", client.name, client.own(TOPIC_CONFIGS_TOPIC), msg.offset(),
                         key, exc)
@@ -54,7 +61,7 @@ def write_records(client: ClusterClient, records: Mapping[str, Mapping[str, Any]
     ensure_compacted(client, client.own(TOPIC_CONFIGS_TOPIC), TOPIC_CONFIG, timeout)
     try:
         return write_all(client, client.own(TOPIC_CONFIGS_TOPIC),
-                         ((topic.encode(), json.dumps(record, sort_keys=True).encode())
+                         ((topic.encode(), json.dumps({**record, "v": FORMAT}, sort_keys=True).encode())
                           for topic, record in sorted(records.items())), timeout=timeout)
     except NotAuthorized:
         raise  # names the ACL already

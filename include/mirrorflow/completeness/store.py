@@ -20,6 +20,11 @@ tallies, counted from the start, and the old one is simply no longer read.
 - ``w<s>|audited``: ``{"at"}``, when a run last audited every cluster (kept to
   within an hour): how long proofs have been blocked when one is not audited.
 
+Every value carries its format, ``"v"`` (values without it are format 1, from
+before it was marked); a newer format or an unknown kind of record stops the
+audit by name (:mod:`mirrorflow.formats`), so that no proof rests on state this
+code cannot read.
+
 A run writes the new positions and the changed cells of its topics in Kafka
 transactions, a topic never split between two (:class:`StateWriter`), so a run
 killed half way counts nothing twice: the next one starts from the positions
@@ -37,11 +42,16 @@ from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
+from mirrorflow import formats
 from mirrorflow.completeness.tally import DEFAULT_WINDOW_S, Tallies, Tally, WindowKey
+from mirrorflow.formats import NewerFormat
 from mirrorflow.internal_names import AUDIT_READER_GROUP, AUDIT_TOPIC
 from mirrorflow.kafka import ClusterClient, Need, call_failed, ensure_compacted, read_whole
 
 TOPIC_CONFIG = {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}
+#: The values' format (``"v"``; mirrorflow.formats), and the kinds of record it has.
+FORMAT = formats.FORMATS["audit"].version
+_KINDS = ("pos", "cell", "horizon", "verdict", "proven", "audited")
 #: Topics whose state one transaction carries at most. A first audit of a large cluster keeps what it
 #: counted every this many topics, instead of once at its end, and pays a transaction per batch instead
 #: of a producer and a transaction per topic (docs/benchmarks.md, "A first audit").
@@ -84,6 +94,12 @@ def read_state(client: ClusterClient, window_s: int = DEFAULT_WINDOW_S, timeout:
             continue  # another window length
         value = None if msg.value() is None else json.loads(msg.value())
         kind, _, rest = key[len(prefix):].partition("|")
+        where = f"topic {client.own(AUDIT_TOPIC)} on {client.name}, key {key}"
+        if kind not in _KINDS:  # a kind of record a newer mirrorflow keeps: its proofs may depend on it
+            raise NewerFormat("audit", f"record kind {kind!r}", where)
+        if isinstance(value, dict):  # format 1 before it was marked (0.1.0); a newer one stops the audit by name
+            formats.check_record("audit", value, where, missing=1)
+            value.pop("v", None)
         if kind == "pos":
             topic, _, partition = rest.rpartition("|")
             if value is None:
@@ -231,7 +247,8 @@ def _transact(client: ClusterClient, producer: Producer, transactional_id: str,
         producer.begin_transaction()
         for key, value in records:
             producer.produce(client.own(AUDIT_TOPIC), key=key.encode(), partition=0,
-                             value=None if value is None else json.dumps(value, sort_keys=True).encode())
+                             value=None if value is None else json.dumps({**value, "v": FORMAT},
+                                                                         sort_keys=True).encode())
             producer.poll(0)
         producer.commit_transaction(timeout)
     except KafkaException as exc:

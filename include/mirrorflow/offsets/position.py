@@ -22,10 +22,12 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mirrorflow import formats
 from mirrorflow.errors import MirrorflowError
 from mirrorflow.internal_names import OFFSETS_TOPIC
 
-FORMAT_VERSION = 1
+#: The positions' format (mirrorflow.formats holds every kept format's version).
+FORMAT_VERSION = formats.FORMATS["positions"].version
 
 
 @dataclass(frozen=True)
@@ -54,11 +56,15 @@ class Position:
         return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes | str) -> Position:
+    def from_json(cls, raw: bytes | str, where: str = f"topic {OFFSETS_TOPIC}") -> Position:
         try:
             data = json.loads(raw)
-            if not isinstance(data, dict) or data.pop("v", None) != FORMAT_VERSION:
-                raise ValueError(f"not a version-{FORMAT_VERSION} position record")
+            if not isinstance(data, dict) or "v" not in data:
+                raise ValueError("not a position record (no format version)")
+            # a newer format is refused by name (NewerFormat), never read as if it were this one
+            formats.check_record("positions", data, where)
+            if data.pop("v") != FORMAT_VERSION:
+                raise ValueError(f"not a format-{FORMAT_VERSION} position record")
             data["frontier"] = {str(k): int(v) for k, v in dict(data.get("frontier") or {}).items()}
             pos = cls(**data)
             if not isinstance(pos.partition, int) or not isinstance(pos.offset, int) or pos.offset < 0:

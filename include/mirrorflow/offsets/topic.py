@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterable
 
 from mirrorflow.errors import KafkaOperationError
+from mirrorflow.formats import NewerFormat
 from mirrorflow.internal_names import OFFSETS_READER_GROUP
 from mirrorflow.kafka import ClusterClient, NotAuthorized, ensure_compacted, read_whole, write_all
 from mirrorflow.offsets.position import OFFSETS_TOPIC, Position
@@ -36,14 +37,17 @@ def read_positions(client: ClusterClient, timeout: float = 30.0) -> dict[bytes, 
     """The newest position (highest ``seq``) of every key on this cluster (read_committed, up to its end).
 
     Records mirrorflow cannot parse are skipped with a warning naming their
-    offset, never guessed at.
+    offset, never guessed at; a record of a newer format stops the read (:class:`~mirrorflow.formats.NewerFormat`).
     """
     latest: dict[bytes, Position] = {}
     for msg in read_whole(client, client.own(OFFSETS_TOPIC), OFFSETS_READER_GROUP, timeout):
         if msg.value() is None:
             continue  # a tombstone
         try:
-            pos = Position.from_json(msg.value())
+            pos = Position.from_json(msg.value(), f"topic {client.own(OFFSETS_TOPIC)} on {client.name}, "
+                                                  f"offset {msg.offset()}")
+        except NewerFormat:
+            raise  # written by a newer mirrorflow: stop, never skip what it published
         except Exception as exc:
             log.warning("%s %s@%d: %s; skipped", client.name, client.own(OFFSETS_TOPIC), msg.offset(), exc)
             continue

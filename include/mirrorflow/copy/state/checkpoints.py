@@ -30,9 +30,11 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from mirrorflow import formats
 from mirrorflow.copy.state.history import LastRead
 from mirrorflow.copy.task import OnGap, PartitionResult, PartitionTask
 from mirrorflow.defaults import DEFAULT_ON_GAP
+from mirrorflow.formats import NewerFormat
 from mirrorflow.internal_names import checkpoint_group
 from mirrorflow.kafka import RETRIABLE_COORDINATOR, ClusterClient, committed_offsets
 
@@ -75,8 +77,25 @@ def carried_to(metadata: str | None) -> str | None:
     return None
 
 
-#: Prefix of the metadata every copy commits with its checkpoint (version 1).
+#: Prefix of the metadata every copy commits with its checkpoint (format 1, :data:`mirrorflow.formats.FORMATS`).
 META_PREFIX = "mirrorflow:v1;"
+_OURS = "mirrorflow:"
+_KNOWN = (META_PREFIX, SWITCHED_MARK, CARRIED_MARK)
+
+
+def checked(metadata: str, where: str) -> str:
+    """``metadata``, when this mirrorflow knows its format; one a newer mirrorflow wrote raises NewerFormat.
+
+    Read as anything else, a newer checkpoint would be taken for one written before
+    metadata existed: its next commit would rewrite it in this format and drop what
+    this code does not know (floors it must keep, marks it must obey).
+    """
+    if metadata.startswith(_OURS) and not metadata.startswith(_KNOWN):
+        head = metadata[len(_OURS):].partition(";")[0]
+        if head[:1] == "v" and head[1:].isdigit():
+            formats.check("checkpoint", int(head[1:]), where)
+        raise NewerFormat("checkpoint", repr(head.partition("=")[0]), where)
+    return metadata
 
 
 @dataclass(frozen=True)
@@ -213,7 +232,9 @@ def read_positions(consumer: Consumer, link_id: str, target: str, topic: str, pa
                 new_link = carried_to(tp.metadata)
                 if new_link is not None:
                     raise LinkCarriedAway(link_id, target, new_link)
-                out[tp.partition] = (None if tp.offset < 0 else tp.offset, tp.metadata or "")
+                metadata = checked(tp.metadata or "", f"group {checkpoint_group(link_id)} on {target}, "
+                                                      f"{topic}[{tp.partition}]")
+                out[tp.partition] = (None if tp.offset < 0 else tp.offset, metadata)
             return out
         except KafkaException as exc:
             err = exc.args[0]
@@ -235,8 +256,9 @@ def read_checkpoints(target: ClusterClient, link_id: str, tps: list[TopicPartiti
                                f"checkpoints of link {link_id}", timeout)
     out: dict[tuple[str, int], tuple[int | None, str]] = {}
     for tp in answer:
-        out[(target.logical(tp.topic) or tp.topic, tp.partition)] = (tp.offset if tp.offset >= 0 else None,
-                                                                     tp.metadata or "")
+        metadata = checked(tp.metadata or "", f"group {target.own(checkpoint_group(link_id))} on {target.name}, "
+                                              f"{tp.topic}[{tp.partition}]")
+        out[(target.logical(tp.topic) or tp.topic, tp.partition)] = (tp.offset if tp.offset >= 0 else None, metadata)
     return out
 
 

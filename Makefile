@@ -1,5 +1,5 @@
 # The two set-up commands of README.md are `make demo` and `make test`.
-.PHONY: demo stop test check setup bench platform platform-stop
+.PHONY: demo stop test check setup bench platform platform-stop install-check
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -25,6 +25,12 @@ test: setup
 
 check: setup
 	@bash scripts/check.sh
+
+# Not part of the tests: docs/install.md followed by hand, the built wheel under a plain `airflow standalone`,
+# on the oldest and the newest supported Airflow (a few minutes each; scripts/install_check.py says what it does).
+install-check: setup
+	@.venv/bin/python scripts/install_check.py --airflow 3.3.0
+	@.venv/bin/python scripts/install_check.py --airflow 3.3.2
 
 
 # Not part of the tests: every benchmark on local clusters, results in benchmarks/results/

@@ -1,8 +1,8 @@
 """The format version of every piece of state mirrorflow keeps, and the one way a version is checked.
 
-State outlives the code that wrote it: checkpoints, positions, the audit's store,
-config and grant memory stay on the clusters, and the archive in S3, across
-upgrades. A reader meets one of three cases:
+State outlives the code that wrote it, across upgrades: checkpoints, positions,
+the audit's store and config and grant memory stay on the clusters, the archive
+in S3, and the run state in Airflow's Variables. A reader meets one of three cases:
 
 - **the format it writes**: it reads it;
 - **an older format** it knows: it reads it, or migrates it once and says so in
@@ -46,6 +46,7 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("topic-configs", 1, "topic _mirrorflow.topic-configs on each follower"),
     Format("acl-grants", 1, "topic _mirrorflow.acl-grants on each follower"),
     Format("archive", 1, "the archive's manifests and Parquet objects in S3"),
+    Format("airflow-state", 1, "the mirrorflow_* Variables of an Airflow (marked by mirrorflow_state_format)"),
 )}
 
 

@@ -29,6 +29,8 @@ from typing import Any
 
 from airflow.sdk import Variable
 
+from mirrorflow import formats
+from mirrorflow.formats import NewerFormat
 from mirrorflow.lag.backoff import Failing
 from mirrorflow.status.totals import fold
 from mirrorflow.topology import in_tree
@@ -53,8 +55,14 @@ def read_variable(key: str) -> Any:
 
     Through the Task SDK where it reaches the metadata database; elsewhere through
     Airflow's own model, which reads the database (and the environment's
-    ``AIRFLOW_VAR_*``) directly. Raises :class:`StateUnreadable` when neither can.
+    ``AIRFLOW_VAR_*``) directly. Raises :class:`StateUnreadable` when neither can,
+    and :class:`~mirrorflow.formats.NewerFormat` when a newer mirrorflow keeps them.
     """
+    _check_format()
+    return _read(key)
+
+
+def _read(key: str) -> Any:
     if _sdk_reaches_variables():
         return Variable.get(key, default=None)
     try:
@@ -66,6 +74,44 @@ def read_variable(key: str) -> Any:
             f"mirrorflow: Variable {key} cannot be read in this process ({type(exc).__name__}: {exc}); the DAGs "
             f"depend on it and would otherwise show a different tree than the scheduler's. Run with access to "
             f"Airflow's metadata database (AIRFLOW__DATABASE__SQL_ALCHEMY_CONN)") from exc
+
+#: The format of the Variables below as a whole (mirrorflow.formats, "airflow-state"): one marker for this
+#: Airflow, written with the first write of a release that knows it; missing means the first release's format.
+FORMAT_VARIABLE = "mirrorflow_state_format"
+_format_checked = False
+
+
+def _check_format() -> None:
+    """Refuse, by name, Variables a newer mirrorflow keeps (once per process: the marker only ever goes up)."""
+    global _format_checked
+    if _format_checked:
+        return
+    raw = _read(FORMAT_VARIABLE)
+    found = 1 if raw in (None, "") else (int(raw) if str(raw).strip().isdigit() else str(raw))
+    if not isinstance(found, int):
+        raise NewerFormat("airflow-state", repr(found), f"Airflow Variable {FORMAT_VARIABLE}")
+    formats.check("airflow-state", found, f"Airflow Variable {FORMAT_VARIABLE}")
+    _format_checked = True
+
+
+def _set(key: str, value: str, description: str) -> None:
+    """Write Variable ``key``, after marking the format it is written in (the marker first: never unmarked state)."""
+    _check_format()
+    if _read(FORMAT_VARIABLE) != str(formats.FORMATS["airflow-state"].version):
+        _write(FORMAT_VARIABLE, str(formats.FORMATS["airflow-state"].version),
+               "mirrorflow: the format of its Variables (docs/install.md, CHANGELOG.md)")
+    _write(key, value, description)
+
+
+def _write(key: str, value: str, description: str) -> None:
+    """Through the Task SDK in a task; elsewhere (a script, a test) through Airflow's model, as :func:`_read`."""
+    if _sdk_reaches_variables():
+        Variable.set(key, value, description=description)
+        return
+    from airflow.models import Variable as StoredVariable
+
+    StoredVariable.set(key, value, description=description)
+
 
 TARGETS_VARIABLE = "mirrorflow_link_targets"
 
@@ -85,8 +131,8 @@ def set_link_target(ns: str, link_id: str, target: str, default_target: str) -> 
         targets.pop(link_id, None)
     else:
         targets[link_id] = target
-    Variable.set(in_tree(ns, TARGETS_VARIABLE), json.dumps(targets, sort_keys=True),
-                 description="mirrorflow: effective targets of switched links (written by mirror_switch_target)")
+    _set(in_tree(ns, TARGETS_VARIABLE), json.dumps(targets, sort_keys=True),
+         description="mirrorflow: effective targets of switched links (written by mirror_switch_target)")
     return targets
 
 
@@ -110,9 +156,9 @@ def group_owners(ns: str) -> dict[str, str]:
 
 
 def set_group_owners(ns: str, owners: dict[str, str]) -> None:
-    Variable.set(in_tree(ns, OWNERS_VARIABLE), json.dumps(dict(sorted(owners.items()))),
-                 description="mirrorflow: cluster each consumer group runs on (written by mirror_offsets and "
-                             "mirror_failover_consumer_group)")
+    _set(in_tree(ns, OWNERS_VARIABLE), json.dumps(dict(sorted(owners.items()))),
+         description="mirrorflow: cluster each consumer group runs on (written by mirror_offsets and "
+                     "mirror_failover_consumer_group)")
 
 
 # --------------------------------------------------------------------------- cluster changes
@@ -141,16 +187,16 @@ def record_change(ns: str, event: dict) -> list[dict]:
     if mine and {k: v for k, v in mine[-1].items() if k not in ("at", "run_id")} == core:
         return events
     events.append(event)
-    Variable.set(in_tree(ns, CHANGES_VARIABLE), json.dumps(events, sort_keys=True),
-                 description="mirrorflow: clusters added and removed by mirror_onboard_cluster and "
-                             "mirror_decommission_cluster, applied on top of the topology file")
+    _set(in_tree(ns, CHANGES_VARIABLE), json.dumps(events, sort_keys=True),
+         description="mirrorflow: clusters added and removed by mirror_onboard_cluster and "
+                     "mirror_decommission_cluster, applied on top of the topology file")
     return events
 
 
 def set_link_targets(ns: str, targets: dict[str, str]) -> None:
     """Replace the whole map of effective link targets (onboarding pins, decommission switches)."""
-    Variable.set(in_tree(ns, TARGETS_VARIABLE), json.dumps(dict(sorted(targets.items()))),
-                 description="mirrorflow: effective targets of switched links (written by mirror_switch_target)")
+    _set(in_tree(ns, TARGETS_VARIABLE), json.dumps(dict(sorted(targets.items()))),
+         description="mirrorflow: effective targets of switched links (written by mirror_switch_target)")
 
 
 # --------------------------------------------------------------------------- onboarding in progress
@@ -177,7 +223,7 @@ def _update_per_cluster(key: str, updates: Mapping[str, Any], description: str) 
             data.pop(cluster, None)
         else:
             data[cluster] = entry
-    Variable.set(key, json.dumps(data, sort_keys=True), description=description)
+    _set(key, json.dumps(data, sort_keys=True), description=description)
 
 
 # --------------------------------------------------------------------------- each live cluster's names
@@ -212,9 +258,9 @@ def record_copy_totals(ns: str, level: int, partitions: list[dict], *, finished_
     key = in_tree(ns, f"{COPY_TOTALS_PREFIX}{level}")
     raw = read_variable(key)
     previous = (json.loads(raw) if isinstance(raw, str) else dict(raw)) if raw else None
-    Variable.set(key, json.dumps(fold(previous, partitions, finished_at=finished_at, run_id=run_id), sort_keys=True),
-                 description=f"mirrorflow: records and bytes copied per level-{level} link-partition, last success "
-                             f"and failure (written by mirror_level_{level}; docs/metrics.md)")
+    _set(key, json.dumps(fold(previous, partitions, finished_at=finished_at, run_id=run_id), sort_keys=True),
+         description=f"mirrorflow: records and bytes copied per level-{level} link-partition, last success "
+                     f"and failure (written by mirror_level_{level}; docs/metrics.md)")
 
 
 # --------------------------------------------------------------------------- what the last level run failed
@@ -238,9 +284,9 @@ def record_failing(ns: str, level: int, failing: Failing) -> None:
         stored = read_failing(ns, level)
         if stored is None or not stored.keys:
             return
-    Variable.set(key, json.dumps(failing.to_dict(), sort_keys=True),
-                 description=f"mirrorflow: the links and partitions the latest mirror_level_{level} run failed; the "
-                             f"on_data watcher backs off from them (docs/levels.md)")
+    _set(key, json.dumps(failing.to_dict(), sort_keys=True),
+         description=f"mirrorflow: the links and partitions the latest mirror_level_{level} run failed; the "
+                     f"on_data watcher backs off from them (docs/levels.md)")
 
 
 # --------------------------------------------------------------------------- open alert incidents
@@ -258,9 +304,9 @@ def open_incidents(ns: str) -> dict[str, dict[str, Any]]:
 
 
 def set_open_incidents(ns: str, incidents: dict[str, dict[str, Any]]) -> None:
-    Variable.set(in_tree(ns, INCIDENTS_VARIABLE), json.dumps(dict(sorted(incidents.items())), sort_keys=True),
-                 description="mirrorflow: open alert incidents, one message each (written by the alert notifiers "
-                             "of mirror_lag_monitor, mirror_level_<L> and mirror_audit; docs/alerts.md)")
+    _set(in_tree(ns, INCIDENTS_VARIABLE), json.dumps(dict(sorted(incidents.items())), sort_keys=True),
+         description="mirrorflow: open alert incidents, one message each (written by the alert notifiers "
+                     "of mirror_lag_monitor, mirror_level_<L> and mirror_audit; docs/alerts.md)")
 
 
 # --------------------------------------------------------------------------- what the monitors found last
@@ -284,9 +330,9 @@ def read_lag_snapshot(ns: str) -> dict[str, Any] | None:
 
 
 def set_lag_snapshot(ns: str, snapshot: dict[str, Any]) -> None:
-    Variable.set(in_tree(ns, LAG_SNAPSHOT_VARIABLE), json.dumps(snapshot, sort_keys=True),
-                 description="mirrorflow: latest lag snapshot per link-partition and consumer group "
-                             "(written by mirror_lag_monitor; format in docs/lag.md)")
+    _set(in_tree(ns, LAG_SNAPSHOT_VARIABLE), json.dumps(snapshot, sort_keys=True),
+         description="mirrorflow: latest lag snapshot per link-partition and consumer group "
+                     "(written by mirror_lag_monitor; format in docs/lag.md)")
 
 
 def read_audit_result(ns: str) -> dict[str, Any] | None:
@@ -295,5 +341,5 @@ def read_audit_result(ns: str) -> dict[str, Any] | None:
 
 
 def set_audit_result(ns: str, summary: dict[str, Any]) -> None:
-    Variable.set(in_tree(ns, AUDIT_RESULT_VARIABLE), json.dumps(summary, sort_keys=True),
-                 description="mirrorflow: latest completeness audit (written by mirror_audit; docs/audit.md)")
+    _set(in_tree(ns, AUDIT_RESULT_VARIABLE), json.dumps(summary, sort_keys=True),
+         description="mirrorflow: latest completeness audit (written by mirror_audit; docs/audit.md)")

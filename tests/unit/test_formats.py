@@ -38,4 +38,5 @@ def test_checkpoint_metadata_of_a_newer_format_or_an_unknown_mark_is_refused_and
 
 def test_every_format_is_at_a_version_and_says_where_it_lives():
     assert all(f.version >= 1 and f.where for f in FORMATS.values())
-    assert set(FORMATS) == {"checkpoint", "positions", "audit", "topic-configs", "acl-grants", "archive"}
+    assert set(FORMATS) == {"checkpoint", "positions", "audit", "topic-configs", "acl-grants", "archive",
+                            "airflow-state"}

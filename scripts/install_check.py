@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     bin_dir = install(root, args.airflow)
     times["install"] = time.monotonic() - started
     versions = sh([str(bin_dir / "python"), "-c", "import airflow, pyspark, confluent_kafka, importlib.metadata as m;"
-                   "print(airflow.__version__, pyspark.__version__, confluent_kafka.version()[0], "
+                   "print(airflow.__version__, pyspark.__version__, confluent_kafka.__version__, "
                    "m.version('mirrorflow'), m.version('apache-airflow-providers-apache-spark'))"], cwd="/").split()
 
     say("starting four Kafka clusters")

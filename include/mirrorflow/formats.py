@@ -14,7 +14,9 @@ in S3, and the run state in Airflow's Variables. A reader meets one of three cas
 
 :data:`FORMATS` is the table: each kept thing's current version and where it is.
 CHANGELOG.md says, per release, which of them changed. A format change without a
-migration is caught by the upgrade test (tests/integration/test_formats.py).
+migration fails the upgrade tests: tests/integration/test_formats.py reads back
+what the first release wrote, and tests/dags/test_upgrade.py runs the first
+release, then this code, on the same clusters and Airflow database.
 Stdlib only: the copy path checks formats on Spark executors too.
 """
 

@@ -40,3 +40,13 @@ def test_every_format_is_at_a_version_and_says_where_it_lives():
     assert all(f.version >= 1 and f.where for f in FORMATS.values())
     assert set(FORMATS) == {"checkpoint", "positions", "audit", "topic-configs", "acl-grants", "archive",
                             "airflow-state"}
+
+
+def test_a_migration_is_said_once_by_name_in_a_structured_line(caplog):
+    from mirrorflow.formats import migrated
+
+    with caplog.at_level("WARNING", logger="mirrorflow.formats"):
+        migrated("audit", 0, "topic _mirrorflow.audit on c1", "the ledger's proven windows")
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line == ('{"event":"format_migrated","state":"audit","from":0,"to":1,"where":"topic _mirrorflow.audit on '
+                    'c1","what":"the ledger\'s proven windows"}')

@@ -13,6 +13,12 @@ in S3, and the run state in Airflow's Variables. A reader meets one of three cas
   a newer owner for itself (a grant), and lose or repeat data.
 
 :data:`FORMATS` is the table: each kept thing's current version and where it is.
+Four kinds carry no number, on purpose. The copy headers (``mirror.copy.flags``,
+``mirror.origin``) are a contract: a new format is a new header name. The cut
+mark on a group's commit only tells the next translation where it may start
+scanning, so an unknown mark costs a longer scan, never a wrong offset. The
+archive's progress files are checked for their exact shape, so anything else
+stops the archive by name. A run's plans in XCom live for that run only.
 CHANGELOG.md says, per release, which of them changed. A format change without a
 migration fails the upgrade tests: tests/integration/test_formats.py reads back
 what the first release wrote, and tests/dags/test_upgrade.py runs the first

@@ -143,13 +143,13 @@ def test_the_first_release_hands_the_tree_to_this_code_and_nothing_is_lost_repea
         # c2 orders its own messages between c1's, so the cut replays some consumed ones (docs/offsets.md)
         replayed = set(done) & set(read_from_committed(kafka_clusters["c2"].bootstrap, topic, "upgrade-g", 2))
 
-        # this code takes over: the same clusters, the same database, traffic still flowing
         later = hour_ago + 1_200_000  # a later window, final already
         after = _final(kafka_clusters, topic, "a", 10, later)
-        new.levels()
-        new.dag("mirror_offsets")
         flowing.stop()
+    # this code takes over the same clusters and database: what flowed since the first release's last level run,
+    # and the later window, are its to copy and to prove
     new.levels()
+    new.dag("mirror_offsets")
     new.dag("mirror_audit")
 
     # exactly once everywhere, across the upgrade

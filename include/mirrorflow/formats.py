@@ -72,8 +72,13 @@ class NewerFormat(MirrorflowError):
         return (NewerFormat, (self.name, self.found, self.where))
 
 
-def check(name: str, found: int, where: str) -> int:
-    """``found`` when this mirrorflow reads it (the current format or an older one), else :class:`NewerFormat`."""
+def check(name: str, found: object, where: str) -> int:
+    """``found`` when this mirrorflow reads it (the current format or an older one), else :class:`NewerFormat`.
+
+    A version that is not an integer is never coerced: no mirrorflow wrote it as this one's.
+    """
+    if not isinstance(found, int) or isinstance(found, bool):
+        raise NewerFormat(name, repr(found), where)
     if found > FORMATS[name].version:
         raise NewerFormat(name, found, where)
     return found
@@ -81,10 +86,7 @@ def check(name: str, found: int, where: str) -> int:
 
 def check_record(name: str, record: dict, where: str, missing: int = 0) -> int:
     """The format of a JSON record (its ``"v"``; ``missing`` for a record written before it had one), checked."""
-    found = record.get("v", missing)
-    if not isinstance(found, int) or isinstance(found, bool):
-        raise NewerFormat(name, json.dumps(found), where)
-    return check(name, found, where)
+    return check(name, record.get("v", missing), where)
 
 
 def migrated(name: str, old: int, where: str, what: str) -> None:

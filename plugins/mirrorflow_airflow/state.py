@@ -30,7 +30,6 @@ from typing import Any
 from airflow.sdk import Variable
 
 from mirrorflow import formats
-from mirrorflow.formats import NewerFormat
 from mirrorflow.lag.backoff import Failing
 from mirrorflow.status.totals import fold
 from mirrorflow.topology import in_tree
@@ -78,28 +77,30 @@ def _read(key: str) -> Any:
 #: The format of the Variables below as a whole (mirrorflow.formats, "airflow-state"): one marker for this
 #: Airflow, written with the first write of a release that knows it; missing means the first release's format.
 FORMAT_VARIABLE = "mirrorflow_state_format"
+_CURRENT = str(formats.FORMATS["airflow-state"].version)
+#: Read once per process (the marker only ever goes up): whether it was checked, and whether it says this format.
 _format_checked = False
+_marked = False
 
 
 def _check_format() -> None:
-    """Refuse, by name, Variables a newer mirrorflow keeps (once per process: the marker only ever goes up)."""
-    global _format_checked
+    """Refuse, by name, Variables a newer mirrorflow keeps."""
+    global _format_checked, _marked
     if _format_checked:
         return
     raw = _read(FORMAT_VARIABLE)
     found = 1 if raw in (None, "") else (int(raw) if str(raw).strip().isdigit() else str(raw))
-    if not isinstance(found, int):
-        raise NewerFormat("airflow-state", repr(found), f"Airflow Variable {FORMAT_VARIABLE}")
     formats.check("airflow-state", found, f"Airflow Variable {FORMAT_VARIABLE}")
-    _format_checked = True
+    _format_checked, _marked = True, raw is not None and str(raw).strip() == _CURRENT
 
 
 def _set(key: str, value: str, description: str) -> None:
     """Write Variable ``key``, after marking the format it is written in (the marker first: never unmarked state)."""
+    global _marked
     _check_format()
-    if _read(FORMAT_VARIABLE) != str(formats.FORMATS["airflow-state"].version):
-        _write(FORMAT_VARIABLE, str(formats.FORMATS["airflow-state"].version),
-               "mirrorflow: the format of its Variables (docs/install.md, CHANGELOG.md)")
+    if not _marked:
+        _write(FORMAT_VARIABLE, _CURRENT, "mirrorflow: the format of its Variables (docs/install.md, CHANGELOG.md)")
+        _marked = True
     _write(key, value, description)
 
 

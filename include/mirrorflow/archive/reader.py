@@ -28,14 +28,6 @@ from mirrorflow.archive import layout
 from mirrorflow.archive.errors import ArchiveConflict, ArchiveError
 from mirrorflow.archive.location import ArchiveLocation
 from mirrorflow.archive.records import FORMAT_KEY, ArchivedRecord, from_table
-from mirrorflow.formats import NewerFormat
-
-
-def _check_format(found: Any, where: str) -> None:
-    """A manifest or object a newer mirrorflow wrote stops the reader by name (mirrorflow.formats)."""
-    if not isinstance(found, int) or isinstance(found, bool):
-        raise NewerFormat("archive", repr(found), where)
-    formats.check("archive", found, where)
 
 
 def _list_keys(s3: Any, bucket: str, prefix: str) -> list[str]:
@@ -62,7 +54,8 @@ def read_manifests(location: ArchiveLocation, cluster: str, *, s3: Any = None) -
             raise ArchiveError(f"manifest s3://{location.bucket}/{key} is not JSON: {exc}") from None
         if not isinstance(manifest, dict) or not isinstance(manifest.get("partitions"), list):
             raise ArchiveError(f"manifest s3://{location.bucket}/{key} has no 'partitions' list")
-        _check_format(manifest.get("version", 1), f"manifest s3://{location.bucket}/{key}")
+        # a manifest or object a newer mirrorflow wrote stops the reader by name
+        formats.check("archive", manifest.get("version", 1), f"manifest s3://{location.bucket}/{key}")
         manifest["_key"] = key
         out.append(manifest)
     return out
@@ -129,7 +122,8 @@ def _rows(s3: Any, location: ArchiveLocation, obj: _Object, start: int, end: int
         raise ArchiveError(f"archive object s3://{location.bucket}/{obj.key} cannot be read: "
                            f"{type(exc).__name__}: {exc}") from exc
     stored = (table.schema.metadata or {}).get(FORMAT_KEY, b"1").decode()
-    _check_format(int(stored) if stored.isdigit() else stored, f"archive object s3://{location.bucket}/{obj.key}")
+    formats.check("archive", int(stored) if stored.isdigit() else stored,
+                  f"archive object s3://{location.bucket}/{obj.key}")
     records = sorted(from_table(table), key=lambda r: r.offset)
     return (r for r in records if r.offset >= start and (end is None or r.offset < end))
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -44,50 +43,17 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from mirrorflow_dev.airflow_api import AirflowApi, healthy, listed_dags, run_state, trigger, unpause  # noqa: E402
+from mirrorflow_dev.install import CONSTRAINTS, guide_blocks, install_wheel, pool_commands, run, user_env  # noqa: E402
 from mirrorflow_dev.kafka import KafkaDistribution, LocalKafka  # noqa: E402
 from mirrorflow_dev.process import free_port, stop_group, wait_until  # noqa: E402
 
-CONSTRAINTS = {"3.3.0": REPO / "constraints-airflow-3.3.0.txt", "3.3.2": REPO / "constraints.txt"}
 NAMES = ("c1", "c2", "c3", "c4")
 TOPIC = "orders"
 PER_CLUSTER = 50
 
 
-def sh(cmd: list[str], **kw) -> str:
-    done = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if done.returncode != 0:
-        raise SystemExit(f"install check: {' '.join(cmd[:4])} ... exited {done.returncode}:\n"
-                         f"{(done.stdout + done.stderr)[-4000:]}")
-    return done.stdout
-
-
 def say(msg: str) -> None:
     print(f"==> {msg}", flush=True)
-
-
-def install(root: Path, airflow: str) -> Path:
-    """The guide's section 1 in a fresh venv; its bin/."""
-    uv = Path(sys.executable).parent / "uv"
-    dist = root / "dist"
-    shutil.rmtree(dist, ignore_errors=True)
-    sh([str(uv), "build", "--wheel", "-o", str(dist), str(REPO)])
-    [wheel] = dist.glob("mirrorflow-*.whl")
-    venv = root / "venv"
-    shutil.rmtree(venv, ignore_errors=True)
-    sh([sys.executable, "-m", "venv", "--without-pip", str(venv)])
-    python = str(venv / "bin" / "python")
-    sh([str(uv), "pip", "install", "--quiet", "--python", python, f"{wheel}[airflow]", "-c",
-        str(CONSTRAINTS[airflow])])
-    pyspark = next(line for line in CONSTRAINTS[airflow].read_text().splitlines() if line.startswith("pyspark=="))
-    sh([str(uv), "pip", "install", "--quiet", "--python", python, "--no-deps", "--reinstall", pyspark])
-    return venv / "bin"
-
-
-def guide_blocks(language: str) -> list[str]:
-    """The guide's fenced blocks in ``language``: the check runs what a user copies."""
-    import re
-
-    return re.findall(rf"```{language}\n(.*?)```", (REPO / "docs" / "install.md").read_text(), flags=re.S)
 
 
 def produce_everywhere(kafka: LocalKafka) -> list[str]:
@@ -133,11 +99,11 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     say(f"installing the wheel with apache-airflow {args.airflow} in {root / 'venv'}")
-    bin_dir = install(root, args.airflow)
+    bin_dir = install_wheel(root, args.airflow)
     times["install"] = time.monotonic() - started
-    versions = sh([str(bin_dir / "python"), "-c", "import airflow, pyspark, confluent_kafka, importlib.metadata as m;"
+    versions = run([str(bin_dir / "python"), "-c", "import airflow, pyspark, confluent_kafka, importlib.metadata as m;"
                    "print(airflow.__version__, pyspark.__version__, confluent_kafka.__version__, "
-                   "m.version('mirrorflow'), m.version('apache-airflow-providers-apache-spark'))"], cwd="/").split()
+                   "m.version('mirrorflow'), m.version('apache-airflow-providers-apache-spark'))"]).split()
 
     say("starting four Kafka clusters")
     kafka = LocalKafka(root / "kafka", names=list(NAMES), distribution=KafkaDistribution.fetch())
@@ -157,19 +123,12 @@ def main(argv: list[str] | None = None) -> int:
         (dags / "mirrorflow_dags.py").write_text(guide_blocks("python")[0])
         home = root / "airflow"
         port = free_port()
-        env = {k: v for k, v in os.environ.items() if k in ("HOME", "LANG", "LC_ALL", "TMPDIR", "JAVA_HOME", "USER")}
-        env.update({"PATH": f"{bin_dir}{os.pathsep}/usr/local/bin:/usr/bin:/bin", "AIRFLOW_HOME": str(home),
-                    "AIRFLOW__CORE__DAGS_FOLDER": str(dags), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-                    "AIRFLOW__API__PORT": str(port), "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "150",
-                    "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-                    "MIRROR_TOPOLOGY": str(topology), "PYSPARK_PYTHON": str(bin_dir / "python"),
-                    "SPARK_LOCAL_IP": "127.0.0.1",
-                    "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"})})
+        env = user_env(bin_dir, home, dags, topology, AIRFLOW__API__PORT=str(port),
+                       AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://127.0.0.1:{port}/execution/")
         airflow = str(bin_dir / "airflow")
-        sh([airflow, "db", "migrate"], env=env, cwd="/")
-        for line in (line for block in guide_blocks("bash") for line in block.splitlines()):
-            if line.startswith("airflow pools set"):
-                sh(["bash", "-c", line], env=env, cwd="/")
+        run([airflow, "db", "migrate"], env=env)
+        for line in pool_commands():
+            run(["bash", "-c", line], env=env)
         expected = produce_everywhere(kafka)
 
         say(f"airflow standalone on port {port} (log: {home / 'standalone.log'})")

@@ -8,6 +8,7 @@ import pytest
 from airflow.dag_processing.dagbag import DagBag
 
 from mirrorflow_airflow.factories import every
+from mirrorflow_dev.install import PLUGINS_PROBE
 
 pytestmark = pytest.mark.airflow
 
@@ -50,10 +51,8 @@ def test_the_repository_layout_registers_the_plugin_once_through_its_entry_point
 
     repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__PLUGINS_FOLDER": str(repo / "plugins")}
-    done = subprocess.run([sys.executable, "-c", (
-        "import json; from airflow import plugins_manager as pm; p, e = pm._get_plugins(); "
-        "print(json.dumps({'names': [x.name for x in p], 'errors': e}))")], env=env, capture_output=True, text=True,
-        timeout=120, cwd=tmp_path)
+    done = subprocess.run([sys.executable, "-c", PLUGINS_PROBE], env=env, capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.splitlines()[-1])
     assert found["names"].count("mirrorflow") == 1 and not found["errors"], found

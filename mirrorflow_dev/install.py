@@ -74,3 +74,15 @@ def pool_commands() -> list[str]:
     """Section 4's ``airflow pools set`` lines."""
     return [line for block in guide_blocks("bash") for line in block.splitlines()
             if line.startswith("airflow pools set")]
+
+
+#: The first release (CHANGELOG.md): named by its commit, which a fresh clone holds.
+FIRST_RELEASE = "dda5c22"
+
+
+def release_tree(dest: Path, commit: str, *paths: str) -> Path:
+    """``paths`` of the repository as they were at ``commit``, extracted under ``dest`` (from git's history)."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, *paths], capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest

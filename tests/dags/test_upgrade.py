@@ -33,6 +33,7 @@ import pytest
 
 from mirrorflow.assets import proven_uri
 from mirrorflow.completeness.proven import window_key
+from mirrorflow_dev.install import FIRST_RELEASE, release_tree
 from tests.dags.forms import failover_conf
 from tests.fixtures.spark import connect_connection
 from tests.integration.groups import committed_offsets, consume_and_commit, read_from_committed
@@ -42,7 +43,6 @@ from tests.integration.mirroring import FOUR, Traffic, assert_exactly_once, topi
 pytestmark = [pytest.mark.airflow, pytest.mark.kafka]
 
 REPO = Path(__file__).resolve().parents[2]
-FIRST_RELEASE = "dda5c22"
 NAMES = ["c1", "c2", "c3", "c4"]
 #: A window length no other test uses: the audit state of one length is apart from every other length's.
 WINDOW_MS = 420_000
@@ -57,12 +57,8 @@ formats.FORMATS["audit"] = formats.Format("audit", formats.FORMATS["audit"].vers
 
 @pytest.fixture(scope="module")
 def first_release(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("first-release")
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", FIRST_RELEASE, "include", "plugins", "dags",
-                              "spark_jobs"],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
-    return root
+    return release_tree(tmp_path_factory.mktemp("first-release"), FIRST_RELEASE, "include", "plugins", "dags",
+                        "spark_jobs")
 
 
 class Release:

@@ -39,12 +39,11 @@ from mirrorflow.internal_names import (
 )
 from mirrorflow.kafka import ClusterClient
 from mirrorflow.offsets.topic import read_positions
+from mirrorflow_dev.install import FIRST_RELEASE, release_tree
 
 pytestmark = pytest.mark.kafka
 
 REPO = Path(__file__).resolve().parents[2]
-FIRST_RELEASE = "dda5c22"
-
 #: What the first release writes, with its own code (run with its include/ first on the path).
 OLD_WRITER = """
 import json, sys
@@ -80,11 +79,7 @@ print(mirrorflow.__file__)
 @pytest.fixture(scope="module")
 def first_release(tmp_path_factory) -> Path:
     """The first release's ``include/``, from this repository's history (a fresh clone has it)."""
-    root = tmp_path_factory.mktemp("first-release")
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", FIRST_RELEASE, "include"], capture_output=True,
-                             check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
-    return root / "include"
+    return release_tree(tmp_path_factory.mktemp("first-release"), FIRST_RELEASE, "include") / "include"
 
 
 def test_the_state_the_first_release_kept_is_read_by_this_code_as_it_was_meant(first_release, fifth_cluster,

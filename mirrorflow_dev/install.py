@@ -19,6 +19,8 @@ REPO = Path(__file__).resolve().parents[1]
 GUIDE = REPO / "docs" / "install.md"
 #: The tested constraints of each supported Airflow (docs/install.md, section 1).
 CONSTRAINTS = {"3.3.0": REPO / "constraints-airflow-3.3.0.txt", "3.3.2": REPO / "constraints.txt"}
+#: Where scripts/bootstrap.sh keeps the pyspark wheel it builds (pyspark has no wheel on PyPI).
+PYSPARK_WHEELS = REPO / ".cache" / "wheels"
 #: Printed by a ``python -c`` in the environment: the plugins Airflow loaded and its plugin import errors.
 PLUGINS_PROBE = ("import json; from airflow import plugins_manager as pm; p, e = pm._get_plugins(); "
                  "print(json.dumps({'names': [x.name for x in p], 'errors': e}))")
@@ -47,9 +49,16 @@ def install_wheel(root: Path, airflow: str) -> Path:
     venv = root / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = str(venv / "bin" / "python")
-    run([str(uv), "pip", "install", "--quiet", "--python", python, f"{wheel}[airflow]", "-c", str(constraints)])
+    # pyspark is published as a source distribution only, and uv builds it again on every install into a
+    # new cache entry of gigabytes (a CI machine's disk filled up that way); bootstrap's `pip wheel` of it
+    # is used instead (made here if it is missing), so nothing is built and the cache stays the same size.
     pyspark = next(line for line in constraints.read_text().splitlines() if line.startswith("pyspark=="))
-    run([str(uv), "pip", "install", "--quiet", "--python", python, "--no-deps", "--reinstall", pyspark])
+    if not list(PYSPARK_WHEELS.glob(f"pyspark-{pyspark.split('==')[1]}-*.whl")):
+        run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(PYSPARK_WHEELS), pyspark])
+    wheels = ["--find-links", str(PYSPARK_WHEELS)]
+    run([str(uv), "pip", "install", "--quiet", "--python", python, *wheels, f"{wheel}[airflow]",
+         "-c", str(constraints)])
+    run([str(uv), "pip", "install", "--quiet", "--python", python, *wheels, "--no-deps", "--reinstall", pyspark])
     return venv / "bin"
 
 

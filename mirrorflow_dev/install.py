@@ -19,8 +19,10 @@ REPO = Path(__file__).resolve().parents[1]
 GUIDE = REPO / "docs" / "install.md"
 #: The tested constraints of each supported Airflow (docs/install.md, section 1).
 CONSTRAINTS = {"3.3.0": REPO / "constraints-airflow-3.3.0.txt", "3.3.2": REPO / "constraints.txt"}
-#: Where scripts/bootstrap.sh keeps the pyspark wheel it builds (pyspark has no wheel on PyPI).
-PYSPARK_WHEELS = REPO / ".cache" / "wheels"
+#: Where scripts/bootstrap.sh keeps the pyspark wheel it builds (pyspark has no wheel on PyPI): one
+#: path for every checkout on the machine, so uv unpacks it once.
+PYSPARK_WHEELS = Path(os.environ.get("MIRRORFLOW_WHEELS")
+                      or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mirrorflow" / "wheels")
 #: Printed by a ``python -c`` in the environment: the plugins Airflow loaded and its plugin import errors.
 PLUGINS_PROBE = ("import json; from airflow import plugins_manager as pm; p, e = pm._get_plugins(); "
                  "print(json.dumps({'names': [x.name for x in p], 'errors': e}))")

@@ -100,8 +100,12 @@ else
   [ -x .venv/bin/python ] || "$PY" -m venv .venv
   .venv/bin/python -m pip install --quiet "$UV_PIN"
   pyspark_pin=$(grep -E '^pyspark==' requirements.txt)
-  wheels=.cache/wheels
-  .venv/bin/python -m pip wheel --quiet --no-deps -w "$wheels" "$pyspark_pin"
+  # Outside the checkout, shared by every checkout on this machine: uv keeps an unpacked copy of an
+  # installed wheel per wheel *path*, so a wheel in each fresh clone's .cache/ cost 480 MB of uv's cache
+  # every time (tests/dags/test_installed_wheel.py takes it from here too: mirrorflow_dev/install.py).
+  wheels="${MIRRORFLOW_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/mirrorflow/wheels}"
+  compgen -G "$wheels/pyspark-${pyspark_pin#pyspark==}-*.whl" >/dev/null ||
+    .venv/bin/python -m pip wheel --quiet --no-deps -w "$wheels" "$pyspark_pin"
   uv_install=(.venv/bin/uv pip install --quiet --python .venv/bin/python --compile-bytecode --find-links "$wheels")
   "${uv_install[@]}" -r requirements.txt -r requirements-dev.txt -c constraints.txt
   # The Spark provider's pyspark-client ships the same `pyspark` files as pyspark

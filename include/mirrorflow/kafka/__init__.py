@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     from mirrorflow.kafka.compacted import WRITE_CHUNK, ensure_compacted, read_whole, write_all
     from mirrorflow.kafka.deadline import CallAbandoned, within
     from mirrorflow.kafka.kept import KeptClients, active
-    from mirrorflow.kafka.ranges import RangeReader
+    from mirrorflow.kafka.ranges import READER_FETCH_WAIT_MS, RangeReader
     from mirrorflow.kafka.refusals import CLUSTER_RESOURCE, Need, NotAuthorized, call_failed, is_refusal, refusal
     from mirrorflow.kafka.shared import admin_for, discard, shared_count, sharing_admins
     from mirrorflow.kafka.topics import (
@@ -113,7 +113,8 @@ _LAZY = {
     "RETRIABLE_COORDINATOR": "codes", "SOURCE_MOVED_CODES": "codes", "UNREACHABLE_CODES": "codes",
     "WRITE_CHUNK": "compacted", "ensure_compacted": "compacted", "read_whole": "compacted", "write_all": "compacted",
     "CallAbandoned": "deadline", "within": "deadline", "KeptClients": "kept", "active": "kept",
-    "RangeReader": "ranges", "CLUSTER_RESOURCE": "refusals", "Need": "refusals", "NotAuthorized": "refusals",
+    "READER_FETCH_WAIT_MS": "ranges", "RangeReader": "ranges", "CLUSTER_RESOURCE": "refusals", "Need": "refusals",
+    "NotAuthorized": "refusals",
     "call_failed": "refusals", "is_refusal": "refusals", "refusal": "refusals", "admin_for": "shared",
     "discard": "shared", "shared_count": "shared", "sharing_admins": "shared", "PARTITIONS_PER_REQUEST": "topics",
     "alter_topic_configs": "topics", "await_partitions": "topics", "batches": "topics", "broker_defaults": "topics",
@@ -145,6 +146,7 @@ __all__ = [
     "Need",
     "NotAuthorized",
     "PARTITIONS_PER_REQUEST",
+    "READER_FETCH_WAIT_MS",
     "RETRIABLE_COORDINATOR",
     "RangeReader",
     "SOURCE_MOVED_CODES",

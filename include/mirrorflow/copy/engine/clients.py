@@ -10,9 +10,9 @@ thread keeps, from a range that ended cleanly, for its next range:
 
 - the *reader* (source consumer), per (source cluster, link). It never jumps
   (``auto.offset.reset=error``: records deleted under a copy stop it, by name). It is unassigned
-  between ranges, and it long-polls at most ``READER_FETCH_WAIT_MS``: the broker
-  answers one request per connection at a time, so the next range's first
-  request waits behind the previous range's last, idle fetch;
+  between ranges, and it long-polls at most ``READER_FETCH_WAIT_MS`` (every range reader's,
+  :mod:`mirrorflow.kafka.ranges` says why): the broker answers one request per connection
+  at a time, so the next range's first request waits behind the previous range's last, idle fetch;
 - the *checkpoint consumer* (the link's group on the target), per (target, link);
 - at least once, the *producer*, per (target, the target topic's size limit). It compresses
   its copies with the target cluster's codec (:mod:`mirrorflow.kafka.compression`).
@@ -39,11 +39,7 @@ from mirrorflow.copy.state.checkpoints import checkpoint_group
 from mirrorflow.copy.task import PartitionTask
 from mirrorflow.copy.txn_groups import transactional_id
 from mirrorflow.internal_names import link_reader_group as reader_group
-from mirrorflow.kafka import ClusterClient, codec_settings, copy_codec, size_settings
-
-#: How long the reader's fetch may wait at the broker for data. A range is bounded, so
-#: waiting at its end buys nothing; a short wait keeps a kept reader's next request quick.
-READER_FETCH_WAIT_MS = 20
+from mirrorflow.kafka import READER_FETCH_WAIT_MS, ClusterClient, codec_settings, copy_codec, size_settings
 
 #: How much one fetch may bring of one partition (librdkafka's default is 1 MiB). librdkafka
 #: has one fetch in flight per broker, so a small answer stalls a one-partition copy between

@@ -83,15 +83,21 @@ _format_checked = False
 _marked = False
 
 
+def check_format_marker(raw: Any) -> bool:
+    """Refuse, by name, the marker ``raw`` (as stored) of Variables a newer mirrorflow keeps; whether it says
+    this format. The Mirror page reads it too, so it never shows a newer release's state as if it were its own."""
+    found = 1 if raw in (None, "") else (int(raw) if str(raw).strip().isdigit() else str(raw))
+    formats.check("airflow-state", found, f"Airflow Variable {FORMAT_VARIABLE}")
+    return raw is not None and str(raw).strip() == _CURRENT
+
+
 def _check_format() -> None:
     """Refuse, by name, Variables a newer mirrorflow keeps."""
     global _format_checked, _marked
     if _format_checked:
         return
-    raw = _read(FORMAT_VARIABLE)
-    found = 1 if raw in (None, "") else (int(raw) if str(raw).strip().isdigit() else str(raw))
-    formats.check("airflow-state", found, f"Airflow Variable {FORMAT_VARIABLE}")
-    _format_checked, _marked = True, raw is not None and str(raw).strip() == _CURRENT
+    _marked = check_format_marker(_read(FORMAT_VARIABLE))
+    _format_checked = True
 
 
 def _set(key: str, value: str, description: str) -> None:

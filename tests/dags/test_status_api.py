@@ -118,6 +118,17 @@ def test_a_broken_topology_file_is_named_not_a_blank_page(api, monkeypatch, tmp_
     assert "the topology cannot be loaded" in answer.json()["detail"] and "broken.yaml" in answer.json()["detail"]
 
 
+def test_variables_a_newer_mirrorflow_keeps_are_named_not_shown_as_this_ones(api, stored):
+    from mirrorflow_airflow.state import FORMAT_VARIABLE
+
+    stored(FORMAT_VARIABLE, 2)
+    for route in ROUTES[1:]:
+        answer = api.get(route, headers={"Authorization": f"Bearer {token()}"})
+        assert answer.status_code == 500, route
+        assert ("airflow-state at Airflow Variable mirrorflow_state_format is format 2; this mirrorflow reads "
+                "airflow-state up to format 1") in answer.json()["detail"], route
+
+
 def monkeypatch_topology(monkeypatch, extra: str) -> str:
     """The demo's tree with ``extra`` appended, as the API server's ``MIRROR_TOPOLOGY``; returns its name."""
     import os

@@ -26,14 +26,15 @@ from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse, PlainTextResponse
 
 from mirrorflow.errors import MirrorflowError
+from mirrorflow.formats import NewerFormat
 from mirrorflow.status import build_status, links_page
 from mirrorflow.status.inputs import StatusInputs
 from mirrorflow.status.links import State
 from mirrorflow.status.metrics import CONTENT_TYPE, render
 from mirrorflow.topology import Topology, in_tree, load_trees_from_env
-from mirrorflow_airflow.state import CHANGES_VARIABLE
+from mirrorflow_airflow.state import CHANGES_VARIABLE, FORMAT_VARIABLE, check_format_marker
 from mirrorflow_airflow.topology import current_topology
-from mirrorflow_airflow.ui.readers import json_variable, read_inputs
+from mirrorflow_airflow.ui.readers import json_variable, read_inputs, text_variable
 
 #: Reading the page's data needs what reading the DAGs needs.
 READ = [Depends(requires_access_dag("GET"))]
@@ -52,6 +53,10 @@ def _state(session: Any, tree: str) -> tuple[Topology, StatusInputs]:
         topology = current_topology(changes=json_variable(session, in_tree(tree, CHANGES_VARIABLE)) or [], ns=tree)
     except (MirrorflowError, ValueError, OSError) as exc:  # a broken topology file names itself
         raise HTTPException(status_code=500, detail=f"mirrorflow: the topology cannot be loaded: {exc}") from None
+    try:
+        check_format_marker(text_variable(session, FORMAT_VARIABLE))
+    except NewerFormat as exc:
+        raise HTTPException(status_code=500, detail=f"mirrorflow: the state cannot be shown: {exc}") from None
     return topology, read_inputs(session, topology, datetime.now(UTC))
 
 

@@ -54,6 +54,17 @@ def ui_base() -> str:
     return urlparse(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
 
 
+def text_variable(session: Session, key: str) -> str | None:
+    """A Variable's value as stored (decrypted), or ``None``; read as :func:`json_variable` says why."""
+    row = session.execute(select(Variable._val, Variable.is_encrypted).where(Variable.key == key)).first()
+    if row is None:
+        return None
+    raw, encrypted = row
+    if raw is not None and encrypted:
+        raw = get_fernet().decrypt(raw.encode()).decode()
+    return raw
+
+
 def json_variable(session: Session, key: str) -> Any:
     """A Variable's JSON value, or ``None``.
 
@@ -63,12 +74,7 @@ def json_variable(session: Session, key: str) -> Any:
     totals and the lag snapshot of a large tree are large values
     (docs/benchmarks.md, "The partition axis again").
     """
-    row = session.execute(select(Variable._val, Variable.is_encrypted).where(Variable.key == key)).first()
-    if row is None:
-        return None
-    raw, encrypted = row
-    if raw is not None and encrypted:
-        raw = get_fernet().decrypt(raw.encode()).decode()
+    raw = text_variable(session, key)
     try:
         return json.loads(raw) if isinstance(raw, str) else raw
     except json.JSONDecodeError:

@@ -67,3 +67,26 @@ pytest_plugins = [
     "tests.fixtures.receivers",
     "tests.fixtures.timeline",
 ]
+
+#: Free space the suite asks for where it writes (Kafka logs, Spark's scratch, the installed-wheel test's
+#: venv, throwaway Airflow homes): about three times what a whole run was seen to take (docs/setup.md).
+#: ``MIRRORFLOW_TEST_MIN_FREE_MB`` changes it.
+MIN_FREE_MB = int(os.environ.get("MIRRORFLOW_TEST_MIN_FREE_MB", "3000"))
+
+
+def pytest_sessionstart(session) -> None:
+    """Refuse to start, naming the place, where the disk is nearly full: a suite that runs out of space
+    fails dozens of unrelated tests with errors that never mention the disk (it happened to CI)."""
+    import shutil
+
+    import pytest
+
+    if hasattr(session.config, "workerinput"):  # checked once, by the controller
+        return
+    for place in (Path(tempfile.gettempdir()), REPO):
+        free_mb = shutil.disk_usage(place).free // 2**20
+        if free_mb < MIN_FREE_MB:
+            pytest.exit(f"mirrorflow tests: {free_mb} MB free where {place} is, and the suite needs about "
+                        f"{MIN_FREE_MB} MB (MIRRORFLOW_TEST_MIN_FREE_MB). Free some space first: uv's cache "
+                        f"(`.venv/bin/uv cache prune`) and old test homes in {tempfile.gettempdir()} are the "
+                        "usual places", returncode=3)

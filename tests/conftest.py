@@ -90,3 +90,12 @@ def pytest_sessionstart(session) -> None:
                         f"{MIN_FREE_MB} MB (MIRRORFLOW_TEST_MIN_FREE_MB). Free some space first: uv's cache "
                         f"(`.venv/bin/uv cache prune`) and old test homes in {tempfile.gettempdir()} are the "
                         "usual places", returncode=3)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """Remove this process's throwaway Airflow home after a run that passed; one that failed keeps it, with
+    its task logs, for reading (each worker and the controller have one, and every run left them in /tmp)."""
+    import shutil
+
+    if exitstatus == 0:
+        shutil.rmtree(_airflow_home, ignore_errors=True)

@@ -9,9 +9,12 @@ Airflow. Each test session gets its own home and database.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -77,10 +80,6 @@ MIN_FREE_MB = int(os.environ.get("MIRRORFLOW_TEST_MIN_FREE_MB", "3000"))
 def pytest_sessionstart(session) -> None:
     """Refuse to start, naming the place, where the disk is nearly full: a suite that runs out of space
     fails dozens of unrelated tests with errors that never mention the disk (it happened to CI)."""
-    import shutil
-
-    import pytest
-
     if hasattr(session.config, "workerinput"):  # checked once, by the controller
         return
     for place in (Path(tempfile.gettempdir()), REPO):
@@ -95,7 +94,5 @@ def pytest_sessionstart(session) -> None:
 def pytest_sessionfinish(session, exitstatus) -> None:
     """Remove this process's throwaway Airflow home after a run that passed; one that failed keeps it, with
     its task logs, for reading (each worker and the controller have one, and every run left them in /tmp)."""
-    import shutil
-
     if exitstatus == 0:
         shutil.rmtree(_airflow_home, ignore_errors=True)
